@@ -1,0 +1,16 @@
+"""vta-codesign: hardware/schedule co-design for VTA accelerators."""
+
+from codesign.hw.config import HwConfig
+
+__version__ = "0.1.0"
+
+
+def run_layer(*args, **kwargs):  # noqa: D401 - thin re-export, keeps `import codesign` light
+    """Compile one layer with an AutoTVM knob dict and run it on the simulator; see
+    `codesign.vta.run.run_layer`."""
+    from codesign.vta.run import run_layer as _run_layer
+
+    return _run_layer(*args, **kwargs)
+
+
+__all__ = ["HwConfig", "run_layer", "__version__"]

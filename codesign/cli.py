@@ -1,0 +1,65 @@
+"""`codesign` command line. Each subcommand lives in `codesign/commands/<name>.py` and exposes
+`register(subparsers)`; this file only wires them up and turns user errors into one line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from codesign.errors import CodesignError
+
+# (module, one-line summary) in the order of the data flow.
+COMMANDS = [
+    ("simulate", "run a serialized VTA program on the simulator and print cycles and counters"),
+    ("space", "show a layer's schedule space; --exhaustive finds the true optimum"),
+    ("replay", "re-simulate the records of an AutoTVM log and compare with the measured times"),
+    ("calibrate", "fit the timing model's physical parameters to measured AutoTVM records"),
+    ("tune", "tune layer schedules with an RL agent or a baseline tuner"),
+    ("export", "export tuned schedules as AutoTVM logs or a vta_config.json"),
+    ("sweep", "co-design sweep: Ray Tune over hardware configs with inner schedule tuning"),
+    ("report", "print the Pareto front of a sweep directory"),
+]
+
+EPILOG = """\
+typical flow:
+  codesign sweep                              # small ResNet-18 co-design sweep on PYNQ-Z1
+  codesign report runs/sweep                  # Pareto front of that sweep
+  codesign tune --workload resnet18 --hw pynq_1x16_i8w8a32_15_15_18_17 --tuner ppo
+  codesign export autotvm runs/sweep/records.jsonl -o vta.log
+every command takes --help; most take --json for scripts.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="codesign",
+        description="Hardware/schedule co-design for VTA accelerators.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, summary in COMMANDS:
+        module = importlib.import_module(f"codesign.commands.{name}")
+        module.register(sub, summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CodesignError as exc:
+        print(f"codesign {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"codesign {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
