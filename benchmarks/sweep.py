@@ -1,0 +1,252 @@
+"""Benchmark of the co-design sweep (issue 5 §6). Prints one JSON summary on stdout.
+
+(a) search quality: on the enumerable `pynq-z1-small` space, hypervolume of the NSGA-II / MOTPE
+    (and random) fronts after 10, 25, 50 hardware evaluations divided by the hypervolume of the
+    exhaustive front, median over seeds. To make many seeds affordable, every grid point is
+    evaluated ONCE with inner tuning (an exhaustive Ray sweep; its trials.jsonl is the cache) and
+    the searchers are then driven over the cached objectives through the same Ray Tune searcher
+    objects the sweep uses (`codesign.sweep.search.build_search`: Ray's OptunaSearch with Optuna's
+    NSGAIISampler / TPESampler), sequentially via their suggest / on_trial_complete interface
+    (one trial at a time, no Ray workers). Random = uniform choice per parameter.
+(b) wall time of a ResNet-18 sweep of N hardware configs (default 50) with inner tuning on this
+    machine's cores, and its scaling with Ray workers (1 vs 2 concurrent trials, on a shorter sweep).
+(c) the best feasible PYNQ-Z1 design of sweep (b) vs the stock 1x16 config evaluated with the same
+    inner tuner and budget: ResNet-18 conv latency ratio among designs using <= the stock's
+    resources (each of LUT, FF, BRAM18, DSP), and whether any design dominates the stock on
+    latency, area and power.
+
+    /work/venv/bin/python benchmarks/sweep.py            # full (long: two sweeps plus (a))
+    /work/venv/bin/python benchmarks/sweep.py --quick    # minutes: fewer trials and seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from codesign.hw.config import HwConfig
+from codesign.paths import SPACES
+from codesign.sweep.trial import INFEASIBLE_AREA, INFEASIBLE_LATENCY_MS, INFEASIBLE_POWER_W, OBJECTIVES
+
+CHECKPOINTS = (10, 25, 50)
+
+
+def _log(msg: str) -> None:
+    print(f"[bench sweep] {msg}", file=sys.stderr, flush=True)
+
+
+def _front(points: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
+    from codesign.pareto import ParetoFront
+
+    front = ParetoFront(points=[dict(zip(OBJECTIVES, p)) for p in points])
+    return front.values()
+
+
+# -- (a) -------------------------------------------------------------------------------------------
+def search_quality(out: Path, *, seeds: int, budget: int, tuner: str, evals: int) -> dict:
+    from codesign.hw.space import HwSpace
+    from codesign.pareto import hypervolume, read_pareto_json
+    from codesign.sweep import run_sweep
+    from codesign.sweep.results import read_trials
+    from codesign.sweep.search import build_search, grid_points
+
+    space_path = SPACES / "pynq-z1-small.yaml"
+    space = HwSpace.load(space_path)
+    exh_dir = out / "a_exhaustive"
+    t0 = time.perf_counter()
+    if (exh_dir / "sweep.json").exists():
+        run_sweep(None, None, exh_dir, resume=True, progress=False)
+    else:
+        run_sweep(space_path, "resnet18", exh_dir, trials=None, budget=budget, tuner=tuner,
+                        search="exhaustive", seed=0, progress=False)
+    exh_wall = time.perf_counter() - t0
+    table: dict[str, tuple[float, float, float]] = {}
+    for row in read_trials(exh_dir):
+        if row.get("status") == "ok" and row.get("feasible"):
+            table[row["config"]] = tuple(float(row[k]) for k in OBJECTIVES)
+    penalty = (INFEASIBLE_LATENCY_MS, INFEASIBLE_AREA, INFEASIBLE_POWER_W)
+    doc = read_pareto_json(exh_dir)  # the sweep's reference point rule and exhaustive hypervolume
+    ref = doc["reference_point"]
+    true_front = _front(list(table.values()))
+    hv_true = hypervolume(true_front, ref)
+    assert abs(hv_true - doc["hypervolume"]) <= 1e-9 * max(1.0, hv_true)
+
+    def lookup(params: dict) -> tuple[tuple[float, ...], bool]:
+        hw, reason = space.check(params)
+        if hw is None or reason is not None or hw.name not in table:
+            return penalty, False
+        return table[hw.name], True
+
+    grid = grid_points(space)
+    curves: dict[str, list[list[float]]] = {}
+    for search in ("nsga2", "motpe", "random"):
+        curves[search] = []
+        for seed in range(seeds):
+            found: list[tuple[float, ...]] = []
+            ratios = []
+            if search == "random":
+                rng = np.random.default_rng(seed)
+                names = list(space.params)
+                proposals = ({n: space.params[n][rng.integers(len(space.params[n]))] for n in names}
+                             for _ in range(evals))
+                for k, params in enumerate(proposals, 1):
+                    obj, ok = lookup(params)
+                    if ok:
+                        found.append(obj)
+                    if k in CHECKPOINTS:
+                        ratios.append(hypervolume(_front(found), ref) / hv_true if found else 0.0)
+            else:
+                plan = build_search(search, space, trials=evals, seed=seed)
+                alg = plan.search_alg
+                for k in range(1, evals + 1):
+                    tid = f"t{k}"
+                    params = alg.suggest(tid)
+                    obj, ok = lookup(params)
+                    if ok:
+                        found.append(obj)
+                    alg.on_trial_complete(tid, dict(zip(OBJECTIVES, obj)))
+                    if k in CHECKPOINTS:
+                        ratios.append(hypervolume(_front(found), ref) / hv_true if found else 0.0)
+            curves[search].append(ratios)
+        _log(f"(a) {search}: median hv ratio at {CHECKPOINTS}: "
+             f"{[round(statistics.median(c[i] for c in curves[search]), 4) for i in range(len(CHECKPOINTS))]}")
+    summary = {
+        search: {str(n): {"median": statistics.median(c[i] for c in runs),
+                          "min": min(c[i] for c in runs), "max": max(c[i] for c in runs)}
+                 for i, n in enumerate(CHECKPOINTS) if n <= evals}
+        for search, runs in curves.items()
+    }
+    return {
+        "space": "hw_configs/spaces/pynq-z1-small.yaml", "grid_points": len(grid), "usable": len(table),
+        "exhaustive_front": len(true_front), "hypervolume_exhaustive": hv_true, "reference_point": ref,
+        "exhaustive_sweep_wall_s": round(exh_wall, 1), "seeds": seeds, "hv_ratio": summary,
+        "target": "nsga2/motpe >= 0.95 at 50 evaluations",
+        "method": "objectives cached from one exhaustive sweep (inner tuning once per config); searchers "
+                  "driven sequentially through Ray Tune's OptunaSearch suggest/on_trial_complete",
+    }
+
+
+# -- (b) + (c) -------------------------------------------------------------------------------------
+def timed_sweep(out: Path, name: str, *, trials: int, budget: int, tuner: str, max_concurrent: int,
+                seed: int = 0) -> tuple[float, object]:
+    from codesign.sweep import run_sweep
+
+    d = out / name
+    t0 = time.perf_counter()
+    if (d / "sweep.json").exists():
+        res = run_sweep(None, None, d, resume=True, progress=False)
+    else:
+        res = run_sweep(SPACES / "pynq-z1.yaml", "resnet18", d, trials=trials, budget=budget, tuner=tuner,
+                        search="nsga2", seed=seed, max_concurrent=max_concurrent, progress=False)
+    return time.perf_counter() - t0, res
+
+
+def versus_stock(result, *, budget: int, tuner: str, out: Path) -> dict:
+    from codesign.hw.board import Board
+    from codesign.sweep.trial import evaluate_hw
+    from codesign.workloads import get_workload
+
+    board = Board.named("pynq-z1")
+    stock = HwConfig.resolve("pynq_1x16")
+    wl = get_workload("resnet18")
+    evals = {}
+    for b in sorted({budget, 4 * budget}):
+        evals[b] = evaluate_hw(stock, board, wl, tuner=tuner, budget=b, seed=0,
+                               records_path=out / f"c_stock_records_b{b}.jsonl")
+    base = evals[budget]
+    so = tuple(base[k] for k in OBJECTIVES)
+    rows = [r for r in result.trials if r.get("status") == "ok" and r.get("feasible")]
+    keys = ("lut", "ff", "bram18", "dsp")
+    within = [r for r in rows if all(r["resources"][k] <= base["resources"][k] for k in keys)]
+    best = min(within, key=lambda r: r["latency_ms"]) if within else None
+    best100 = min((r for r in within if r["hw"]["clock_mhz"] == 100), key=lambda r: r["latency_ms"], default=None)
+    dominating = [r["config"] for r in rows
+                  if all(x <= y for x, y in zip((r[k] for k in OBJECTIVES), so))
+                  and any(x < y for x, y in zip((r[k] for k in OBJECTIVES), so))]
+    return {
+        "stock": stock.name, "stock_latency_ms": base["latency_ms"], "stock_area": base["area"],
+        "stock_power_w": base["power_w"], "stock_resources": {k: base["resources"][k] for k in keys},
+        "stock_latency_ms_by_budget": {str(b): e["latency_ms"] for b, e in evals.items()},
+        "designs_within_stock_resources": len(within),
+        "best_within_stock_resources": None if best is None else {
+            "config": best["config"], "latency_ms": best["latency_ms"], "area": best["area"],
+            "power_w": best["power_w"], "resources": {k: best["resources"][k] for k in keys}},
+        "latency_ratio": None if best is None else base["latency_ms"] / best["latency_ms"],
+        "latency_ratio_vs_stock_tuned_4x": None if best is None else
+        evals[max(evals)]["latency_ms"] / best["latency_ms"],
+        "best_within_stock_resources_at_100mhz": None if best100 is None else {
+            "config": best100["config"], "latency_ms": best100["latency_ms"],
+            "ratio": base["latency_ms"] / best100["latency_ms"]},
+        "dominating_stock": dominating,
+        "target": "latency ratio >= 1.5 at <= stock resources, or domination on all three objectives",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer trials and seeds (a few minutes)")
+    ap.add_argument("--out", default="runs/bench_sweep", help="working directory (reused: finished sweeps resume)")
+    ap.add_argument("--parts", default="a,b,c", help="comma list of a, b, c")
+    ap.add_argument("--tuner", default="xgb")
+    ap.add_argument("--budget", type=int, default=None, help="measurements per layer (default 16, quick 8)")
+    ap.add_argument("--trials", type=int, default=None, help="(b) hardware configs (default 50, quick 12)")
+    ap.add_argument("--seeds", type=int, default=None, help="(a) seeds (default 10, quick 3)")
+    args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
+    budget = args.budget or (8 if args.quick else 16)
+    trials = args.trials or (12 if args.quick else 50)
+    seeds = args.seeds or (3 if args.quick else 10)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    summary: dict = {"quick": args.quick, "cpus": os.cpu_count(), "tuner": args.tuner, "budget": budget}
+    try:
+        if "a" in parts:
+            _log("(a) exhaustive sweep of pynq-z1-small, then searchers over cached objectives")
+            summary["a_search_quality"] = search_quality(out, seeds=seeds, budget=budget, tuner=args.tuner,
+                                                         evals=50)
+        if "b" in parts or "c" in parts:
+            _log(f"(b) ResNet-18 sweep of {trials} configs, 2 concurrent trials")
+            wall2, res2 = timed_sweep(out, f"b_sweep_{trials}_c2", trials=trials, budget=budget, tuner=args.tuner,
+                                      max_concurrent=2)
+            n_small = max(4, trials // 4)
+            _log(f"(b) scaling: {n_small} configs with 1 and 2 concurrent trials")
+            w1, _ = timed_sweep(out, f"b_scale_{n_small}_c1", trials=n_small, budget=budget, tuner=args.tuner,
+                                max_concurrent=1, seed=7)
+            w2, _ = timed_sweep(out, f"b_scale_{n_small}_c2", trials=n_small, budget=budget, tuner=args.tuner,
+                                max_concurrent=2, seed=7)
+            ok = [r for r in res2.trials if r.get("status") == "ok"]
+            summary["b_wall_time"] = {
+                "trials": trials, "wall_s": round(wall2, 1), "wall_min": round(wall2 / 60, 2),
+                "s_per_trial": round(wall2 / max(1, len(ok)), 2),
+                "feasible_trials": sum(1 for r in ok if r.get("feasible")),
+                "distinct_configs": len({r["config"] for r in ok}),
+                "measurements": sum(int(r.get("measurements", 0)) for r in ok if not r.get("cached")),
+                "front_size": len(res2.pareto["points"]), "hypervolume": res2.pareto["hypervolume"],
+                "target": "<= 30 min for 50 configs on 2 cores",
+                "scaling": {"trials": n_small, "wall_s_1_worker": round(w1, 1), "wall_s_2_workers": round(w2, 1),
+                            "speedup": round(w1 / w2, 2) if w2 > 0 else math.nan,
+                            "note": "different seeds/configs than the main sweep; same seed for 1 vs 2"},
+            }
+            if "c" in parts:
+                _log("(c) stock 1x16 with the same inner tuning")
+                summary["c_vs_stock"] = versus_stock(res2, budget=budget, tuner=args.tuner, out=out)
+    finally:
+        ray.shutdown()
+    print(json.dumps(summary, indent=2, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Analyses over layers and hardware configs (roofline bounds)."""

@@ -1,0 +1,31 @@
+"""The AutoTVM v0.2 log format (reference §8): the one place that reads and writes it.
+
+Used by replay/calibrate (`codesign.calibrate`) and by the exporter (`codesign.tune`/export).
+"""
+
+from codesign.autotvm.log import (
+    CONV2D_TASK,
+    DENSE_TASK,
+    ERROR_NAMES,
+    SUPPORTED_TASKS,
+    TVM_VERSION,
+    LogFormatError,
+    Record,
+    Skipped,
+    format_record,
+    hw_from_target,
+    layer_from_args,
+    layout_string,
+    model_from_target,
+    parse_line,
+    parse_log,
+    parse_record,
+    target_string,
+    task_args,
+)
+
+__all__ = [
+    "CONV2D_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
+    "Record", "Skipped", "model_from_target", "hw_from_target", "target_string", "parse_record",
+    "parse_line", "parse_log", "layout_string", "layer_from_args", "task_args", "format_record",
+]

@@ -1,0 +1,269 @@
+"""Fit the timing model's few physical parameters to measured AutoTVM records.
+
+Objective: least squares on log(predicted / measured) seconds (relative errors, so 1 ms and
+100 ms layers weigh alike), with physical bounds, by `scipy.optimize.least_squares`. Programs
+are compiled once per record; only `time_program` + `predict_seconds` run inside the fit.
+Host overhead is an explicit term (reference §4.7), never folded into device parameters.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.calibrate.metrics import log_rmse, mape, spearman
+from codesign.calibrate.replay import Case, Skip, load_cases
+from codesign.errors import CodesignError, ConfigError
+from codesign.paths import ROOT
+from codesign.vta.timing import TimingParams, default_params, predict_seconds, time_program
+
+# The parameters `codesign calibrate` fits by default, with their physical bounds and the scale
+# used to normalize the optimizer's variables. Everything else stays at its hardware value.
+BOUNDS: dict[str, tuple[float, float, float]] = {
+    # name: (low, high, scale)
+    "dma_bytes_per_cycle_efficiency": (0.05, 1.0, 0.5),
+    "dma_dram_efficiency": (0.05, 1.0, 0.5),
+    "dma_insn_latency": (0.0, 1000.0, 50.0),
+    "dma_row_overhead": (0.0, 200.0, 10.0),
+    "gemm_insn_overhead": (0.0, 1000.0, 20.0),
+    "gemm_loop_overhead": (0.0, 100.0, 5.0),
+    "alu_insn_overhead": (0.0, 1000.0, 20.0),
+    "alu_loop_overhead": (0.0, 100.0, 5.0),
+    "host_call_s": (1e-6, 20e-3, 1e-4),
+    "host_per_insn_s": (0.0, 100e-6, 1e-6),
+}
+FIT_PARAMS: tuple[str, ...] = (
+    "dma_bytes_per_cycle_efficiency", "dma_dram_efficiency", "dma_insn_latency", "dma_row_overhead",
+    "gemm_loop_overhead", "alu_loop_overhead", "host_call_s", "host_per_insn_s",
+)
+# Log-normal priors (median, factor for one standard deviation, source) for parameters that
+# records of large layers cannot pin down on their own. Calibration is a MAP fit: each record's
+# log-latency error is taken to have standard deviation DATA_SIGMA.
+DATA_SIGMA = 0.05
+PRIORS: dict[str, tuple[float, float, str]] = {
+    "host_call_s": (
+        1e-4, 2.0,
+        "vta-reference §4.7: every operator call starts the device by MMIO and polls its done "
+        "register after a 1 us nanosleep plus yields (Linux sleeps take tens of us); §9: tophub's "
+        "pynq_1x16 LSTM dense 256->128 (128 GEMM cycles of work) measured 0.141 ms in total, so the "
+        "fixed cost per call is of order 0.1 ms. ResNet-18 layers (>= 1 ms, DMA-heavy) cannot "
+        "separate it from per-DMA latencies.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class FitCase:
+    """A valid record with its compiled instruction matrix (compiled once, timed many times)."""
+
+    case: Case
+    insns: np.ndarray
+    n_insns: int
+
+    @property
+    def measured_s(self) -> float:
+        return self.case.measured_s
+
+    def predict(self, params: TimingParams) -> float:
+        cycles = time_program(self.insns, self.case.hw, params).cycles
+        return predict_seconds(cycles, self.n_insns, self.case.hw, params)
+
+
+@dataclass
+class FitResult:
+    params: TimingParams
+    names: tuple[str, ...]
+    predicted: np.ndarray
+    cost: float
+    nfev: int
+    success: bool
+    message: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare(cases: Sequence[Case]) -> tuple[list[FitCase], list[Skip]]:
+    """Compile every valid case in timing mode; invalid ones are skipped with the rule."""
+    from codesign.vta.compiler import compile_insns
+
+    out: list[FitCase] = []
+    skipped: list[Skip] = []
+    for case in cases:
+        if not case.valid:
+            skipped.append(Skip(case.file, case.record.line, f"schedule invalid here: {case.why_invalid}"))
+            continue
+        try:
+            insns = compile_insns(case.layer, case.config, case.hw).insns
+        except CodesignError as exc:
+            skipped.append(Skip(case.file, case.record.line, f"compile failed: {exc}"))
+            continue
+        insns = np.ascontiguousarray(insns, dtype=np.int64)
+        out.append(FitCase(case, insns, int(insns.shape[0])))
+    return out, skipped
+
+
+def predict_all(fcases: Sequence[FitCase], params: TimingParams) -> np.ndarray:
+    return np.array([fc.predict(params) for fc in fcases], dtype=np.float64)
+
+
+def metrics(predicted: Sequence[float], measured: Sequence[float]) -> dict[str, float]:
+    p = np.asarray(predicted, dtype=np.float64)
+    m = np.asarray(measured, dtype=np.float64)
+    return {
+        "mape": mape(p, m),
+        "spearman": spearman(p, m),
+        "log_rmse": log_rmse(p, m),
+        "max_abs_error_pct": float(np.max(np.abs(p / m - 1)) * 100) if p.size else float("nan"),
+    }
+
+
+def _check_names(names: Sequence[str]) -> tuple[str, ...]:
+    for n in names:
+        if n not in BOUNDS:
+            raise ConfigError(f"cannot fit timing parameter {n!r}; fittable: {', '.join(BOUNDS)}")
+    return tuple(names)
+
+
+def fit(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str] = FIT_PARAMS,
+        starts: Sequence[TimingParams] | None = None) -> FitResult:
+    """Least-squares fit of `names` (others fixed at `base`) on log-latency. Several starting
+    points may be given; the best final cost wins."""
+    from scipy.optimize import least_squares
+
+    names = _check_names(names)
+    if not fcases:
+        raise ConfigError("no usable records to fit")
+    lo = np.array([BOUNDS[n][0] for n in names])
+    hi = np.array([BOUNDS[n][1] for n in names])
+    scale = np.array([BOUNDS[n][2] for n in names])
+    measured = np.array([fc.measured_s for fc in fcases])
+    base_dict = base.to_dict()
+
+    def make(z: np.ndarray) -> TimingParams:
+        x = np.clip(z * scale, lo, hi)
+        return TimingParams(**{**base_dict, **{n: float(v) for n, v in zip(names, x)}})
+
+    prior_idx = [(k, *PRIORS[n][:2]) for k, n in enumerate(names) if n in PRIORS]
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        pred = predict_all(fcases, make(z))
+        r = np.log(pred / measured)
+        if prior_idx:
+            x = np.clip(z * scale, lo, hi)
+            pr = [DATA_SIGMA * np.log(x[k] / med) / np.log(fac) for k, med, fac in prior_idx]
+            r = np.concatenate([r, pr])
+        return r
+
+    best = None
+    total_nfev = 0
+    for start in (starts or [base]):
+        x0 = np.clip(np.array([getattr(start, n) for n in names]), lo, hi)
+        # Keep the start strictly inside the bounds (least_squares requires it).
+        x0 = np.minimum(np.maximum(x0, lo + 1e-9 * scale), hi - 1e-9 * scale)
+        res = least_squares(residuals, x0 / scale, bounds=(lo / scale, hi / scale), method="trf",
+                            diff_step=1e-3, x_scale=1.0, max_nfev=400)
+        total_nfev += int(res.nfev)
+        if best is None or res.cost < best.cost:
+            best = res
+    assert best is not None
+    params = make(best.x)
+    pred = predict_all(fcases, params)
+    return FitResult(params=params, names=names, predicted=pred, cost=float(best.cost),
+                     nfev=total_nfev, success=bool(best.success), message=str(best.message))
+
+
+def leave_one_out(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str],
+                  start: TimingParams, on_fold: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Refit without each record in turn and predict the held-out one."""
+    preds = np.empty(len(fcases))
+    for k in range(len(fcases)):
+        rest = [fc for j, fc in enumerate(fcases) if j != k]
+        res = fit(rest, base, names, starts=[start])
+        preds[k] = fcases[k].predict(res.params)
+        if on_fold is not None:
+            on_fold(k + 1, len(fcases))
+    measured = np.array([fc.measured_s for fc in fcases])
+    out: dict[str, Any] = metrics(preds, measured)
+    out["per_record"] = [
+        {"file": fc.case.file, "line": fc.case.record.line, "predicted_s": float(p),
+         "error_pct": float((p / fc.measured_s - 1) * 100)}
+        for fc, p in zip(fcases, preds)
+    ]
+    return out
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def per_record(fcases: Sequence[FitCase], pred_before: np.ndarray, pred_after: np.ndarray) -> list[dict[str, Any]]:
+    return [
+        {"file": fc.case.file, "line": fc.case.record.line, "model": fc.case.record.model,
+         "layer": fc.case.layer.name, "index": fc.case.record.index, "n_insns": fc.n_insns,
+         "measured_s": fc.measured_s, "before_s": float(b), "predicted_s": float(a),
+         "error_pct": float((a / fc.measured_s - 1) * 100)}
+        for fc, b, a in zip(fcases, pred_before, pred_after)
+    ]
+
+
+def calibrate(paths: Sequence[str | Path], base: TimingParams | None = None,
+              names: Sequence[str] = FIT_PARAMS, loo: bool = True,
+              on_fold: Callable[[int, int], None] | None = None) -> tuple[TimingParams, dict[str, Any]]:
+    """Fit parameters to the records of `paths`. Returns (params, provenance/report dict)."""
+    names = _check_names(names)
+    base = default_params() if base is None else base
+    cases, skipped = load_cases(list(paths))
+    fcases, bad = prepare(cases)
+    skipped += bad
+    if not fcases:
+        raise ConfigError("no usable records in " + ", ".join(str(p) for p in paths)
+                          + (f" (first skip reason: {skipped[0].reason})" if skipped else ""))
+    measured = np.array([fc.measured_s for fc in fcases])
+    pred_before = predict_all(fcases, base)
+    # Two starts: the given parameters and the documented physical defaults.
+    result = fit(fcases, base, names, starts=[base, TimingParams(**{
+        **base.to_dict(), **{n: getattr(TimingParams(), n) for n in names}})])
+    report: dict[str, Any] = {
+        "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+        "tool": "codesign calibrate",
+        "objective": ("least squares on log(predicted_s / measured_s) (sigma DATA_SIGMA per record) plus "
+                      "log-normal priors, scipy.optimize.least_squares (trf, bounds)"),
+        "data_sigma": DATA_SIGMA,
+        "priors": {n: {"median": PRIORS[n][0], "factor": PRIORS[n][1], "source": PRIORS[n][2]}
+                   for n in names if n in PRIORS},
+        "data": [],
+        "records_used": len(fcases),
+        "records_skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
+        "fitted": list(names),
+        "fixed": {k: v for k, v in result.params.to_dict().items() if k not in names},
+        "bounds": {n: list(BOUNDS[n][:2]) for n in names},
+        "before": metrics(pred_before, measured),
+        "after": metrics(result.predicted, measured),
+        "fit": {"cost": result.cost, "nfev": result.nfev, "success": result.success, "message": result.message},
+        "per_record": per_record(fcases, pred_before, result.predicted),
+    }
+    for p in paths:
+        path = Path(p)
+        report["data"].append({
+            "file": _display_path(path), "sha256": _sha256(path),
+            "records_used": sum(1 for fc in fcases if fc.case.file == str(p)),
+        })
+    if loo and len(fcases) > len(names) + 1:
+        report["leave_one_out"] = leave_one_out(fcases, base, names, result.params, on_fold)
+    return result.params, report
+
+
+__all__ = ["BOUNDS", "FIT_PARAMS", "PRIORS", "DATA_SIGMA", "FitCase", "FitResult", "prepare", "predict_all", "metrics", "fit",
+           "leave_one_out", "calibrate", "per_record"]

@@ -1,0 +1,185 @@
+"""Replay AutoTVM records on the timing model: rebuild layer, hardware and config from each
+record, recompute the config index, check validity, predict seconds, compare with the board.
+
+Reference §8 (log format), §7.2 (index), §4 (timing), issue 3 §5.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.autotvm import ERROR_NAMES, Record, hw_from_target, layer_from_args, parse_log
+from codesign.calibrate.metrics import mape, spearman
+from codesign.errors import CodesignError
+from codesign.hw.config import HwConfig
+from codesign.vta.timing import TimingParams, default_params
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A line or record that replay/calibrate could not use, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """A usable record: the rebuilt hardware, layer and schedule config."""
+
+    file: str
+    record: Record
+    hw: HwConfig
+    layer: Any
+    config: Any
+    index_computed: int
+    why_invalid: str | None
+
+    @property
+    def valid(self) -> bool:
+        return self.why_invalid is None
+
+    @property
+    def measured_s(self) -> float:
+        return self.record.cost
+
+
+@dataclass(frozen=True)
+class ReplayRow:
+    file: str
+    line: int
+    task: str
+    model: str
+    layer: str
+    index_recorded: int
+    index_computed: int
+    valid: bool
+    why_invalid: str | None
+    measured_s: float
+    predicted_s: float | None
+    cycles: int | None
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted_s is None:
+            return None
+        return (self.predicted_s - self.measured_s) / self.measured_s * 100.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error_pct"] = self.error_pct
+        return d
+
+
+def build_case(record: Record, file: str = "") -> Case:
+    """Rebuild one record; raises a CodesignError whose message is the reason to skip it."""
+    from codesign.schedule import ScheduleSpace
+
+    if record.error_no != 0:
+        raise CodesignError(f"measurement failed on the board (error_no={record.error_no} "
+                            f"{ERROR_NAMES.get(record.error_no, '?')})")
+    if any(c <= 0 for c in record.costs):
+        raise CodesignError(f"non-positive cost {record.costs}")
+    hw = hw_from_target(record.target)
+    layer = layer_from_args(record.task, record.args, hw)
+    reason = layer.unsupported_reason(hw)
+    if reason:
+        raise CodesignError(f"layer {layer.name} cannot run on {hw.vta_model}: {reason}")
+    space = ScheduleSpace(layer, hw)
+    config = space.from_knobs(record.knobs)
+    return Case(file=file, record=record, hw=hw, layer=layer, config=config,
+                index_computed=int(config.index), why_invalid=space.why_invalid(config))
+
+
+def load_cases(sources: Sequence[str | Path] | str | Path) -> tuple[list[Case], list[Skip]]:
+    """Parse log files into usable cases plus the skipped lines/records with reasons."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    cases: list[Case] = []
+    skipped: list[Skip] = []
+    for src in sources:
+        name = str(src)
+        records, bad = parse_log(src)
+        skipped += [Skip(name, s.line, s.reason) for s in bad]
+        for rec in records:
+            try:
+                cases.append(build_case(rec, name))
+            except CodesignError as exc:
+                skipped.append(Skip(name, rec.line, str(exc)))
+    return cases, skipped
+
+
+def predict_case(case: Case, params: TimingParams) -> tuple[float, int]:
+    """(seconds, cycles) of a case in timing mode, through `run.measure_seconds`."""
+    from codesign.vta.run import measure_seconds
+
+    seconds, cycles = measure_seconds(case.layer, case.config, case.hw, params=params)
+    return float(seconds), int(cycles)
+
+
+def summarize(rows: Sequence[ReplayRow], skipped: Sequence[Skip]) -> dict[str, Any]:
+    used = [r for r in rows if r.predicted_s is not None]
+    pred = [r.predicted_s for r in used]
+    meas = [r.measured_s for r in used]
+    per_model: dict[str, Any] = {}
+    for model in sorted({r.model for r in used}):
+        sub = [r for r in used if r.model == model]
+        per_model[model] = {
+            "records": len(sub),
+            "mape": mape([r.predicted_s for r in sub], [r.measured_s for r in sub]),
+            "spearman": spearman([r.predicted_s for r in sub], [r.measured_s for r in sub]),
+        }
+    reasons = Counter(s.reason for s in skipped)
+    return {
+        "records": len(rows) + len(skipped),
+        "replayed": len(used),
+        "invalid": sum(1 for r in rows if not r.valid),
+        "index_mismatch": sum(1 for r in rows if r.index_recorded != r.index_computed),
+        "skipped": len(skipped),
+        "skipped_reasons": dict(reasons.most_common()),
+        "mape": mape(pred, meas),
+        "spearman": spearman(pred, meas),
+        "max_abs_error_pct": float(np.max(np.abs(np.array(pred) / np.array(meas) - 1)) * 100) if used else None,
+        "per_model": per_model,
+    }
+
+
+def replay(sources: Sequence[str | Path] | str | Path, params: TimingParams | None = None,
+           on_case: Callable[[int, int], None] | None = None,
+           ) -> tuple[list[ReplayRow], list[Skip], dict[str, Any]]:
+    """Replay every record of the given logs. Returns (rows, skipped, summary).
+    `on_case(done, total)` is called after each record (progress bars)."""
+    params = default_params() if params is None else params
+    cases, skipped = load_cases(sources)
+    rows: list[ReplayRow] = []
+    for k, case in enumerate(cases):
+        predicted: float | None = None
+        cycles: int | None = None
+        if case.valid:
+            try:
+                predicted, cycles = predict_case(case, params)
+            except CodesignError as exc:
+                skipped.append(Skip(case.file, case.record.line, f"simulation failed: {exc}"))
+                if on_case is not None:
+                    on_case(k + 1, len(cases))
+                continue
+        rec = case.record
+        rows.append(ReplayRow(
+            file=case.file, line=rec.line, task=rec.task, model=rec.model or "", layer=case.layer.name,
+            index_recorded=rec.index, index_computed=case.index_computed, valid=case.valid,
+            why_invalid=case.why_invalid, measured_s=rec.cost, predicted_s=predicted, cycles=cycles,
+        ))
+        if on_case is not None:
+            on_case(k + 1, len(cases))
+    skipped.sort(key=lambda s: (s.file, s.line))
+    return rows, skipped, summarize(rows, skipped)
+
+
+__all__ = ["Skip", "Case", "ReplayRow", "build_case", "load_cases", "predict_case", "summarize", "replay"]

@@ -1,0 +1,125 @@
+"""`codesign export`: tuned schedules as an AutoTVM log, or a hardware config as vta_config.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Export results for the TVM VTA flow.
+
+  autotvm RECORDS...  the fastest successful record per (layer, hardware config) of tuning
+                      records (JSONL from `codesign tune --records` or a sweep) as AutoTVM v0.2
+                      log lines, exactly as the VTA flow writes them (vta-reference §8): target
+                      `ext_dev -device=vta -keys=cpu -model=<config>`, task conv2d_packed.vta /
+                      dense_packed.vta, packed tensor arguments, entity and config index, result
+                      [[seconds], 0, all_cost, timestamp]. Load it with
+                      `autotvm.apply_history_best("vta.log")`.
+  vta-config HW       the hardware config as VTA's vta_config.json (drop it in 3rdparty/vta-hw/config).
+"""
+
+EPILOG = """\
+examples:
+  codesign export autotvm runs/r18.jsonl -o vta.log
+  codesign export autotvm runs/sweep/records.jsonl --hw pynq_4x8_i8w8a32_15_16_16_18 -o vta_4x8.log
+  codesign export vta-config pynq_4x8 -o vta_config.json
+  codesign export vta-config hw_configs/pynq_1x16.yaml          # prints the JSON
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("export", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    kinds = p.add_subparsers(dest="kind", metavar="KIND")
+    a = kinds.add_parser("autotvm", help="best record per (layer, hw) as AutoTVM v0.2 log lines",
+                         description="Best tuning record per (layer, hardware config) as an AutoTVM v0.2 log.",
+                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("records", nargs="+", metavar="RECORDS", help="tuning records JSONL file(s)")
+    a.add_argument("-o", "--output", metavar="FILE", help="log file to write (default: stdout)")
+    a.add_argument("--hw", metavar="NAME", help="only records of this hardware config")
+    a.add_argument("--json", action="store_true", help="print a JSON summary instead of a text one")
+    a.set_defaults(func=run_autotvm)
+    v = kinds.add_parser("vta-config", help="a hardware config as vta_config.json",
+                         description="Write a hardware config as VTA's vta_config.json.",
+                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("hw", metavar="HW", help="config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path")
+    v.add_argument("-o", "--output", metavar="FILE", help="JSON file to write (default: stdout)")
+    v.add_argument("--json", action="store_true", help="print a JSON summary (with -o)")
+    v.set_defaults(func=run_vta_config)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _write_atomic(path: str, text: str) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+
+
+def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> list[tuple[Any, str]]:
+    """[(best record, AutoTVM line)] per (layer, hw), in first-seen order."""
+    from codesign.autotvm import format_record
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import ScheduleSpace
+    from codesign.tune.records import best_records
+    from codesign.workloads import parse_layer
+
+    out = []
+    hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
+    for (_layer, hw), rec in best_records(records).items():
+        if hw_name is not None and hw != hw_name:
+            continue
+        hwc = HwConfig.resolve(hw)
+        layer = parse_layer(rec.layer_spec)
+        config = ScheduleSpace(layer, hwc).from_knobs(rec.knobs)
+        out.append((rec, format_record(layer, hwc, config, rec.seconds, timestamp=rec.timestamp)))
+    return out
+
+
+def run_autotvm(args: argparse.Namespace) -> int:
+    from codesign.errors import ConfigError
+    from codesign.tune.records import load_records
+
+    records = []
+    for path in args.records:
+        records += load_records(path)
+    if not records:
+        raise ConfigError(f"{', '.join(args.records)}: no tuning records (expected JSONL lines from "
+                          "`codesign tune --records`)")
+    pairs = export_autotvm_lines(records, args.hw)
+    if not pairs:
+        raise ConfigError("no successful records" + (f" for --hw {args.hw}" if args.hw else ""))
+    text = "".join(line + "\n" for _rec, line in pairs)
+    if args.output:
+        _write_atomic(args.output, text)
+    elif not args.json:
+        sys.stdout.write(text)
+        return 0
+    if args.json:
+        print(json.dumps({"output": args.output, "records_read": len(records), "lines": len(pairs),
+                          "entries": [{"layer": r.layer, "hw": r.hw, "index": r.index, "seconds": r.seconds}
+                                      for r, _ in pairs]}))
+    else:
+        print(f"wrote {len(pairs)} AutoTVM records (best of {len(records)}) to {args.output}")
+    return 0
+
+
+def run_vta_config(args: argparse.Namespace) -> int:
+    from codesign.hw.config import HwConfig
+
+    hw = HwConfig.resolve(args.hw)
+    text = json.dumps(hw.to_vta_json(), indent=2) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    _write_atomic(args.output, text)
+    if args.json:
+        print(json.dumps({"output": args.output, "hw": hw.name, "config": hw.to_vta_json()}))
+    else:
+        print(f"wrote {hw.name} to {args.output}")
+    return 0

@@ -1,0 +1,97 @@
+"""`codesign replay LOG`: re-simulate AutoTVM records and compare with the measured times."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+DESCRIPTION = """\
+Replay an AutoTVM v0.2 log (conv2d_packed.vta / dense_packed.vta records, any VTA hardware
+config named by the target's -model=) on the timing model: each record's layer, hardware and
+schedule are rebuilt from the log, the config index is recomputed, the schedule is checked
+against VTA's rules, and the program is simulated in timing mode. Prints per record the
+measured and predicted seconds, then MAPE and Spearman rank correlation. Records that cannot
+be used (other templates, failed measurements, malformed lines) are skipped with a reason.
+"""
+
+EPILOG = """\
+examples:
+  codesign replay sim/calibration/pynq_resnet18.log
+  codesign replay sim/calibration/pynq_resnet18.log --json | jq .summary
+  codesign replay my_tuning.log --params my_timing_params.json
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("replay", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("log", nargs="+", metavar="LOG", help="AutoTVM v0.2 log file(s)")
+    p.add_argument("--params", metavar="FILE", default=None,
+                   help="timing parameters JSON (default: the shipped sim/timing_params.json)")
+    p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
+    p.set_defaults(func=run)
+
+
+def _fmt_s(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e3:9.3f}"
+
+
+def _clean(obj: Any) -> Any:
+    """NaN -> null so --json output is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def run(args: argparse.Namespace) -> int:
+    from codesign.calibrate.replay import replay
+    from codesign.vta.timing import TimingParams
+
+    params = TimingParams.load(args.params)
+    bar = None
+    if not args.json and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="replay", unit="rec", file=sys.stderr, leave=False)
+
+    def on_case(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.update(1)
+
+    rows, skipped, summary = replay(args.log, params, on_case=on_case)
+    if bar is not None:
+        bar.close()
+    summary["params"] = args.params or "sim/timing_params.json (shipped)"
+    if args.json:
+        out = {"records": [r.to_dict() for r in rows],
+               "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
+               "summary": summary}
+        print(json.dumps(_clean(out)))
+        return 0
+    head = (f"{'line':>5} {'task':<18} {'model':<30} {'layer':<34} {'idx_rec':>7} {'idx_cmp':>7} "
+            f"{'valid':<5} {'meas_ms':>9} {'pred_ms':>9} {'err%':>7}")
+    print(head)
+    for r in rows:
+        err = "-" if r.error_pct is None else f"{r.error_pct:+7.1f}"
+        print(f"{r.line:>5} {r.task:<18} {r.model:<30} {r.layer:<34} {r.index_recorded:>7} "
+              f"{r.index_computed:>7} {'yes' if r.valid else 'NO':<5} {_fmt_s(r.measured_s)} "
+              f"{_fmt_s(r.predicted_s)} {err:>7}")
+        if not r.valid:
+            print(f"      invalid here: {r.why_invalid}")
+    for s in skipped:
+        print(f"skipped {s.file}:{s.line}: {s.reason}")
+    print(f"\nrecords {summary['records']}, replayed {summary['replayed']}, skipped {summary['skipped']}, "
+          f"invalid {summary['invalid']}, index mismatches {summary['index_mismatch']}")
+    print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   "
+          f"(params: {summary['params']})")
+    for model, m in summary["per_model"].items():
+        print(f"  {model}: {m['records']} records, MAPE {m['mape']:.2f}%, rho {m['spearman']:.3f}")
+    return 0

@@ -1,0 +1,87 @@
+"""`codesign report DIR`: the Pareto front of a sweep directory as a table (or `--json`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from codesign.pareto.io import read_pareto_json
+
+EPILOG = """\
+examples:
+  codesign report runs/sweep              # table of the front, stock-config comparison
+  codesign report runs/sweep --json       # the pareto.json object, for scripts
+  codesign report runs/sweep --sort area  # order the table by another objective
+
+columns: latency is per inference (per image when BATCH > 1); area is the utilization of the
+board's scarcest resource; power is board power at the simulated module activity; energy =
+power x latency. A '*' marks designs that dominate a stock configuration on all three objectives.
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser(
+        "report", help=summary,
+        description="Print the Pareto front (latency, area, power) written by `codesign sweep` to "
+                    "DIR/pareto.json, with the designs that dominate the stock VTA configs.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", metavar="DIR", help="sweep directory (or a pareto.json file)")
+    p.add_argument("--json", action="store_true", help="print the pareto.json object as one JSON document")
+    p.add_argument("--sort", default="latency_ms", choices=("latency_ms", "area", "power_w", "energy_j"),
+                   help="table order (default: latency_ms)")
+    p.set_defaults(func=run)
+
+
+def _pct(point: dict[str, Any], key: str) -> str:
+    util = (point.get("resources") or {}).get("utilization") or {}
+    return f"{100 * util[key]:.0f}%" if key in util else "-"
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
+    points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, p.get(sort, 0)))
+    dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
+    header = ["", "config", "latency_ms", "area", "power_w", "energy_j", "LUT", "FF", "BRAM18", "DSP"]
+    rows = [header]
+    for p in points:
+        rows.append([
+            "*" if p["config"] in dominators else "", str(p["config"]), _fmt(p["latency_ms"], ".3f"),
+            _fmt(p["area"], ".3f"), _fmt(p["power_w"], ".3f"), _fmt(p.get("energy_j"), ".4f"),
+            _pct(p, "lut"), _pct(p, "ff"), _pct(p, "bram18"), _pct(p, "dsp"),
+        ])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    left = {0, 1}
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in rows]
+    ref = doc["reference_point"]
+    out = [f"Pareto front: {len(points)} designs"
+           + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else ""), *lines, ""]
+    out.append(f"hypervolume {doc['hypervolume']:.6g} w.r.t. reference point "
+               + ", ".join(f"{k}={_fmt(v, '.4g')}" for k, v in ref.items()))
+    comparison = doc.get("stock_comparison") or {}
+    for name, info in comparison.items():
+        dom = info.get("dominated_by") or []
+        obj = info.get("objectives") or {}
+        where = ", ".join(f"{k}={_fmt(v, '.4g')}" for k, v in obj.items())
+        if dom:
+            out.append(f"stock {name} ({where}): dominated by {len(dom)} front design(s): {', '.join(dom)}")
+        else:
+            state = "on the front" if info.get("on_front") else "not dominated by any front design"
+            out.append(f"stock {name} ({where}): {state}")
+    if not comparison:
+        out.append("no stock configs evaluated in this sweep")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    doc = read_pareto_json(args.dir)
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(format_table(doc, args.sort))
+    return 0

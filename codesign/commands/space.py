@@ -1,0 +1,161 @@
+"""`codesign space`: a layer's (or a workload's) VTA schedule space — size, valid configs, knob
+candidates — and, with --exhaustive, the best schedule found by timing every valid config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+DESCRIPTION = """\
+Show the AutoTVM schedule space of a layer on a VTA hardware config: the template
+(conv2d_packed.vta or dense_packed.vta), the knobs with their candidates in AutoTVM order, the
+space size and how many configs pass VTA's validity rules (SRAM capacity per virtual thread,
+2-D DMA patterns, padding, micro-op capacity, instruction field ranges, micro-op dst hazard,
+virtual-thread divisibility). A layer VTA cannot run (channels not a multiple of the block,
+batch not a multiple of BATCH, no config fits...) is reported with the reason.
+
+--exhaustive times every valid config with the timing model and reports the best one (knobs,
+AutoTVM index, predicted seconds). --workload lists every unique layer of a built-in workload
+(resnet18, lstm, transformer) at the batch the config needs (a multiple of BATCH).
+
+Layer syntax: conv2d:N,C,H,W,O,KH,KW,stride,pad   or   dense:N,IN,OUT
+"""
+
+EPILOG = """\
+examples:
+  codesign space --layer conv2d:1,64,56,56,64,3,3,1,1 --hw pynq_1x16_i8w8a32_15_15_18_17
+  codesign space --layer conv2d:1,256,14,14,512,3,3,2,1 --hw pynq_1x16 --json
+  codesign space --layer dense:16,512,2048 --hw pynq_1x16 --exhaustive
+  codesign space --workload resnet18 --hw pynq_4x8
+  codesign space --layer conv2d:1,512,7,7,512,3,3,1,1 --hw pynq_1x16 --exhaustive --json | jq .best
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("space", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--layer", metavar="SPEC", help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
+    what.add_argument("--workload", metavar="NAME", help="built-in workload: resnet18, lstm, transformer")
+    p.add_argument("--hw", metavar="CONFIG", default="pynq_1x16_i8w8a32_15_15_18_17",
+                   help="hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON file "
+                        "(default: %(default)s)")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="time every valid config in timing mode and report the best")
+    p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
+    p.set_defaults(func=run)
+
+
+def _exhaustive(layer: Any, hw: Any, space: Any, progress: bool) -> dict[str, Any]:
+    """Best config over every valid config: `codesign.tune.exhaustive` when available, else our
+    own loop over `codesign.vta.run.measure_seconds`."""
+    from codesign.errors import InvalidSchedule
+
+    try:
+        from codesign.tune import exhaustive
+    except ImportError:
+        exhaustive = None
+    if exhaustive is not None:
+        config, seconds = exhaustive(layer, hw, progress=progress)
+    else:
+        from codesign.vta.run import measure_seconds
+
+        indices = space.valid_indices().tolist()
+        if progress:
+            from tqdm import tqdm
+
+            indices = tqdm(indices, desc=f"exhaustive {layer.name}", unit="cfg", leave=False)
+        best: tuple[float, int] | None = None
+        for idx in indices:
+            seconds, _ = measure_seconds(layer, space.get(idx), hw)
+            if best is None or (seconds, idx) < best:
+                best = (float(seconds), int(idx))
+        if best is None:
+            raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to time")
+        config, seconds = space.get(best[1]), best[0]
+    return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds)}
+
+
+def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
+    from codesign.schedule import get_space
+
+    out: dict[str, Any] = {"layer": layer.name, "spec": layer.spec, "template": layer.template,
+                           "hw": hw.name, "macs": layer.macs}
+    reason = layer._structural_reason(hw)
+    if reason is not None:
+        out.update(size=0, valid=0, unsupported=reason, knobs={})
+        return out
+    space = get_space(layer, hw)
+    out.update(size=space.size, valid=space.n_valid, unsupported=layer.unsupported_reason(hw),
+               knobs={k.name: [list(c) if k.kind == "sp" else c for c in k.candidates] for k in space.knobs})
+    return out
+
+
+def _print_layer(info: dict[str, Any]) -> None:
+    print(f"layer     {info['layer']}  ({info['spec']})")
+    print(f"template  {info['template']}   hw {info['hw']}")
+    if info["unsupported"] and not info["size"]:
+        print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
+        if "BATCH=" in info["unsupported"]:
+            print("hint: give the layer a batch that is a multiple of BATCH (first number of --layer)")
+        return
+    pct = 100.0 * info["valid"] / info["size"] if info["size"] else 0.0
+    print(f"size      {info['size']}   valid {info['valid']} ({pct:.1f}%)")
+    if info["unsupported"]:
+        print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
+    print("knobs (AutoTVM define order; candidate position = index digit):")
+    for name, cands in info["knobs"].items():
+        shown = " ".join(str(c).replace(" ", "") for c in cands)
+        print(f"  {name:<11} {len(cands):>3}  {shown}")
+    if "best" in info:
+        b = info["best"]
+        knobs = ", ".join(f"{k}={str(v).replace(' ', '')}" for k, v in b["knobs"].items())
+        print(f"best      index {b['index']}  {b['seconds'] * 1e3:.4f} ms  ({knobs})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import get_space
+    from codesign.workloads import get_workload, parse_layer
+
+    hw = HwConfig.resolve(args.hw)
+    progress = not args.json and sys.stderr.isatty()
+    if args.layer:
+        layer = parse_layer(args.layer)
+        info = _layer_summary(layer, hw)
+        if args.exhaustive and info["valid"]:
+            info["best"] = _exhaustive(layer, hw, get_space(layer, hw), progress)
+        elif args.exhaustive:
+            info["best"] = None
+        if args.json:
+            print(json.dumps(info))
+        else:
+            _print_layer(info)
+        return 0
+
+    workload = get_workload(args.workload).for_hw(hw)
+    rows = []
+    for layer, count in workload.unique_layers():
+        info = _layer_summary(layer, hw)
+        info["count"] = count
+        if args.exhaustive:
+            info["best"] = _exhaustive(layer, hw, get_space(layer, hw), progress) if info["valid"] else None
+        rows.append(info)
+    if args.json:
+        print(json.dumps({"workload": workload.name, "batch": workload.batch, "hw": hw.name, "layers": rows}))
+        return 0
+    print(f"workload {workload.name} (batch {workload.batch}) on {hw.name}: {len(rows)} unique layers")
+    header = f"{'layer':<38} {'count':>5} {'size':>6} {'valid':>6}"
+    if args.exhaustive:
+        header += f" {'best ms':>9} {'index':>6}"
+    print(header)
+    for info in rows:
+        line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>6} {info['valid']:>6}"
+        if args.exhaustive and info.get("best"):
+            line += f" {info['best']['seconds'] * 1e3:>9.4f} {info['best']['index']:>6}"
+        if info["unsupported"]:
+            line += f"  CPU: {info['unsupported']}"
+        print(line)
+    return 0

@@ -1,0 +1,109 @@
+"""`codesign sweep`: the co-design outer loop (Ray Tune over hardware configs, inner schedule tuning
+of every layer per config) and its Pareto front of latency, area and power."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from codesign.commands.report import format_table
+from codesign.errors import ConfigError
+from codesign.paths import SPACES
+
+DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
+DEFAULT_OUT = Path("runs/sweep")
+DEFAULT_TRIALS = 24
+DEFAULT_BUDGET = 16
+
+DESCRIPTION = """\
+Explore VTA hardware configs for a workload. Each Ray Tune trial is one hardware config: it is
+checked against the board's resources and clocks (infeasible ones are never simulated), every
+unique layer of the workload is schedule-tuned on it (--budget measurements per layer, warm-started
+from the best schedules of earlier trials), and the trial reports network latency per image, area
+(utilization of the scarcest FPGA resource) and board power. The Pareto front of the three is kept
+in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
+every schedule measurement, and PNG plots are written at the end.
+"""
+
+EPILOG = """\
+examples:
+  codesign sweep                                  # small ResNet-18 sweep on PYNQ-Z1 into runs/sweep
+  codesign sweep hw_configs/spaces/pynq-z1.yaml --workload resnet18 --trials 50 --budget 20
+  codesign sweep --search motpe --tuner xgb --out runs/motpe --seed 1
+  codesign sweep hw_configs/spaces/pynq-z1-small.yaml --search exhaustive --out runs/exh
+  codesign sweep --resume runs/sweep              # continue an interrupted sweep (Ctrl-C is safe)
+  codesign sweep --address 10.0.0.5:6379          # run the trials on an existing Ray cluster
+  codesign sweep --trials 8 --json | jq .points   # front as JSON
+  codesign report runs/sweep                      # print the front of a sweep again
+
+searches: nsga2 and motpe (multi-objective Optuna), random, grid (every combination, --trials
+caps it), exhaustive (every feasible config of a small space). With --address, DIR must be on a
+filesystem the Ray workers share (they append to DIR/records.jsonl).
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("sweep", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("space", nargs="?", default=None, metavar="SPACE.yaml",
+                   help=f"hardware search space (default: {DEFAULT_SPACE.relative_to(SPACES.parent.parent)})")
+    p.add_argument("--workload", default="resnet18", help="workload name (default: resnet18)")
+    p.add_argument("--out", default=None, metavar="DIR", help=f"experiment directory (default: {DEFAULT_OUT})")
+    p.add_argument("--trials", type=int, default=None,
+                   help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                   help=f"schedule measurements per layer and config (default: {DEFAULT_BUDGET})")
+    p.add_argument("--tuner", default="xgb", help="inner schedule tuner (default: xgb)")
+    p.add_argument("--search", default="nsga2", choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
+                   help="outer search algorithm (default: nsga2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the outer search and inner tuners (default: 0)")
+    p.add_argument("--address", default=None, metavar="RAY_ADDRESS",
+                   help="join this Ray cluster instead of starting a local Ray with all cores")
+    p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
+                   help="at most N trials at once (default: one per CPU)")
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
+                   help="continue the interrupted sweep in DIR (or --out); no other flags needed")
+    p.add_argument("--json", action="store_true", help="print pareto.json and the file paths as one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codesign.sweep import run_sweep
+
+    resume = args.resume is not False
+    if isinstance(args.resume, str):
+        if args.out is not None and Path(args.out) != Path(args.resume):
+            raise ConfigError(f"--resume {args.resume} and --out {args.out} name different directories")
+        out = Path(args.resume)
+    else:
+        out = Path(args.out) if args.out is not None else DEFAULT_OUT
+    space = Path(args.space) if args.space else DEFAULT_SPACE
+    if not resume and not space.exists():
+        raise ConfigError(f"{space}: no such space file (spaces shipped: "
+                          + ", ".join(sorted(p.name for p in SPACES.glob("*.yaml"))) + ")")
+    progress = not args.json and sys.stderr.isatty()
+    trials = args.trials
+    if trials is None and args.search not in ("grid", "exhaustive"):
+        trials = DEFAULT_TRIALS
+    result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
+                       search=args.search, seed=args.seed, address=args.address, resume=resume,
+                       max_concurrent=args.max_concurrent, progress=progress)
+    if args.json:
+        print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
+                          "planned_trials": result.planned, "wall_s": round(result.wall_s, 1)}))
+        return 0
+    print(format_table(result.pareto))
+    ok = [t for t in result.trials if t.get("status") == "ok"]
+    infeasible = sum(1 for t in ok if not t.get("feasible"))
+    configs = len({t["config"] for t in ok})
+    print(f"\n{len(ok)} trials, {configs} distinct configs ({infeasible} infeasible trials, never simulated), "
+          f"{result.wall_s:.0f} s")
+    print(f"results: {result.out_dir}/pareto.json, trials.jsonl, records.jsonl")
+    for path in result.plots:
+        print(f"plot: {path}")
+    if not result.complete:
+        print(f"sweep interrupted after {len(ok)} of {result.planned} trials; continue it with "
+              f"`codesign sweep --resume {result.out_dir}`")
+    return 0

@@ -1,0 +1,188 @@
+"""`codesign tune`: tune layer schedules with an RL agent or a baseline tuner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
+
+DESCRIPTION = """\
+Find the fastest valid schedule (AutoTVM knobs of conv2d_packed.vta / dense_packed.vta) of a
+layer, or of every offloaded layer of a workload, on one VTA hardware config, within a budget of
+--trials measurements on the timing simulator. Invalid schedules are ruled out analytically and
+never measured; no schedule is measured twice. Every measurement can be appended to a JSONL
+records file (--records), which can warm-start later runs (--warm-start, also AutoTVM logs) and
+be exported with `codesign export autotvm`.
+
+tuners:  xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
+         bandit  neural contextual bandit (a whole knob vector per action)
+         ppo     PPO, multi-step knob moves (-1/0/+1 per knob, horizon 20)
+         dqn     double DQN with one Q-head per knob, multi-step
+         ga      genetic algorithm;  random;  grid (config-index order)
+RL agents (bandit/ppo/dqn) condition on layer and hardware features: --agent loads a pretrained
+checkpoint, --save-agent writes the agent after tuning (train on some layers, reuse on others).
+A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image = seconds / batch.
+"""
+
+EPILOG = """\
+examples:
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --trials 50
+  codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --trials 100 --plot curve.png
+  codesign tune --workload resnet18 --hw pynq_4x8 --tuner bandit --records runs/r18_4x8.jsonl
+  codesign tune --workload resnet18 --tuner bandit --save-agent agents/bandit.pt --json
+  codesign tune --layer dense:1,256,128 --tuner bandit --agent agents/bandit.pt --trials 20
+  codesign tune --layer conv2d:1,128,28,28,128,3,3,1,1 --warm-start sim/calibration/pynq_resnet18.log
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    from codesign.tune.base import TUNERS
+
+    p = sub.add_parser("tune", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--layer", metavar="SPEC",
+                      help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
+    what.add_argument("--workload", metavar="NAME", help="built-in workload, e.g. resnet18")
+    p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
+                   help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
+    p.add_argument("--tuner", default="xgb", choices=TUNERS, help="search algorithm (default xgb)")
+    p.add_argument("--trials", type=int, default=100, metavar="N", help="measurements per layer (default 100)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--agent", metavar="PATH", help="pretrained agent checkpoint (bandit/ppo/dqn)")
+    p.add_argument("--save-agent", metavar="PATH", help="save the RL agent after tuning (bandit/ppo/dqn)")
+    p.add_argument("--records", metavar="FILE", help="append every measurement to this JSONL file")
+    p.add_argument("--warm-start", metavar="FILE", action="append", default=[],
+                   help="records JSONL or AutoTVM log whose results seed the tuner (repeatable)")
+    p.add_argument("--patience", type=int, metavar="N", help="stop after N measurements without improvement")
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="measurement worker processes (default 1)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per measurement (default 60)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: one object for --layer, a list of objects for --workload")
+    p.add_argument("--plot", metavar="PNG", help="write the tuning curve (best latency vs measurements)")
+    p.set_defaults(func=run)
+
+
+def _warm_records(paths: list[str]) -> list[Any]:
+    from codesign.errors import ConfigError
+    from codesign.tune.records import import_autotvm_log, load_records
+
+    out: list[Any] = []
+    for path in paths:
+        if not Path(path).exists():
+            raise ConfigError(f"--warm-start {path}: no such file")
+        recs = load_records(path)
+        if not recs:  # not our JSONL: try it as an AutoTVM log
+            recs = import_autotvm_log(path)
+        out += recs
+    return out
+
+
+def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str]]:
+    """[(layer, count)], batch, notes about layers left on the CPU."""
+    from codesign.errors import ConfigError
+    from codesign.workloads import get_workload, parse_layer
+
+    if args.layer:
+        layer = parse_layer(args.layer)
+        reason = layer.unsupported_reason(hw)
+        if reason:
+            raise ConfigError(f"--layer {args.layer}: cannot run on {hw.name}: {reason}")
+        return [(layer, 1)], layer.batch, []
+    wl = get_workload(args.workload).for_hw(hw)
+    vta, cpu = wl.partition(hw)
+    notes = [f"{layer.name} x{count} stays on the CPU: {reason}" for layer, count, reason in cpu]
+    return vta, wl.batch, notes
+
+
+def run(args: argparse.Namespace) -> int:
+    from codesign.errors import ConfigError
+    from codesign.hw.config import HwConfig
+    from codesign.tune.base import tune_layer
+    from codesign.tune.measure import SimulatorRunner
+
+    if args.trials < 1:
+        raise ConfigError(f"--trials {args.trials}: must be >= 1")
+    if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
+        raise ConfigError(f"--agent/--save-agent need an RL tuner (bandit, ppo, dqn), not --tuner {args.tuner}")
+    hw = HwConfig.resolve(args.hw)
+    layers, batch, notes = _layers(args, hw)
+    warm = _warm_records(args.warm_start) if args.warm_start else None
+    progress = not args.json and sys.stderr.isatty()
+    agent: Any = args.agent
+    results = []
+    runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout)
+    try:
+        for k, (layer, _count) in enumerate(layers):
+            from codesign.schedule import ScheduleSpace
+            from codesign.tune.base import SpaceView, make_tuner
+
+            space = ScheduleSpace(layer, hw)
+            view = SpaceView(space)
+            tuner = make_tuner(args.tuner, space, args.seed + k, agent=agent, view=view)
+            res = tune_layer(layer, hw, tuner=tuner, budget=args.trials, seed=args.seed + k,
+                             records=args.records, warm_start=warm, progress=progress, runner=runner,
+                             patience=args.patience, space=space, view=view)
+            agent = getattr(tuner, "agent", agent)  # one agent keeps learning across the layers
+            results.append((layer, _count, res))
+    finally:
+        runner.close()
+    if args.save_agent and agent is not None and not isinstance(agent, str):
+        agent.save(args.save_agent)
+    if args.plot:
+        _plot(results, args.plot, hw, args.tuner)
+    if args.json:
+        objs = [dict(res.to_json(), count=count) for _layer, count, res in results]
+        print(json.dumps(objs[0] if args.layer else objs))
+        return 0
+    for note in notes:
+        print(f"note: {note}")
+    total = 0.0
+    for layer, count, res in results:
+        if res.best is None:
+            print(f"{layer.name}: no valid schedule measured ({res.measurements} measurements)")
+            total = math.nan
+            continue
+        total += count * res.best_seconds / batch
+        knobs = " ".join(f"{k}={v}" for k, v in res.best.knobs.items())
+        print(f"{layer.name} x{count}: {res.best_seconds * 1e3:.4f} ms  index {res.best.index}  "
+              f"[{knobs}]  after {res.measurements} measurements ({res.stopped})")
+    if len(results) > 1:
+        print(f"total offloaded latency: {total * 1e3:.3f} ms per image (batch {batch}, {hw.name}, "
+              f"tuner {args.tuner})")
+    if args.save_agent:
+        print(f"agent saved to {args.save_agent}")
+    if args.plot:
+        print(f"tuning curve written to {args.plot}")
+    return 0
+
+
+def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    single = len(results) == 1
+    for layer, _count, res in results:
+        curve = res.curve()
+        if curve.size == 0 or not (curve < math.inf).any():
+            continue
+        x = range(1, curve.size + 1)
+        y = curve * 1e3 if single else res.best_seconds / curve  # several layers: fraction of best
+        ax.step(x, y, where="post", label=layer.name)
+    ax.set_xlabel("measurements")
+    ax.set_ylabel("best latency so far (ms)" if single else "best so far / final best (speed)")
+    ax.set_title(f"{tuner} on {hw.name}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

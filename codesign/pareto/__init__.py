@@ -1,0 +1,23 @@
+"""Pareto tracking for the co-design sweep: front, hypervolume, reference point, pareto.json, plots.
+
+Plot helpers live in `codesign.pareto.plots` (imported on demand: matplotlib is slow to import).
+"""
+
+from codesign.pareto.front import OBJECTIVES, ParetoFront, dominates, objective_values
+from codesign.pareto.hypervolume import hypervolume, hypervolume_history
+from codesign.pareto.io import (
+    PARETO_FILE,
+    STOCK_CONFIGS,
+    atomic_write_json,
+    read_pareto_json,
+    stock_comparison,
+    write_pareto_json,
+)
+from codesign.pareto.point import design_point
+from codesign.pareto.reference import REFERENCE_RULE, reference_point, space_power_bound
+
+__all__ = [
+    "OBJECTIVES", "PARETO_FILE", "REFERENCE_RULE", "STOCK_CONFIGS", "ParetoFront", "atomic_write_json",
+    "design_point", "dominates", "hypervolume", "hypervolume_history", "objective_values", "read_pareto_json", "reference_point",
+    "space_power_bound", "stock_comparison", "write_pareto_json",
+]

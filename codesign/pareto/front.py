@@ -1,0 +1,103 @@
+"""Incremental non-dominated set over named objectives, all minimized."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from codesign.errors import ConfigError
+
+OBJECTIVES: tuple[str, ...] = ("latency_ms", "area", "power_w")
+
+
+def objective_values(point: dict[str, Any], objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
+    """The objective vector of a point; ConfigError if one is missing or not a finite number."""
+    out = []
+    for name in objectives:
+        value = point.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            label = point.get("config", "<point>")
+            raise ConfigError(f"{label}: objective {name!r} must be a finite number, got {value!r}")
+        out.append(float(value))
+    return tuple(out)
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """a dominates b: no worse in every objective and strictly better in at least one."""
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+class ParetoFront:
+    """The non-dominated points seen so far. A point equal to a front point in every objective is
+    not added (the first one found stays), so the front never holds duplicates."""
+
+    def __init__(self, objectives: Sequence[str] = OBJECTIVES, points: Iterable[dict[str, Any]] = ()) -> None:
+        if not objectives or len(set(objectives)) != len(objectives):
+            raise ConfigError(f"objectives must be distinct names, got {list(objectives)!r}")
+        self.objectives = tuple(objectives)
+        self._points: list[dict[str, Any]] = []
+        self._values: list[tuple[float, ...]] = []
+        self.n_seen = 0
+        for p in points:
+            self.add(p)
+
+    def add(self, point: dict[str, Any]) -> bool:
+        """Offer a point; True if it joined the front (dominated front points are dropped)."""
+        v = objective_values(point, self.objectives)
+        self.n_seen += 1
+        for q in self._values:
+            if q == v or dominates(q, v):
+                return False
+        keep = [i for i, q in enumerate(self._values) if not dominates(v, q)]
+        self._points = [self._points[i] for i in keep] + [dict(point)]
+        self._values = [self._values[i] for i in keep] + [v]
+        return True
+
+    def extend(self, points: Iterable[dict[str, Any]]) -> int:
+        return sum(self.add(p) for p in points)
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """Front points (copies' references in insertion order); sort as needed."""
+        return list(self._points)
+
+    def values(self) -> list[tuple[float, ...]]:
+        return list(self._values)
+
+    def dominated_by(self, point: dict[str, Any]) -> list[dict[str, Any]]:
+        """Front points that dominate `point` (empty if `point` is non-dominated)."""
+        v = objective_values(point, self.objectives)
+        return [p for p, q in zip(self._points, self._values) if dominates(q, v)]
+
+    def is_dominated(self, point: dict[str, Any]) -> bool:
+        return bool(self.dominated_by(point))
+
+    def hypervolume(self, reference_point: dict[str, float] | Sequence[float]) -> float:
+        from codesign.pareto.hypervolume import hypervolume
+
+        return hypervolume(self._values, reference_point, self.objectives)
+
+    def sorted_points(self, key: str | None = None) -> list[dict[str, Any]]:
+        key = key or self.objectives[0]
+        return sorted(self._points, key=lambda p: (p[key], *objective_values(p, self.objectives)))
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(list(self._points))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"objectives": list(self.objectives), "points": self.sorted_points(), "n_seen": self.n_seen}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ParetoFront:
+        if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+            raise ConfigError("Pareto front JSON needs a 'points' list (and optionally 'objectives')")
+        front = cls(tuple(data.get("objectives") or OBJECTIVES), data["points"])
+        front.n_seen = max(front.n_seen, int(data.get("n_seen", 0)))
+        return front
+
+    def __repr__(self) -> str:
+        return f"ParetoFront({len(self)} points over {', '.join(self.objectives)})"

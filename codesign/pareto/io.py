@@ -1,0 +1,147 @@
+"""`pareto.json` of a sweep directory: writing (atomic), reading, and the stock comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import ConfigError
+from codesign.pareto.front import OBJECTIVES, ParetoFront, dominates, objective_values
+from codesign.pareto.hypervolume import hypervolume
+from codesign.pareto.reference import REFERENCE_RULE
+
+PARETO_FILE = "pareto.json"
+FORMAT_VERSION = 1
+# The published PYNQ bitstreams every front is compared with (issue 5 §4).
+STOCK_CONFIGS = ("pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18")
+
+
+def stock_comparison(front: ParetoFront | Iterable[dict[str, Any]], stock_points: Iterable[dict[str, Any]],
+                     objectives: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """For each stock point: the front designs that dominate it, and whether it is on the front."""
+    if isinstance(front, ParetoFront):
+        objectives = objectives or front.objectives
+        pts = front.points
+    else:
+        pts = list(front)
+    objectives = tuple(objectives or OBJECTIVES)
+    out: dict[str, dict[str, Any]] = {}
+    for s in stock_points:
+        sv = objective_values(s, objectives)
+        dom = [p for p in pts if dominates(objective_values(p, objectives), sv)]
+        dom.sort(key=lambda p: objective_values(p, objectives))
+        out[str(s.get("config"))] = {
+            "objectives": dict(zip(objectives, sv)),
+            "dominated_by": [p.get("config") for p in dom],
+            "on_front": not dom and any(objective_values(p, objectives) == sv for p in pts),
+        }
+    return out
+
+
+def _json_default(obj: Any) -> Any:
+    try:  # numpy scalars and arrays
+        return obj.item() if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0 else obj.tolist()
+    except AttributeError:
+        raise TypeError(f"not JSON serializable: {type(obj).__name__}") from None
+
+
+def atomic_write_json(path: str | Path, data: dict[str, Any]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)  # readers see the old or the new file, never half of one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def pareto_document(front: ParetoFront, *, reference_point: dict[str, float],
+                    stock_points: Iterable[dict[str, Any]] = (), reference_rule: str = REFERENCE_RULE,
+                    hypervolume_history: Sequence[float] | None = None,
+                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    stock = list(stock_points)
+    doc: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "objectives": list(front.objectives),
+        "n_evaluated": front.n_seen,
+        "points": front.sorted_points(),
+        "hypervolume": hypervolume(front.values(), reference_point, front.objectives),
+        "reference_point": {k: float(reference_point[k]) for k in front.objectives},
+        "reference_rule": reference_rule,
+        "stock": stock,
+        "stock_comparison": stock_comparison(front, stock),
+    }
+    if hypervolume_history is not None:
+        doc["hypervolume_history"] = [float(h) for h in hypervolume_history]
+    if extra:
+        clash = sorted(set(extra) & set(doc))
+        if clash:
+            raise ValueError(f"extra keys {clash} would overwrite pareto.json fields")
+        doc.update(extra)
+    return doc
+
+
+def write_pareto_json(path: str | Path, front: ParetoFront, *, reference_point: dict[str, float],
+                      stock_points: Iterable[dict[str, Any]] = (), reference_rule: str = REFERENCE_RULE,
+                      hypervolume_history: Sequence[float] | None = None,
+                      extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write `pareto.json` atomically (a directory path gets `pareto.json` inside); returns the
+    document: objectives, points (sorted by latency), hypervolume, reference_point and its rule,
+    stock points and which front designs dominate them, optional hypervolume history."""
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / PARETO_FILE
+    doc = pareto_document(front, reference_point=reference_point, stock_points=stock_points,
+                          reference_rule=reference_rule, hypervolume_history=hypervolume_history, extra=extra)
+    atomic_write_json(path, doc)
+    return doc
+
+
+def read_pareto_json(path: str | Path) -> dict[str, Any]:
+    """Read and check `DIR/pareto.json` (or a file path); one clear ConfigError otherwise."""
+    path = Path(path)
+    file = path / PARETO_FILE if path.is_dir() else path
+    if not path.exists():
+        raise ConfigError(f"{path}: no such sweep directory")
+    try:
+        doc = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no {PARETO_FILE} (not a sweep directory, or the sweep has not "
+                          "finished a trial yet)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{file}: expected a JSON object")
+    for key, typ in (("points", list), ("reference_point", dict)):
+        if not isinstance(doc.get(key), typ):
+            raise ConfigError(f"{file}: missing or malformed {key!r} (expected a {typ.__name__})")
+    if not isinstance(doc.get("hypervolume"), (int, float)):
+        raise ConfigError(f"{file}: missing or malformed 'hypervolume' (expected a number)")
+    objectives = tuple(doc.get("objectives") or OBJECTIVES)
+    for i, p in enumerate(doc["points"]):
+        if not isinstance(p, dict) or "config" not in p:
+            raise ConfigError(f"{file}: points[{i}] must be an object with a 'config' name")
+        try:
+            objective_values(p, objectives)
+        except ConfigError as exc:
+            raise ConfigError(f"{file}: points[{i}]: {exc}") from None
+    doc.setdefault("objectives", list(objectives))
+    doc.setdefault("stock", [])
+    if "stock_comparison" not in doc:
+        doc["stock_comparison"] = stock_comparison(doc["points"], doc["stock"], objectives)
+    return doc
+
+
+__all__ = ["FORMAT_VERSION", "PARETO_FILE", "STOCK_CONFIGS", "atomic_write_json", "pareto_document",
+           "read_pareto_json", "stock_comparison", "write_pareto_json"]

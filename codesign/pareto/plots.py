@@ -1,0 +1,81 @@
+"""PNG plots of a sweep: front projections and hypervolume vs trials (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from codesign.pareto.front import OBJECTIVES
+
+_LABELS = {"latency_ms": "latency (ms)", "area": "area (scarcest resource fraction)", "power_w": "power (W)"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
+               all_points: Iterable[dict[str, Any]] = (), stock_points: Iterable[dict[str, Any]] = (),
+               objectives: Sequence[str] = OBJECTIVES, title: str = "") -> Path:
+    """One panel per objective pair (latency-area, latency-power, area-power): every evaluated
+    design in grey, the front in colour, stock configs as labelled stars."""
+    plt = _pyplot()
+    pairs = list(combinations(objectives, 2))
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4.2), squeeze=False)
+    others = list(all_points)
+    stock = list(stock_points)
+    for ax, (x, y) in zip(axes[0], pairs):
+        if others:
+            ax.scatter([p[x] for p in others], [p[y] for p in others], s=12, c="0.75", label="evaluated")
+        pts = sorted(front_points, key=lambda p: p[x])
+        ax.scatter([p[x] for p in pts], [p[y] for p in pts], s=28, c="tab:blue", label="Pareto front (3-D)",
+                   zorder=3)
+        for s in stock:
+            ax.scatter([s[x]], [s[y]], marker="*", s=160, c="tab:red", zorder=4)
+            ax.annotate(str(s.get("config", "stock")).replace("_i8w8a32", ""), (s[x], s[y]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel(_LABELS.get(x, x))
+        ax.set_ylabel(_LABELS.get(y, y))
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="best")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv: float | None = None,
+                     title: str = "") -> Path:
+    """Hypervolume after each hardware evaluation; optional horizontal line for a reference
+    (e.g. the exhaustive front's hypervolume)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(range(1, len(history) + 1), list(history), marker="o", ms=3, label="search")
+    if reference_hv is not None:
+        ax.axhline(reference_hv, color="tab:red", ls="--", label="reference front")
+    ax.set_xlabel("hardware configs evaluated")
+    ax.set_ylabel("hypervolume")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["plot_front", "plot_hypervolume"]

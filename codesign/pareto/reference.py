@@ -1,0 +1,57 @@
+"""The hypervolume reference point: one documented rule, stable across runs of the same space."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from codesign.errors import ConfigError
+from codesign.pareto.front import OBJECTIVES
+
+MARGIN = 1.1
+REFERENCE_RULE = (
+    "reference = 1.1 x the worst value of each objective over its bounds: "
+    "latency_ms: the evaluated stock configs (the space's `stock` list; all evaluated points only "
+    "if no stock config was evaluated); area: 1.0, the largest utilization a feasible design can "
+    "have; power_w: the largest board power of any usable config of the space at full activity "
+    "(load = compute = store = 1) and of the stock points. Everything but latency depends only on "
+    "the space and the power model, and the stock latencies only on the workload and the inner "
+    "tuning options, so runs of the same sweep share the reference point."
+)
+
+
+def space_power_bound(space: Any, power_model: Any = None) -> float:
+    """Largest board power over the usable configs of `space` with every module always busy."""
+    from codesign.hw.power import default_model
+    from codesign.hw.resources import estimate
+
+    model = power_model or default_model()
+    full = {"load": 1.0, "compute": 1.0, "store": 1.0}
+    configs = space.enumerate()
+    if not configs:
+        raise ConfigError(f"{space.source}: the space has no usable config")
+    return max(model.power_w(hw, space.board, estimate(hw, space.board), full) for hw in configs)
+
+
+def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any = None, power_model: Any = None,
+                    points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
+                    margin: float = MARGIN) -> dict[str, float]:
+    """Per objective: margin x the worst of its bounds (see REFERENCE_RULE)."""
+    stock = [p for p in stock_points if p is not None]
+    evaluated = list(points)
+    ref: dict[str, float] = {}
+    for name in objectives:
+        candidates = [float(p[name]) for p in stock if p.get(name) is not None]
+        if name == "area":
+            candidates.append(1.0)
+        elif name == "power_w" and space is not None:
+            candidates.append(space_power_bound(space, power_model))
+        if not candidates:
+            candidates = [float(p[name]) for p in evaluated if p.get(name) is not None]
+        if not candidates:
+            raise ConfigError(f"reference point: no stock or evaluated value for objective {name!r}")
+        ref[name] = margin * max(candidates)
+    return ref
+
+
+__all__ = ["MARGIN", "REFERENCE_RULE", "reference_point", "space_power_bound"]

@@ -1,0 +1,33 @@
+"""Schedule spaces of the VTA AutoTVM templates: knobs, AutoTVM indices, validity rules, tile
+geometry (`tiling`, shared with the compiler) and fixed-size features."""
+
+from codesign.schedule.features import (
+    CONFIG_FEATURE_NAMES,
+    HW_FEATURE_NAMES,
+    LAYER_FEATURE_NAMES,
+    N_CONFIG_FEATURES,
+    N_HW_FEATURES,
+    N_LAYER_FEATURES,
+    hw_features,
+    layer_features,
+)
+from codesign.schedule.knobs import CONV_KNOBS, DENSE_KNOBS, Config, Knob, get_factors, make_knobs
+from codesign.schedule.space import ScheduleSpace, get_space
+from codesign.schedule.tiling import (
+    GEMM_LOOPS,
+    RESET_LOOPS,
+    FoldPlan,
+    Loop,
+    TileArrays,
+    Tiling,
+    tiling,
+    tiling_direct,
+)
+
+__all__ = [
+    "CONFIG_FEATURE_NAMES", "HW_FEATURE_NAMES", "LAYER_FEATURE_NAMES", "N_CONFIG_FEATURES",
+    "N_HW_FEATURES", "N_LAYER_FEATURES", "hw_features", "layer_features",
+    "CONV_KNOBS", "DENSE_KNOBS", "Config", "Knob", "get_factors", "make_knobs",
+    "ScheduleSpace", "get_space",
+    "GEMM_LOOPS", "RESET_LOOPS", "FoldPlan", "Loop", "TileArrays", "Tiling", "tiling", "tiling_direct",
+]

@@ -1,0 +1,116 @@
+"""AutoTVM knobs of the VTA templates and the `Config` (one point of a schedule space).
+
+Knob order, split candidates and the mixed-radix index are AutoTVM's (reference §7.2, §8):
+- conv2d_packed.vta: tile_b, tile_h, tile_w, tile_ci, tile_co (splits), oc_nthread, h_nthread
+- dense_packed.vta:  tile_b, tile_ci, tile_co (splits), oc_nthread
+A split of extent n lists one entity `[n // f, f]` per f in `get_factors(n)` (ascending); an "ot"
+knob lists `[1, 2]`. The first-defined knob is the least-significant index digit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from codesign.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codesign.hw.config import HwConfig
+    from codesign.workloads.layers import Layer
+
+CONV_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
+DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
+NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (reference §7.3)
+
+
+def get_factors(n: int) -> list[int]:
+    """AutoTVM's `get_factors`: sorted divisors of n (reference §7.2)."""
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    return sorted(set(small) | {n // i for i in small})
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One AutoTVM knob: kind "sp" (split; candidates are `[outer, inner]` lists) or "ot"."""
+
+    name: str
+    kind: str
+    candidates: tuple
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def position(self, value: Any) -> int:
+        """Index of `value` among the candidates; splits match on the inner factor and accept
+        `[-1, f]` or the explicit `[n // f, f]` (reference §7.2)."""
+        if self.kind == "sp":
+            ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+            if ok:
+                outer, inner = value
+                for pos, (c_outer, c_inner) in enumerate(self.candidates):
+                    if inner == c_inner and outer in (-1, c_outer):
+                        return pos
+        else:
+            for pos, cand in enumerate(self.candidates):
+                if value == cand and not isinstance(value, bool):
+                    return pos
+        allowed = ", ".join(str(list(c)) if self.kind == "sp" else str(c) for c in self.candidates)
+        raise ConfigError(f"knob {self.name}={value!r} is not a candidate; allowed: {allowed}")
+
+
+def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
+    """Axis extent of each split knob (reference §7.2), in hardware blocks for b/ci/co."""
+    from codesign.workloads.layers import Conv2D
+
+    if isinstance(layer, Conv2D):
+        return {
+            "tile_b": layer.batch // hw.batch,             # data.shape[0]
+            "tile_h": layer.out_height,
+            "tile_w": layer.out_width,
+            "tile_ci": layer.in_channels // hw.block_in,   # data.shape[1]
+            "tile_co": layer.out_channels // hw.block_out,  # kernel.shape[0]
+        }
+    return {
+        "tile_b": layer.batch // hw.batch,
+        "tile_ci": layer.in_features // hw.block_in,
+        "tile_co": layer.out_features // hw.block_out,
+    }
+
+
+def make_knobs(layer: Layer, hw: HwConfig) -> tuple[Knob, ...]:
+    """The template's knobs in define order."""
+    from codesign.workloads.layers import Conv2D
+
+    names = CONV_KNOBS if isinstance(layer, Conv2D) else DENSE_KNOBS
+    extents = split_extents(layer, hw)
+    knobs = []
+    for name in names:
+        if name in extents:
+            n = extents[name]
+            knobs.append(Knob(name, "sp", tuple((n // f, f) for f in get_factors(n))))
+        else:
+            knobs.append(Knob(name, "ot", NTHREAD_CHOICES))
+    return tuple(knobs)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One schedule: its AutoTVM index and knob entity as a dict, e.g.
+    `{"tile_b": [1, 1], "tile_h": [1, 7], ..., "oc_nthread": 2, "h_nthread": 1}`."""
+
+    index: int
+    knobs: dict[str, Any] = field(hash=False)
+
+    def entity(self) -> list[list[Any]]:
+        """AutoTVM's `[[name, kind, value], ...]` in define order."""
+        return [[name, "sp", list(value)] if isinstance(value, (list, tuple)) else [name, "ot", value]
+                for name, value in self.knobs.items()]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.knobs[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "knobs": {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                                               for k, v in self.knobs.items()}}

@@ -1,0 +1,411 @@
+"""Tile geometry of a schedule — the ONE definition the validity rules, the features and the
+compiler share.
+
+Everything is computed by `tile_arrays`, vectorized over many configs at once (NumPy int64
+arrays); the scalar `tiling(layer, config, hw)` evaluates the same code on one config and wraps
+the result in the frozen `Tiling` dataclass.
+
+Geometry (reference §7.3; dense_packed is treated as a 1x1 conv on a 1x1 image with
+tile_h = tile_w = 1 and h_nthread = 1, which reproduces §7.5):
+- an output tile is tile_b batch blocks x tile_co channel blocks x tile_h rows x tile_w columns;
+  the input tile is tile_b x tile_ci blocks x hin_t x win_t with
+  hin_t = (tile_h - 1)·stride + KH, win_t = (tile_w - 1)·stride + KW (padded coordinates);
+- the reduction runs in ci_steps = CI / tile_ci steps; at each step the INP and WGT tiles are
+  loaded (LOAD at k_o.outer) and the GEMM kernel runs once per batch block of the tile (TVM keeps
+  the batch loop outside the load point) — with the workloads' batch = BATCH that is once;
+- SRAM elements per virtual thread (reference §7.4.1; the ALU epilogue reuses the acc tile):
+  acc = tile_b·tile_co·tile_h·tile_w, inp = tile_b·tile_ci·hin_t·win_t, wgt = tile_co·tile_ci·KH·KW;
+  every allocation is replicated per virtual thread (nthreads = oc_nthread·h_nthread).
+- SRAM layouts inside one thread's tile (reference §7.3):
+  acc[b][co][h][w], inp[b][ci][hin][win], wgt[co][ci][kh][kw]  (row-major, b outermost).
+
+Fold plan (reference §7.3 `fold_uop_loop`): the GEMM kernel's loops are, outer to inner,
+(k_o.inner, w, dj, di, co, h) with extents (tile_ci, tile_w, KW, KH, tile_co, tile_h). Extent-1
+loops are dropped; the two outermost remaining loops become iter_out and iter_in (only one: it is
+iter_out and iter_in = 1); the rest are unrolled into the micro-op kernel, in that order. Index
+factors (dst = acc, src = inp, wgt) of each loop:
+  k_o.inner: (0, hin_t·win_t, KH·KW)   w: (1, stride, 0)     dj: (0, 1, 1)
+  di:        (0, win_t, KW)            co: (tile_h·tile_w, 0, tile_ci·KH·KW)   h: (tile_w, stride·win_t, 0)
+The reset GEMM (reduction init, `reset_reg=1`) folds the same way over (w, co, h) with dst factors
+(1, tile_h·tile_w, tile_w). The ALU epilogue is 1 uop with iter_in = acc elements of the tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from codesign.hw.config import HwConfig
+    from codesign.workloads.layers import Layer
+
+GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
+RESET_LOOPS = ("w", "co", "h")
+
+# Instruction field limits (reference §1.3, §2.3, §2.4, §7.4.6).
+MAX_ITER = (1 << 14) - 1        # iter_out / iter_in: 14 bits
+MAX_DMA_FIELD = (1 << 16) - 1   # y_size / x_size / x_stride: 16 bits
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Layer constants in hardware units (blocks for b/ci/co), dense mapped to a 1x1 conv."""
+
+    kind: str
+    b: int          # batch blocks N / BATCH
+    ci: int         # input channel blocks C / BLOCK_IN
+    co: int         # output channel blocks O / BLOCK_OUT
+    height: int
+    width: int
+    out_h: int
+    out_w: int
+    kh: int
+    kw: int
+    stride: int
+    pad: int
+
+
+def geometry(layer: Layer, hw: HwConfig) -> Geometry:
+    from codesign.workloads.layers import Conv2D
+
+    if isinstance(layer, Conv2D):
+        return Geometry("conv2d", layer.batch // hw.batch, layer.in_channels // hw.block_in,
+                        layer.out_channels // hw.block_out, layer.height, layer.width,
+                        layer.out_height, layer.out_width, layer.kernel_h, layer.kernel_w,
+                        layer.stride, layer.padding)
+    return Geometry("dense", layer.batch // hw.batch, layer.in_features // hw.block_in,
+                    layer.out_features // hw.block_out, 1, 1, 1, 1, 1, 1, 1, 0)
+
+
+def _inner(value: Any) -> int:
+    return int(value[1]) if isinstance(value, (list, tuple)) else int(value)
+
+
+def knob_arrays(knobs: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
+    """Inner split factors / thread counts of one knob dict as length-1 arrays."""
+    def get(name: str, default: int) -> np.ndarray:
+        return np.array([_inner(knobs[name]) if name in knobs else default], dtype=np.int64)
+
+    out = {name: get(name, 1) for name in ("tile_b", "tile_ci", "tile_co", "oc_nthread")}
+    if kind == "conv2d":
+        for name in ("tile_h", "tile_w", "h_nthread"):
+            out[name] = get(name, 1)
+    return out
+
+
+class TileArrays:
+    """Tile geometry of n configs as int64 arrays of shape (n,) (see module docstring)."""
+
+    def __init__(self, geo: Geometry, hw: HwConfig, k: dict[str, np.ndarray]) -> None:
+        one = np.ones_like(k["tile_b"])
+        self.geo = geo
+        self.hw = hw
+        self.n = len(one)
+        self.tile_b = k["tile_b"]
+        self.tile_h = k.get("tile_h", one)
+        self.tile_w = k.get("tile_w", one)
+        self.tile_ci = k["tile_ci"]
+        self.tile_co = k["tile_co"]
+        self.oc_nthread = k["oc_nthread"]
+        self.h_nthread = k.get("h_nthread", one)
+        self.nthreads = self.oc_nthread * self.h_nthread
+        s = geo.stride
+        self.hin_t = (self.tile_h - 1) * s + geo.kh
+        self.win_t = (self.tile_w - 1) * s + geo.kw
+        self.b_tiles = geo.b // self.tile_b
+        self.h_tiles = geo.out_h // self.tile_h
+        self.w_tiles = geo.out_w // self.tile_w
+        self.co_tiles = geo.co // self.tile_co
+        self.ci_steps = geo.ci // self.tile_ci
+        self.n_tiles = self.b_tiles * self.h_tiles * self.w_tiles * self.co_tiles
+        # SRAM elements per virtual thread (reference §7.4.1)
+        self.acc_elems = self.tile_b * self.tile_co * self.tile_h * self.tile_w
+        self.inp_elems = self.tile_b * self.tile_ci * self.hin_t * self.win_t
+        self.wgt_elems = self.tile_co * self.tile_ci * geo.kh * geo.kw
+        self.gemm = self._fold(self._gemm_loops())
+        self.reset = self._fold(self._reset_loops())
+        self._patterns: dict[str, dict[str, np.ndarray]] = {}
+
+    # -- loops of the micro-op kernels ------------------------------------------------------
+    def _gemm_loops(self) -> np.ndarray:
+        """(n, 6, 4) array: per loop of GEMM_LOOPS [extent, dst, src, wgt factor]."""
+        g, z = self.geo, np.zeros_like(self.tile_b)
+        kk = g.kh * g.kw
+        rows = [
+            (self.tile_ci, z, self.hin_t * self.win_t, z + kk),          # k_o.inner
+            (self.tile_w, z + 1, z + g.stride, z),                       # w
+            (z + g.kw, z, z + 1, z + 1),                                 # dj
+            (z + g.kh, z, self.win_t, z + g.kw),                         # di
+            (self.tile_co, self.tile_h * self.tile_w, z, self.tile_ci * kk),  # co
+            (self.tile_h, self.tile_w, g.stride * self.win_t, z),        # h
+        ]
+        return np.stack([np.stack(r, axis=-1) for r in rows], axis=1)
+
+    def _reset_loops(self) -> np.ndarray:
+        z = np.zeros_like(self.tile_b)
+        rows = [
+            (self.tile_w, z + 1, z, z),
+            (self.tile_co, self.tile_h * self.tile_w, z, z),
+            (self.tile_h, self.tile_w, z, z),
+        ]
+        return np.stack([np.stack(r, axis=-1) for r in rows], axis=1)
+
+    @staticmethod
+    def _fold(loops: np.ndarray) -> dict[str, np.ndarray]:
+        """fold_uop_loop over (n, L, 4) loop tables: roles, iter counts, uops, dst hazard."""
+        ext, dst = loops[..., 0], loops[..., 1]
+        live = ext > 1
+        rank = np.cumsum(live, axis=1)                      # 1-based rank among live loops
+        folded_out = live & (rank == 1)
+        folded_in = live & (rank == 2)
+        unrolled = live & (rank > 2)
+        iter_out = np.where(folded_out, ext, 1).prod(axis=1)
+        iter_in = np.where(folded_in, ext, 1).prod(axis=1)
+        n_uops = np.where(unrolled, ext, 1).prod(axis=1)
+        # dst hazard (reference §3.9, §7.4.4): within the unrolled kernel (a mixed-radix counter
+        # over the unrolled loops) consecutive dst indices change by D_m = s_m when only the
+        # innermost loop m advances and by D_j = s_j - sum_{k>j}(e_k - 1) s_k when loop j
+        # carries. A carry step is always preceded and followed by a plain innermost step, so
+        # the "differs from the previous two" rule is exactly: every D != 0 and D_j + D_m != 0.
+        span = np.where(unrolled, (ext - 1) * dst, 0)
+        inner_span = np.cumsum(span[:, ::-1], axis=1)[:, ::-1] - span   # sum over k > j
+        d = dst - inner_span
+        last = np.where(unrolled.any(axis=1), loops.shape[1] - 1 - np.argmax(unrolled[:, ::-1], axis=1), 0)
+        d_m = np.take_along_axis(d, last[:, None], axis=1)[:, 0]
+        bad = unrolled & ((d == 0) | ((d + d_m[:, None] == 0) & (np.arange(loops.shape[1]) != last[:, None])))
+        hazard = bad.any(axis=1)
+        return {"loops": loops, "iter_out": iter_out, "iter_in": iter_in, "n_uops": n_uops,
+                "hazard": hazard, "roles": np.where(folded_out, 1, np.where(folded_in, 2, np.where(unrolled, 3, 0)))}
+
+    # -- DMA 2-D patterns (reference §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
+    @staticmethod
+    def dma_pattern(dims: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Fold a DRAM region (dims outer -> inner as (extent, stride in elements)) into VTA's
+        (y_size, x_size, x_stride) pattern: extent-1 dims vanish, a dim merges into the group
+        inside it when its stride equals the group's extent x stride, a non-contiguous innermost
+        group gets a dummy x of size 1; ok when at most 2 groups remain."""
+        n = len(dims[0][0])
+        groups = np.zeros(n, dtype=np.int64)
+        g1_size, g1_stride = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+        g2_size, g2_stride = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+        cur_size, cur_stride = np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        for extent, stride in reversed(dims):
+            extent = np.broadcast_to(extent, (n,))
+            stride = np.broadcast_to(stride, (n,))
+            live = extent > 1
+            merge = live & (groups > 0) & (stride == cur_size * cur_stride)
+            new = live & ~merge
+            groups = groups + new
+            cur_size = np.where(new, extent, np.where(merge, cur_size * extent, cur_size))
+            cur_stride = np.where(new, stride, cur_stride)
+            g1_size = np.where(groups == 1, np.where(live, cur_size, g1_size), g1_size)
+            g1_stride = np.where(new & (groups == 1), stride, g1_stride)
+            g2_size = np.where((groups == 2) & live, cur_size, g2_size)
+            g2_stride = np.where(new & (groups == 2), stride, g2_stride)
+        dummy = (groups >= 1) & (g1_stride != 1)
+        # With a dummy x the first real group becomes y.
+        x_size = np.where(groups == 0, 1, np.where(dummy, 1, g1_size))
+        y_size = np.where(dummy, g1_size, np.where(groups >= 2, g2_size, 1))
+        x_stride = np.where(dummy, g1_stride, np.where(groups >= 2, g2_stride, x_size))
+        return {"ok": groups + dummy <= 2, "x_size": x_size, "y_size": y_size, "x_stride": x_stride}
+
+    def store_pattern(self) -> dict[str, np.ndarray]:
+        if "store" not in self._patterns:
+            g = self.geo
+            plane = g.out_h * g.out_w
+            self._patterns["store"] = self.dma_pattern([(self.tile_b, g.co * plane), (self.tile_co, plane),
+                                                        (self.tile_h, g.out_w), (self.tile_w, 1)])
+        return self._patterns["store"]
+
+    def inp_pattern(self) -> dict[str, np.ndarray]:
+        """Unpadded INP load; a padded load is never folded: y = hin_t rows of win_t, stride W."""
+        if "inp" not in self._patterns:
+            g = self.geo
+            if g.pad > 0:
+                self._patterns["inp"] = {"ok": np.ones(self.n, dtype=bool), "x_size": self.win_t,
+                                         "y_size": self.hin_t, "x_stride": np.full(self.n, g.width, dtype=np.int64)}
+            else:
+                plane = g.height * g.width
+                self._patterns["inp"] = self.dma_pattern([(self.tile_b, g.ci * plane), (self.tile_ci, plane),
+                                                          (self.hin_t, g.width), (self.win_t, 1)])
+        return self._patterns["inp"]
+
+    def wgt_pattern(self) -> dict[str, np.ndarray]:
+        if "wgt" not in self._patterns:
+            g = self.geo
+            kk = g.kh * g.kw
+            z = np.zeros(self.n, dtype=np.int64)
+            self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
+                                                      (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
+        return self._patterns["wgt"]
+
+
+def tile_arrays(layer: Layer, hw: HwConfig, knob_values: dict[str, np.ndarray]) -> TileArrays:
+    """Vectorized tile geometry for arrays of inner split factors / thread counts."""
+    geo = geometry(layer, hw)
+    return TileArrays(geo, hw, {k: np.asarray(v, dtype=np.int64) for k, v in knob_values.items()})
+
+
+# -- scalar view ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Loop:
+    """One loop of a micro-op kernel: name, extent, role and index factors."""
+
+    name: str
+    extent: int
+    role: str       # "iter_out" | "iter_in" | "unrolled"
+    dst: int        # ACC index factor
+    src: int        # INP index factor (GEMM)
+    wgt: int        # WGT index factor
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """A GEMM's micro-op kernel after `fold_uop_loop`: the loops with extent > 1, outer to inner."""
+
+    loops: tuple[Loop, ...]
+
+    def _role(self, role: str) -> Loop | None:
+        return next((lp for lp in self.loops if lp.role == role), None)
+
+    @property
+    def outer(self) -> Loop | None:
+        return self._role("iter_out")
+
+    @property
+    def inner(self) -> Loop | None:
+        return self._role("iter_in")
+
+    @property
+    def unrolled(self) -> tuple[Loop, ...]:
+        return tuple(lp for lp in self.loops if lp.role == "unrolled")
+
+    @property
+    def iter_out(self) -> int:
+        return self.outer.extent if self.outer else 1
+
+    @property
+    def iter_in(self) -> int:
+        return self.inner.extent if self.inner else 1
+
+    @property
+    def n_uops(self) -> int:
+        return int(np.prod([lp.extent for lp in self.unrolled], dtype=np.int64))
+
+    def factors(self) -> dict[str, int]:
+        """GEMM instruction factors: dst/src/wgt _factor_out/_factor_in (0 for a missing loop)."""
+        out: dict[str, int] = {}
+        for suffix, lp in (("out", self.outer), ("in", self.inner)):
+            for field in ("dst", "src", "wgt"):
+                out[f"{field}_factor_{suffix}"] = getattr(lp, field) if lp else 0
+        return out
+
+    def uop_offsets(self) -> np.ndarray:
+        """(n_uops, 3) int64 [dst, src, wgt] offsets of the unrolled kernel in push order."""
+        unrolled = self.unrolled
+        if not unrolled:
+            return np.zeros((1, 3), dtype=np.int64)
+        grids = np.meshgrid(*[np.arange(lp.extent) for lp in unrolled], indexing="ij")
+        fac = np.array([[lp.dst, lp.src, lp.wgt] for lp in unrolled], dtype=np.int64)
+        idx = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
+        return idx @ fac
+
+
+def _plan(fold: dict[str, np.ndarray], names: tuple[str, ...], row: int) -> FoldPlan:
+    roles = {1: "iter_out", 2: "iter_in", 3: "unrolled"}
+    loops = []
+    for i, name in enumerate(names):
+        role = int(fold["roles"][row, i])
+        if role:
+            ext, dst, src, wgt = (int(v) for v in fold["loops"][row, i])
+            loops.append(Loop(name, ext, roles[role], dst, src, wgt))
+    return FoldPlan(tuple(loops))
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Tile geometry of one schedule (see the module docstring for every definition)."""
+
+    kind: str
+    tile_b: int          # batch blocks per tile
+    tile_h: int          # output rows per tile
+    tile_w: int          # output columns per tile
+    tile_ci: int         # input-channel blocks per load step
+    tile_co: int         # output-channel blocks per tile
+    oc_nthread: int
+    h_nthread: int
+    nthreads: int
+    hin_t: int           # input rows per tile, padded coordinates
+    win_t: int           # input columns per tile
+    b_tiles: int
+    h_tiles: int
+    w_tiles: int
+    co_tiles: int
+    n_tiles: int         # output tiles in total (all threads)
+    ci_steps: int        # reduction steps per tile (LOAD INP/WGT + GEMM each)
+    acc_elems: int       # SRAM elements per virtual thread
+    inp_elems: int
+    wgt_elems: int
+    gemm: FoldPlan       # accumulate GEMM kernel (run per batch block and ci step)
+    reset: FoldPlan      # reset GEMM kernel (run per batch block per tile)
+    alu_iter: int        # iter_in of each ALU epilogue instruction (1 uop, factor 1)
+    store: tuple[int, int, int]   # (y_size, x_size, x_stride) of the tile's STORE
+    inp_load: tuple[int, int, int]  # of the INP LOAD before padding is subtracted
+    wgt_load: tuple[int, int, int]
+    pad: int
+    stride: int
+    kernel_h: int
+    kernel_w: int
+
+    @property
+    def acc_total(self) -> int:
+        return self.acc_elems * self.nthreads
+
+    @property
+    def inp_total(self) -> int:
+        return self.inp_elems * self.nthreads
+
+    @property
+    def wgt_total(self) -> int:
+        return self.wgt_elems * self.nthreads
+
+
+def _pattern_tuple(p: dict[str, np.ndarray], row: int) -> tuple[int, int, int]:
+    return (int(p["y_size"][row]), int(p["x_size"][row]), int(p["x_stride"][row]))
+
+
+def tiling_row(t: TileArrays, row: int) -> Tiling:
+    """The `Tiling` of config `row` of a vectorized `TileArrays`."""
+    geo = t.geo
+
+    def i(a: np.ndarray) -> int:
+        return int(a[row])
+
+    return Tiling(
+        kind=geo.kind, tile_b=i(t.tile_b), tile_h=i(t.tile_h), tile_w=i(t.tile_w),
+        tile_ci=i(t.tile_ci), tile_co=i(t.tile_co), oc_nthread=i(t.oc_nthread),
+        h_nthread=i(t.h_nthread), nthreads=i(t.nthreads), hin_t=i(t.hin_t), win_t=i(t.win_t),
+        b_tiles=i(t.b_tiles), h_tiles=i(t.h_tiles), w_tiles=i(t.w_tiles), co_tiles=i(t.co_tiles),
+        n_tiles=i(t.n_tiles), ci_steps=i(t.ci_steps), acc_elems=i(t.acc_elems),
+        inp_elems=i(t.inp_elems), wgt_elems=i(t.wgt_elems),
+        gemm=_plan(t.gemm, GEMM_LOOPS, row), reset=_plan(t.reset, RESET_LOOPS, row), alu_iter=i(t.acc_elems),
+        store=_pattern_tuple(t.store_pattern(), row), inp_load=_pattern_tuple(t.inp_pattern(), row),
+        wgt_load=_pattern_tuple(t.wgt_pattern(), row), pad=geo.pad, stride=geo.stride,
+        kernel_h=geo.kh, kernel_w=geo.kw,
+    )
+
+
+def tiling(layer: Layer, config: Any, hw: HwConfig) -> Tiling:
+    """Tile geometry of `config` (a `Config`, a knob dict or an index) for `layer` on `hw`.
+    Valid configs are served from a per-space cache built in one vectorized pass."""
+    from codesign.schedule.space import get_space
+
+    return get_space(layer, hw).tiling(config)
+
+
+def tiling_direct(layer: Layer, knobs: dict[str, Any], hw: HwConfig) -> Tiling:
+    """`tiling` without any cache (any knob dict, valid or not)."""
+    geo = geometry(layer, hw)
+    return tiling_row(TileArrays(geo, hw, knob_arrays(knobs, geo.kind)), 0)

@@ -1,0 +1,79 @@
+"""The options of one sweep, saved as `<out>/sweep.json` so `--resume DIR` needs no other flags."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import ConfigError
+
+SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
+OPTIONS_FILE = "sweep.json"
+SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Everything that defines a sweep. `trials=None` means "every point" for grid/exhaustive."""
+
+    space: str  # path of the hardware space YAML (the copy inside the experiment directory)
+    workload: str  # registry name, or "custom" with `layers` set
+    trials: int | None = 24
+    budget: int = 16
+    tuner: str = "xgb"
+    search: str = "nsga2"
+    seed: int = 0
+    max_concurrent: int | None = None
+    # Custom workloads (tests, benchmarks): [(layer_spec, count), ...] in `parse_layer` syntax.
+    layers: tuple[tuple[str, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise ConfigError(f"--search {self.search!r}: allowed: {', '.join(SEARCHES)}")
+        if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
+            raise ConfigError(f"--trials {self.trials!r}: must be a positive integer")
+        if not isinstance(self.budget, int) or self.budget < 1:
+            raise ConfigError(f"--budget {self.budget!r}: must be a positive integer")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ConfigError(f"max_concurrent={self.max_concurrent!r}: must be a positive integer")
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["layers"] = [list(e) for e in self.layers] if self.layers else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str = "") -> SweepOptions:
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+        kw = dict(data)
+        if kw.get("layers"):
+            kw["layers"] = tuple((str(s), int(c)) for s, c in kw["layers"])
+        return cls(**kw)
+
+    def save(self, out_dir: Path) -> Path:
+        path = Path(out_dir) / OPTIONS_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(tmp, path)  # atomic: a crash never leaves a half-written options file
+        return path
+
+    @classmethod
+    def load(cls, out_dir: Path) -> SweepOptions:
+        path = Path(out_dir) / OPTIONS_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(
+                f"{out_dir}: not a sweep directory (no {OPTIONS_FILE}); start one with `codesign sweep --out {out_dir}`"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object of sweep options")
+        return cls.from_json(data, source=str(path))

@@ -1,0 +1,198 @@
+"""The experiment directory's results: `trials.jsonl` (one line per finished trial, appended by the
+driver), the running Pareto front written to `pareto.json` after every trial, and the Ray Tune
+callback that does both on the driver's main thread."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from codesign.pareto.io import PARETO_FILE
+from codesign.sweep.trial import TRIALS_FILE
+
+
+def append_line(path: Path, row: dict[str, Any]) -> None:
+    """Append one JSON line with a single `os.write` on an O_APPEND descriptor: concurrent writers
+    never interleave and a crash loses at most this line."""
+    data = (json.dumps(row, separators=(",", ":"), default=_json_default) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def read_trials(out_dir: str | Path) -> list[dict[str, Any]]:
+    """The finished trials of a sweep in completion order, one per trial id (a trial that errored
+    and later succeeded on resume keeps the success). Truncated lines are skipped."""
+    path = Path(out_dir) / TRIALS_FILE
+    if not path.exists():
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            tid = str(row.get("trial_id"))
+            if tid not in rows or rows[tid].get("status") != "ok":
+                rows[tid] = row
+    return list(rows.values())
+
+
+# Fields of a trial row that go into pareto.json points (per-layer results compacted).
+POINT_KEYS = ("config", "latency_ms", "area", "power_w", "energy_j", "resources", "activity", "hw", "batch",
+              "trial_id")
+
+
+def design_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The feasible finished trials as pareto points, first evaluation of each config only."""
+    out, seen = [], set()
+    for row in rows:
+        if row.get("status") != "ok" or not row.get("feasible") or row["config"] in seen:
+            continue
+        seen.add(row["config"])
+        point = {k: row.get(k) for k in POINT_KEYS}
+        point["layers"] = [{k: lay[k] for k in ("layer", "count", "seconds", "knobs")} for lay in row["layers"]]
+        out.append(point)
+    return out
+
+
+def pareto_state(rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
+                 power_bound: float) -> tuple[Any, dict[str, float], list[dict], list[float]]:
+    """(front, reference point, stock points, hypervolume after each trial) of the finished trials.
+
+    Reference point: `codesign.pareto.reference_point`'s rule. The space's power bound is computed
+    once by the caller and passed as a pseudo stock point carrying only `power_w`, which is exactly
+    the candidate `reference_point(space=...)` would add (without re-enumerating the space per trial).
+    """
+    from codesign.pareto import ParetoFront, reference_point
+
+    points = design_points(rows)
+    stock = [p for p in points if p["config"] in stock_names]
+    ref = reference_point([*stock, {"config": "space power bound", "power_w": power_bound}], points=points)
+    front = ParetoFront()
+    history: list[float] = []
+    by_trial = {p["trial_id"]: p for p in points}
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        point = by_trial.get(row.get("trial_id"))
+        if point is not None:
+            front.add(point)
+        history.append(front.hypervolume(ref) if len(front) else 0.0)
+    return front, ref, stock, history
+
+
+def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
+                 power_bound: float) -> dict[str, Any]:
+    """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document."""
+    from codesign.pareto import write_pareto_json
+
+    front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.get("feasible")),
+             "configs": len({r["config"] for r in ok})}
+    return write_pareto_json(Path(out_dir) / PARETO_FILE, front, reference_point=ref, stock_points=stock,
+                             hypervolume_history=history, extra=extra)
+
+
+class SweepCallback(tune.Callback):
+    """Driver-side: appends each finished trial to `trials.jsonl` (deduplicated by trial id),
+    rewrites `pareto.json`, and shows the progress bar. Ray pickles callbacks into its experiment
+    state, so only plain settings are kept across pickling."""
+
+    def __init__(self, out_dir: str, total: int, *, stock_names: tuple[str, ...], power_bound: float,
+                 progress: bool = True) -> None:
+        self.out_dir = str(out_dir)
+        self.stock_names = tuple(stock_names)
+        self.power_bound = float(power_bound)
+        self.total = int(total)
+        self.progress = progress
+        self._rows: list[dict[str, Any]] | None = None
+        self._bar: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_rows"] = None
+        state["_bar"] = None
+        return state
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def setup(self, **info: Any) -> None:
+        self._rows = read_trials(self.out_dir)
+        if self.progress:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, initial=min(len(self._rows), self.total), desc="sweep",
+                             unit="trial", file=sys.stderr, dynamic_ncols=True)
+            self._refresh_bar(None)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        result = trial.last_result or {}
+        if "payload" not in result:
+            return  # stopped before it reported (interrupt): Ray runs it again on resume
+        row = json.loads(result["payload"])
+        self._record(trial, row, "ok")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        message = ""
+        error_file = getattr(trial, "error_file", None) or getattr(trial, "local_error_file", None)
+        try:
+            if error_file:
+                message = Path(error_file).read_text().strip().splitlines()[-1]
+        except OSError:
+            pass
+        self._record(trial, {"config": None, "feasible": False, "error": message or "trial failed"}, "error")
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _record(self, trial: Any, row: dict[str, Any], status: str) -> None:
+        if self._rows is None:
+            self._rows = read_trials(self.out_dir)
+        tid = str(trial.trial_id)
+        if any(r.get("trial_id") == tid and (r.get("status") == "ok" or status == "error") for r in self._rows):
+            return  # already recorded (a trial re-run after an interrupt)
+        row = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **row}
+        row.setdefault("params", dict(trial.config))
+        append_line(Path(self.out_dir) / TRIALS_FILE, row)
+        self._rows = [r for r in self._rows if r.get("trial_id") != tid] + [row]
+        summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
+                               power_bound=self.power_bound)
+        if self._bar is not None:
+            self._bar.update(1)
+            self._refresh_bar(summary)
+
+    def _refresh_bar(self, summary: dict[str, Any] | None) -> None:
+        if self._bar is None:
+            return
+        if summary is None:
+            if not self._rows:
+                return
+            summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
+                                   power_bound=self.power_bound)
+        best = min((p["latency_ms"] for p in summary["points"]), default=math.inf)
+        text = f"front {len(summary['points'])}, hv {summary['hypervolume']:.4g}"
+        if math.isfinite(best):
+            text = f"best {best:.2f} ms, " + text
+        self._bar.set_postfix_str(text)

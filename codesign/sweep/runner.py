@@ -1,0 +1,222 @@
+"""`run_sweep`: the co-design outer loop on Ray Tune (one trial per hardware config).
+
+Experiment directory layout (everything appended or replaced atomically while the sweep runs):
+    sweep.json      options of the sweep (resume reads them)
+    space.yaml      copy of the hardware space file the sweep started with
+    trials.jsonl    one line per finished trial (objectives, resources, per-layer results)
+    records.jsonl   every schedule measurement of the inner tuners (`codesign.tune` records)
+    pareto.json     the current Pareto front, its hypervolume and reference point
+    *.png           plots, written at the end
+    ray/sweep/      Ray Tune's own experiment state (what `Tuner.restore` reads)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import ConfigError
+from codesign.sweep.options import SPACE_COPY, SweepOptions
+from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext
+
+RAY_DIR = "ray"
+EXPERIMENT = "sweep"
+
+
+@dataclass
+class SweepResult:
+    out_dir: Path
+    options: SweepOptions
+    trials: list[dict[str, Any]]  # finished trials in completion order (trials.jsonl)
+    pareto: dict[str, Any]  # the content of pareto.json
+    plots: list[Path] = field(default_factory=list)
+    planned: int = 0  # trials the search was asked for
+    wall_s: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return sum(1 for t in self.trials if t.get("status") == "ok") >= self.planned
+
+    @property
+    def paths(self) -> dict[str, str]:
+        d = self.out_dir
+        return {"dir": str(d), "trials": str(d / TRIALS_FILE), "records": str(d / RECORDS_FILE),
+                "pareto": str(d / "pareto.json"), "plots": [str(p) for p in self.plots]}  # type: ignore[dict-item]
+
+
+# -- workloads in the options file ----------------------------------------------------------------
+def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] | None]:
+    """Registry name (and the layer list for a workload not in the registry)."""
+    from codesign.workloads import WORKLOADS
+
+    if isinstance(workload, str):
+        return workload, None
+    if workload.name in WORKLOADS:
+        return workload.name, None
+    return workload.name, tuple((layer.spec, int(count)) for layer, count in workload.entries)
+
+
+def workload_from_options(options: SweepOptions) -> Any:
+    from codesign.workloads import Workload, get_workload
+
+    if options.layers:
+        return Workload(options.workload, tuple((s, int(c)) for s, c in options.layers))
+    return get_workload(options.workload)
+
+
+# -- Ray -------------------------------------------------------------------------------------------
+def _init_ray(address: str | None, num_cpus: int | None) -> bool:
+    """Start (or join) Ray unless the caller already did; returns whether we own the session."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    # Ray 2.60 turns token auth on by default and writes ~/.ray/auth_token; a local sweep needs
+    # none (docs/dependencies). A user who set the variable keeps their choice.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+                              configure_logging=True)
+    if address:
+        ray.init(address=address, **kw)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
+    return True
+
+
+def _trial_dirname(trial: Any) -> str:
+    return f"trial_{trial.trial_id}"  # Ray's default name lists every parameter (too long)
+
+
+def _quiet_ray() -> None:
+    # Ray Tune's console table would fight with our progress bar; the results are in our files.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
+
+
+# -- the sweep -------------------------------------------------------------------------------------
+def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> SweepOptions:
+    """Create the experiment directory of a new sweep: the space copy and sweep.json."""
+    from codesign.hw.space import HwSpace
+
+    src = Path(space)
+    HwSpace.load(src)  # a bad space file is one clear error before anything is created
+    if (out_dir / TRIALS_FILE).exists() or (out_dir / RAY_DIR).exists():
+        raise ConfigError(f"{out_dir} already holds a sweep; continue it with `codesign sweep --resume {out_dir}` "
+                          "or choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, out_dir / SPACE_COPY)
+    name, layers = _workload_options(workload)
+    opts = SweepOptions(space=SPACE_COPY, workload=name, layers=layers, **options)
+    opts.save(out_dir)
+    return opts
+
+
+def run_sweep(
+    space: str | Path,
+    workload: Any,
+    out_dir: str | Path,
+    *,
+    trials: int | None = 24,
+    budget: int = 16,
+    tuner: str = "xgb",
+    search: str = "nsga2",
+    seed: int = 0,
+    address: str | None = None,
+    resume: bool = False,
+    max_concurrent: int | None = None,
+    progress: bool = True,
+    callbacks: list[Any] | None = None,
+) -> SweepResult:
+    """Run (or with `resume=True` continue) a co-design sweep into `out_dir`; see module docstring.
+
+    `space`: path of a hardware space YAML; `workload`: registry name or `Workload`; `trials`:
+    hardware configs to evaluate (None = every point for grid/exhaustive); `budget`: schedule
+    measurements per layer. On resume every other argument is read from `out_dir/sweep.json`.
+    `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("run_sweep makes Ray calls and must run on the main thread")
+    start = time.perf_counter()
+    out = Path(out_dir).resolve()
+    if resume:
+        opts = SweepOptions.load(out)
+    else:
+        opts = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner, search=search,
+                                                  seed=seed, max_concurrent=max_concurrent))
+    from codesign.hw.space import HwSpace
+
+    hw_space = HwSpace.load(out / opts.space)
+    wl = workload_from_options(opts)
+    _validate_tuner(opts.tuner)
+
+    _quiet_ray()
+    from ray import tune
+
+    from codesign.pareto import space_power_bound
+    from codesign.sweep.results import SweepCallback
+    from codesign.sweep.search import build_search
+    from codesign.sweep.trial import sweep_trial
+
+    plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed)
+    stock_names = tuple(hw.name for hw in hw_space.stock_configs())
+    power_bound = space_power_bound(hw_space)
+    own = _init_ray(address, None)
+    try:
+        ctx = TrialContext(space_path=str(out / opts.space), workload=wl, out_dir=str(out), tuner=opts.tuner,
+                           budget=opts.budget, seed=opts.seed)
+        trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
+        cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
+                             progress=progress), *(callbacks or [])]
+        exp_path = out / RAY_DIR / EXPERIMENT
+        if resume and tune.Tuner.can_restore(str(exp_path)):
+            tuner_obj = tune.Tuner.restore(str(exp_path), trainable, resume_errored=True)
+            # Ray restores the callbacks it pickled at the start; ours must reflect this run
+            # (progress flag, no stale test hooks).
+            run_config = tuner_obj._local_tuner.get_run_config()
+            run_config.callbacks = cbs
+        else:
+            tuner_obj = tune.Tuner(
+                trainable,
+                param_space=plan.param_space,
+                tune_config=tune.TuneConfig(
+                    search_alg=plan.search_alg, num_samples=plan.num_samples,
+                    max_concurrent_trials=opts.max_concurrent, reuse_actors=True,
+                    trial_dirname_creator=_trial_dirname,
+                ),
+                run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out / RAY_DIR), callbacks=cbs,
+                                          verbose=0),
+            )
+        tuner_obj.fit()
+    finally:
+        if own:
+            import ray
+
+            ray.shutdown()
+    return finish(out, opts, plan.num_samples, time.perf_counter() - start, stock_names=stock_names,
+                  power_bound=power_bound)
+
+
+def _validate_tuner(name: str) -> None:
+    from codesign.tune.base import TUNERS
+
+    if name not in TUNERS:
+        raise ConfigError(f"--tuner {name!r}: allowed: {', '.join(TUNERS)}")
+
+
+def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],
+           power_bound: float) -> SweepResult:
+    """Final pareto.json and plots from the trials on disk."""
+    from codesign.sweep.plots import write_plots
+    from codesign.sweep.results import read_trials, write_pareto
+
+    rows = read_trials(out)
+    doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)
+    plots = write_plots(out, rows, doc)
+    return SweepResult(out, opts, rows, doc, plots, planned, wall_s)

@@ -1,0 +1,291 @@
+"""One sweep trial = one hardware config: feasibility, inner schedule tuning of every layer, and the
+three objectives (latency, area, power) plus energy, resources and per-layer results.
+
+`evaluate_hw` is plain Python (no Ray) so tests and benchmarks can call it directly; `sweep_trial`
+is the Ray Tune function trainable around it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codesign.hw.config import HwConfig
+
+# What an infeasible design reports to the searcher: worse than any feasible design on latency and
+# power, so every searcher learns to avoid it. These points never enter the Pareto front.
+INFEASIBLE_LATENCY_MS = 1.0e6
+INFEASIBLE_POWER_W = 1.0e3
+INFEASIBLE_AREA = 1.0e3
+OBJECTIVES = ("latency_ms", "area", "power_w")
+WARM_START_MAX = 8  # knob settings handed to the inner tuner from earlier trials' records
+TRIALS_FILE = "trials.jsonl"
+RECORDS_FILE = "records.jsonl"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial needs besides its sampled parameters (picklable; shipped to Ray workers)."""
+
+    space_path: str
+    workload: Any  # codesign.workloads.Workload at batch 1
+    out_dir: str
+    tuner: str
+    budget: int
+    seed: int
+
+
+def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
+    """The result of a design that cannot be built, clocked or run: never simulated, very bad
+    for the searcher, the reason kept for the user."""
+    out: dict[str, Any] = {
+        "config": name or (hw.name if hw is not None else "invalid"),
+        "hw": hw.to_dict() if hw is not None else None, "feasible": False, "reason": reason,
+        "latency_ms": INFEASIBLE_LATENCY_MS, "area": INFEASIBLE_AREA, "power_w": INFEASIBLE_POWER_W,
+        "energy_j": None, "layers": [], "unsupported": [], "measurements": 0,
+    }
+    if hw is not None and board is not None:
+        from codesign.hw.resources import estimate
+
+        res = estimate(hw, board)
+        out["resources"] = res.to_json(board)
+        # The real area when it is over budget (> 1): the searcher sees which way is feasible.
+        out["area"] = max(float(res.area(board)), 1.0)
+    return out
+
+
+def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
+                     limit: int = WARM_START_MAX) -> list[Any]:
+    """Schedule configs for `layer` that were fast on other hardware of this sweep and are valid on
+    `hw`: the best record of each earlier config, most similar hardware (GEMM shape first, then
+    buffer sizes) first. The inner tuner measures these before its own proposals."""
+    best: dict[str, Any] = {}
+    for r in records:
+        if r.layer != layer.name or r.hw == hw.name or not r.ok:
+            continue
+        if r.hw not in best or r.seconds < best[r.hw].seconds:
+            best[r.hw] = r
+    if not best:
+        return []
+
+    def distance(name: str) -> tuple[float, float]:
+        try:
+            other = HwConfig.from_name(name)
+        except Exception:  # noqa: BLE001 - a foreign hw name in the records: least similar
+            return (math.inf, 0.0)
+        keys = ("LOG_BATCH", "LOG_BLOCK_IN", "LOG_BLOCK_OUT", "LOG_INP_BUFF_SIZE", "LOG_WGT_BUFF_SIZE",
+                "LOG_ACC_BUFF_SIZE", "LOG_UOP_BUFF_SIZE")
+        weights = (8, 8, 8, 1, 1, 1, 1)  # the GEMM shape changes the tiling far more than a buffer
+        d = sum(w * abs(getattr(other, k) - getattr(hw, k)) for k, w in zip(keys, weights))
+        return (d, best[name].seconds)
+
+    out: list[Any] = []
+    seen: set[int] = set()
+    for name in sorted(best, key=distance):
+        try:
+            config = space.from_knobs(best[name].knobs)
+        except Exception:  # noqa: BLE001 - knobs not among this hardware's candidates
+            continue
+        if config.index in seen or space.why_invalid(config) is not None:
+            continue
+        seen.add(config.index)
+        out.append(config)
+        if len(out) >= limit:
+            break
+    return out
+
+
+class SeededTuner:
+    """Wraps an inner tuner so its first proposals are the transferred configs; everything else
+    (observations, batch size, name) is the inner tuner's."""
+
+    def __init__(self, inner: Any, seeds: list[Any]) -> None:
+        self._inner = inner
+        self._seeds = list(seeds)
+
+    def propose(self, n: int) -> list[Any]:
+        if self._seeds:
+            out, self._seeds = self._seeds[:n], self._seeds[n:]
+            return out
+        return self._inner.propose(n)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
+          records: list[Any]) -> Any:
+    """Inner tuning of one layer with transfer from earlier trials' records."""
+    from codesign.schedule import ScheduleSpace
+    from codesign.tune import tune_layer
+    from codesign.tune.base import SpaceView, make_tuner
+
+    space = ScheduleSpace(layer, hw)
+    view = SpaceView(space)
+    # A quarter of the budget at most goes to transferred configs: the tuner still explores.
+    seeds = transfer_configs(layer, hw, space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
+    inner = make_tuner(tuner, space, seed, view=view)
+    own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
+    return tune_layer(layer, hw, tuner=SeededTuner(inner, seeds) if seeds else inner, budget=budget, seed=seed,
+                      records=writer, warm_start=own or None, progress=False, space=space, view=view)
+
+
+def evaluate_hw(
+    hw: HwConfig,
+    board: Any,
+    workload: Any,
+    *,
+    tuner: str = "xgb",
+    budget: int = 16,
+    seed: int = 0,
+    records_path: str | Path | None = None,
+    warm_records: list[Any] | None = None,
+    power_model: Any = None,
+) -> dict[str, Any]:
+    """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
+    `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
+    resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
+    per unique layer), `unsupported` (layers left out, with the reason) and measurements."""
+    from codesign.hw.power import activity_from_busy
+    from codesign.hw.resources import estimate, infeasible_reason
+    from codesign.pareto import design_point
+    from codesign.tune import RecordWriter
+    from codesign.vta.run import run_layer
+
+    start = time.perf_counter()
+    resources = estimate(hw, board)
+    reason = infeasible_reason(hw, board, resources)
+    if reason is not None:
+        return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
+    wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
+    offloaded, cpu = wl.partition(hw)
+    # Layers this config cannot run are listed with the reason and left out of the latency.
+    unsupported = [{"layer": layer.name, "count": count, "reason": why} for layer, count, why in cpu]
+    layers: list[dict[str, Any]] = []
+    total_s = 0.0
+    total_cycles = 0.0
+    busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
+    measurements = 0
+    writer = RecordWriter(records_path) if records_path is not None else None
+    try:
+        for layer, count in offloaded:
+            res = _tune(layer, hw, tuner=tuner, budget=budget, seed=seed, writer=writer,
+                        records=warm_records or [])
+            measurements += int(res.measurements)
+            if res.best is None:  # every measured schedule failed: the layer cannot run here
+                unsupported.append({"layer": layer.name, "count": count,
+                                    "reason": f"no schedule ran in {res.measurements} measurements"})
+                continue
+            # One timing-only run of the winner for its module busy cycles (power activity).
+            run = run_layer(layer, res.best.knobs, hw, functional=False)
+            seconds = float(run.seconds)
+            total_s += seconds * count
+            total_cycles += float(run.cycles) * count
+            for k in busy:
+                busy[k] += float(run.busy.get(k, 0)) * count
+            layers.append({
+                "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(run.cycles),
+                "knobs": _plain(res.best.knobs), "index": int(res.best.index),
+                "measurements": int(res.measurements),
+                "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,
+            })
+    finally:
+        if writer is not None:
+            writer.close()
+
+    if not layers:
+        reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
+        result = infeasible_result(hw, f"no layer of {workload.name} runs on this config ({reasons})", board)
+        return {**result, "unsupported": unsupported, "measurements": measurements,
+                "wall_s": time.perf_counter() - start}
+
+    activity = activity_from_busy(busy, total_cycles)  # time-weighted over layers (one clock)
+    latency_ms = total_s / wl.batch * 1e3  # per image
+    point = design_point(hw, board, latency_ms, activity, power_model=power_model, resources=resources)
+    return {
+        **point, "feasible": True, "reason": None, "batch": wl.batch, "layers": layers,
+        "unsupported": unsupported, "measurements": measurements, "wall_s": time.perf_counter() - start,
+    }
+
+
+def _plain(knobs: dict) -> dict:
+    return {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v) for k, v in knobs.items()}
+
+
+# -- cache of finished trials (a searcher may propose the same config twice) --------------------
+def cached_result(out_dir: str | Path, config_name: str) -> dict[str, Any] | None:
+    """The objectives of `config_name` if an earlier trial of this sweep already evaluated it."""
+    path = Path(out_dir) / TRIALS_FILE
+    if not path.exists():
+        return None
+    found = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line being written right now
+            if row.get("config") == config_name and row.get("status", "ok") == "ok":
+                found = row
+    return found
+
+
+def _read_records(out_dir: str | Path) -> list[Any]:
+    from codesign.tune import load_records
+
+    path = Path(out_dir) / RECORDS_FILE
+    return load_records(path) if path.exists() else []
+
+
+# -- the Ray Tune trainable ------------------------------------------------------------------------
+_SPACE_CACHE: dict[str, Any] = {}
+
+
+def _load_space(path: str) -> Any:
+    # Workers are reused across trials (reuse_actors): parse the space once per process.
+    if path not in _SPACE_CACHE:
+        from codesign.hw.space import HwSpace
+
+        _SPACE_CACHE[path] = HwSpace.load(path)
+    return _SPACE_CACHE[path]
+
+
+def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
+    """Evaluate the config sampled as `params` (no Ray calls here)."""
+    space = _load_space(ctx.space_path)
+    hw, reason = space.check(dict(params))
+    if hw is None:  # a combination HwConfig itself rejects (instruction fields overflow, ...)
+        name = "invalid:" + ",".join(f"{k}={v}" for k, v in params.items())
+        return {**infeasible_result(None, reason or "invalid point", name=name), "cached": False}
+    cached = cached_result(ctx.out_dir, hw.name)
+    if cached is not None:
+        keep = {k: v for k, v in cached.items() if k not in ("trial_id", "number", "timestamp", "params", "status")}
+        keep["cached"] = True
+        return keep
+    if reason is not None:  # over the board's resources, wrong clock, or a space constraint
+        result = infeasible_result(hw, reason, space.board)
+    else:
+        result = evaluate_hw(hw, space.board, ctx.workload, tuner=ctx.tuner, budget=ctx.budget, seed=ctx.seed,
+                             records_path=Path(ctx.out_dir) / RECORDS_FILE,
+                             warm_records=_read_records(ctx.out_dir))
+    result["cached"] = False
+    return result
+
+
+def sweep_trial(config: dict[str, Any], ctx: TrialContext) -> None:
+    """Ray Tune function trainable: one report with the objectives and the full result."""
+    from ray import tune
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one CPU per trial: no BLAS/torch thread pools
+    result = run_trial(config, ctx)
+    result["params"] = dict(config)
+    # Ray flattens nested dicts in its own loggers; the full result also travels as one JSON string
+    # so the driver callback writes exactly what the trial computed.
+    metrics = {k: result[k] for k in OBJECTIVES}
+    metrics.update(feasible=bool(result["feasible"]), config=result["config"], payload=json.dumps(result))
+    tune.report(metrics)

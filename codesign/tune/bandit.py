@@ -1,0 +1,208 @@
+"""Contextual-bandit schedule tuner (one step; CleanRL-style single file, hyper-parameters on top).
+
+Horizon 1: the action is a full knob vector (a config), the context is the layer and hardware
+features, the reward is the environment's normalized latency (`env.py`). Neural-bandit
+formulation: an ensemble of `HEADS` small MLPs, each fit on its own bootstrap resample of every
+(observation, reward) pair seen so far, predicts the reward of a config from the fixed-size
+observation. Exploration is Thompson-style — each proposal draws one head and takes its best
+unmeasured valid config — plus ε-greedy random configs. Because observations carry layer and
+hardware features, a model trained on other layers and configs (`pretrain`) ranks an unseen
+layer's configs before the first measurement.
+
+The regression target is log(−reward) = log(latency / bound) (a monotone transform of the reward)
+so that a few very slow configs do not dominate the squared error.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.tune.base import Tuner
+from codesign.tune.env import PENALTY, ScheduleEnv, load_checkpoint, save_checkpoint
+
+ALGO = "bandit"
+HPARAMS = {
+    "hidden": 64,
+    "heads": 5,
+    "lr": 3e-3,
+    "weight_decay": 1e-4,
+    "fit_steps": 30,  # Adam steps after each batch of observations
+    "fit_batch": 256,
+    "bootstrap_p": 0.8,  # probability a sample is in a head's resample
+    "epsilon": 0.05,
+    "min_data": 8,  # measurements before a fresh (untrained) model is trusted
+    "max_data": 20000,
+}
+
+
+def _torch():
+    import torch
+
+    torch.set_num_threads(1)
+    return torch
+
+
+def _ensemble(obs_dim: int, hidden: int, heads: int) -> Any:
+    """`heads` independent MLPs (obs → hidden → hidden → 1) evaluated in one batched pass."""
+    torch = _torch()
+    from torch import nn
+
+    class Ensemble(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+
+            def p(*shape: int, fan_in: int) -> nn.Parameter:
+                bound = 1.0 / math.sqrt(fan_in)  # nn.Linear's default init range
+                return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
+
+            self.w1, self.b1 = p(heads, obs_dim, hidden, fan_in=obs_dim), p(heads, 1, hidden, fan_in=obs_dim)
+            self.w2, self.b2 = p(heads, hidden, hidden, fan_in=hidden), p(heads, 1, hidden, fan_in=hidden)
+            self.w3, self.b3 = p(heads, hidden, 1, fan_in=hidden), p(heads, 1, 1, fan_in=hidden)
+
+        def forward(self, x: Any) -> Any:  # (n, obs_dim) -> (heads, n)
+            h = torch.relu(torch.einsum("nd,edh->enh", x, self.w1) + self.b1)
+            h = torch.relu(torch.bmm(h, self.w2) + self.b2)
+            return (torch.bmm(h, self.w3) + self.b3).squeeze(-1)
+
+    return Ensemble()
+
+
+class BanditAgent:
+    """Reward-model ensemble, its optimizer and the (observation, target) data it is fit on."""
+
+    def __init__(self, obs_dim: int, hparams: dict | None = None, seed: int = 0) -> None:
+        torch = _torch()
+        self.hp = dict(HPARAMS, **(hparams or {}))
+        self.obs_dim = obs_dim
+        torch.manual_seed(seed)
+        self.heads = _ensemble(obs_dim, self.hp["hidden"], self.hp["heads"])
+        self.opt = torch.optim.Adam(self.heads.parameters(), lr=self.hp["lr"],
+                                    weight_decay=self.hp["weight_decay"])
+        self.obs: list[np.ndarray] = []
+        self.y: list[float] = []
+        self.boot: list[np.ndarray] = []
+        self.trained = False  # True once fit on enough data (or loaded from a checkpoint)
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, obs: np.ndarray, y: float) -> None:
+        self.obs.append(obs.astype(np.float32))
+        self.y.append(float(y))
+        self.boot.append((self.rng.random(self.hp["heads"]) < self.hp["bootstrap_p"]).astype(np.float32))
+        if len(self.y) > self.hp["max_data"]:
+            del self.obs[0], self.y[0], self.boot[0]
+
+    def fit(self, steps: int | None = None) -> None:
+        torch = _torch()
+        hp = self.hp
+        if not self.y:
+            return
+        x = torch.as_tensor(np.stack(self.obs))
+        y = torch.as_tensor(np.asarray(self.y, dtype=np.float32))
+        w = torch.as_tensor(np.stack(self.boot))
+        n = len(self.y)
+        for _ in range(hp["fit_steps"] if steps is None else steps):
+            mb = torch.as_tensor(self.rng.integers(n, size=min(n, hp["fit_batch"])))
+            pred = self.heads(x[mb])  # (heads, b)
+            wt = w[mb].T
+            loss = ((pred - y[mb][None, :]) ** 2 * wt).sum() / wt.sum().clamp(min=1.0)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        self.trained = True
+
+    def predict(self, obs: np.ndarray) -> np.ndarray:
+        """(heads, n) predicted targets (higher = faster)."""
+        torch = _torch()
+        with torch.no_grad():
+            x = torch.as_tensor(obs)
+            return self.heads(x).numpy()
+
+    def save(self, path: str | Path) -> None:
+        save_checkpoint(path, ALGO, self.hp, self.obs_dim, {"heads": self.heads.state_dict()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> BanditAgent:
+        ckpt = load_checkpoint(path, ALGO)
+        agent = cls(ckpt["obs_dim"], ckpt["hparams"])
+        agent.heads.load_state_dict(ckpt["state"]["heads"])
+        agent.trained = True
+        return agent
+
+
+def target(seconds: float | None, norm: float) -> float:
+    """Regression target: −log of the (clipped) normalized latency; failures get the penalty."""
+    ratio = PENALTY if seconds is None else min(seconds / norm, PENALTY)
+    return -math.log(max(ratio, 1e-9))
+
+
+class BanditTuner(Tuner):
+    name = ALGO
+    batch_size = 4
+
+    def __init__(self, space: Any, seed: int = 0, view: Any = None, agent: Any = None,
+                 hparams: dict | None = None) -> None:
+        super().__init__(space, seed, view)
+        self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
+        self.hparams = hparams
+        self.env: ScheduleEnv | None = None
+        self._obs: np.ndarray | None = None  # observation of every valid config (row-aligned)
+        self._task_data = 0
+        self._pretrained = False
+
+    def set_task(self, layer: Any, hw: Any) -> None:
+        from codesign.errors import ConfigError
+
+        self.env = ScheduleEnv(self.view, layer, hw, self.rng)
+        self._obs = self.env.obs_batch(self.view.valid_pos)
+        if self.agent is None:
+            self.agent = BanditAgent(self.env.obs_dim, self.hparams, self.seed)
+        elif self.agent.obs_dim != self.env.obs_dim:
+            raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
+                              "space (agent trained with another feature set); retrain it")
+        self._pretrained = self.agent.trained
+        self.agent.rng = np.random.default_rng(self.seed)
+        _torch().manual_seed(self.seed)
+
+    def observe(self, results: Any) -> None:
+        super().observe(results)
+        env, agent = self.env, self.agent
+        if env is None or agent is None:
+            return
+        row = {int(i): k for k, i in enumerate(self.view.valid)}
+        added = 0
+        for r in results:
+            idx = int(r.config.index)
+            env.record(idx, r.seconds if r.ok else None)
+            if idx in row:  # the model only ranks valid configs; invalid ones are filtered exactly
+                agent.add(self._obs[row[idx]], target(r.seconds if r.ok else None, env.normalizer()))
+                added += 1
+        if added:
+            self._task_data += added
+            agent.fit()
+
+    def propose(self, n: int) -> list[Any]:
+        agent = self.agent
+        assert agent is not None and self._obs is not None, "set_task(layer, hw) first"
+        if not agent.trained or (not self._pretrained and len(agent.y) < agent.hp["min_data"]):
+            return [self.view.config(i) for i in self.random_unmeasured(n)]
+        measured = np.fromiter(self.results, dtype=np.int64) if self.results else np.zeros(0, np.int64)
+        free = np.flatnonzero(~np.isin(self.view.valid, measured))
+        if free.size == 0:
+            return []
+        preds = agent.predict(self._obs[free])  # (heads, free)
+        chosen: list[int] = []
+        for _ in range(min(n, free.size)):
+            if self.rng.random() < agent.hp["epsilon"]:
+                pick = self.random_unmeasured(1, exclude=chosen)
+                if pick:
+                    chosen.append(pick[0])
+                    continue
+            head = preds[int(self.rng.integers(preds.shape[0]))].copy()
+            taken = np.isin(self.view.valid[free], np.asarray(chosen, dtype=np.int64))
+            head[taken] = -np.inf
+            chosen.append(int(self.view.valid[free[int(np.argmax(head))]]))
+        return [self.view.config(i) for i in chosen]

@@ -1,0 +1,157 @@
+"""DQN schedule tuner (multi-step; CleanRL-style single file, hyper-parameters at the top).
+
+Action space: for each knob a move in {−1, 0, +1}. A joint Q over 3^7 actions is wasteful, so the
+network has one Q-head per knob (action branching): Q(s, a) = mean_k Q_k(s, a_k), each head
+greedy on its own. Replay buffer, target network synced every `TARGET_SYNC` updates, ε-greedy
+exploration decaying per env step, double-DQN targets (online argmax, target evaluation).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.tune.env import MAX_KNOBS, MultiStepTuner, Transition, load_checkpoint, save_checkpoint
+
+ALGO = "dqn"
+HPARAMS = {
+    "hidden": 64,
+    "lr": 1e-3,
+    "gamma": 0.9,
+    "buffer": 20000,
+    "batch": 64,
+    "updates_per_learn": 16,
+    "learn_every": 16,  # env steps between learning calls
+    "target_sync": 50,  # updates between target-network copies
+    "eps_start": 1.0,
+    "eps_end": 0.05,
+    "eps_decay_steps": 1500,
+    "warmup": 64,  # transitions in the buffer before learning starts
+}
+
+
+def _torch():
+    import torch
+
+    torch.set_num_threads(1)
+    return torch
+
+
+class DQNAgent:
+    """Branching Q-network, its target copy, optimizer, replay buffer and step counter."""
+
+    def __init__(self, obs_dim: int, hparams: dict | None = None, seed: int = 0) -> None:
+        torch = _torch()
+        from torch import nn
+
+        self.hp = dict(HPARAMS, **(hparams or {}))
+        self.obs_dim = obs_dim
+        torch.manual_seed(seed)
+        h = self.hp["hidden"]
+        self.q = nn.Sequential(nn.Linear(obs_dim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
+                               nn.Linear(h, MAX_KNOBS * 3))
+        self.target = nn.Sequential(nn.Linear(obs_dim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
+                                    nn.Linear(h, MAX_KNOBS * 3))
+        self.target.load_state_dict(self.q.state_dict())
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=self.hp["lr"])
+        # (obs, action, reward, next_obs, done, knob_mask) — rewards are resolved before insertion.
+        self.replay: deque = deque(maxlen=self.hp["buffer"])
+        self.steps = 0
+        self.updates = 0
+
+    def epsilon(self) -> float:
+        hp = self.hp
+        frac = min(1.0, self.steps / hp["eps_decay_steps"])
+        return hp["eps_start"] + frac * (hp["eps_end"] - hp["eps_start"])
+
+    def qvalues(self, net: Any, obs: Any) -> Any:
+        return net(obs).view(-1, MAX_KNOBS, 3)
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, greedy: bool = False) -> np.ndarray:
+        torch = _torch()
+        self.steps += 0 if greedy else 1
+        if not greedy and rng.random() < self.epsilon():
+            return rng.integers(3, size=MAX_KNOBS)
+        with torch.no_grad():
+            return self.qvalues(self.q, torch.as_tensor(obs[None, :]))[0].argmax(-1).numpy().astype(np.int64)
+
+    def update(self, rng: np.random.Generator) -> None:
+        torch = _torch()
+        hp = self.hp
+        idx = rng.integers(len(self.replay), size=hp["batch"])
+        batch = [self.replay[i] for i in idx]
+        obs = torch.as_tensor(np.stack([b[0] for b in batch]))
+        act = torch.as_tensor(np.stack([b[1] for b in batch]))
+        rew = torch.as_tensor(np.array([b[2] for b in batch], dtype=np.float32))
+        nobs = torch.as_tensor(np.stack([b[3] for b in batch]))
+        done = torch.as_tensor(np.array([b[4] for b in batch], dtype=np.float32))
+        mask = torch.as_tensor(np.stack([b[5] for b in batch]))
+        msum = mask.sum(-1).clamp(min=1.0)
+        with torch.no_grad():
+            # Double DQN: the online net picks each head's action, the target net values it.
+            a_star = self.qvalues(self.q, nobs).argmax(-1, keepdim=True)
+            q_next = self.qvalues(self.target, nobs).gather(-1, a_star).squeeze(-1)
+            target = rew + hp["gamma"] * (1 - done) * (q_next * mask).sum(-1) / msum
+        q = self.qvalues(self.q, obs).gather(-1, act.unsqueeze(-1)).squeeze(-1)
+        q_joint = (q * mask).sum(-1) / msum
+        loss = torch.nn.functional.smooth_l1_loss(q_joint, target)
+        self.opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.q.parameters(), 10.0)
+        self.opt.step()
+        self.updates += 1
+        if self.updates % hp["target_sync"] == 0:
+            self.target.load_state_dict(self.q.state_dict())
+
+    def save(self, path: str | Path) -> None:
+        save_checkpoint(path, ALGO, self.hp, self.obs_dim, {"q": self.q.state_dict(), "steps": self.steps})
+
+    @classmethod
+    def load(cls, path: str | Path) -> DQNAgent:
+        ckpt = load_checkpoint(path, ALGO)
+        agent = cls(ckpt["obs_dim"], ckpt["hparams"])
+        agent.q.load_state_dict(ckpt["state"]["q"])
+        agent.target.load_state_dict(ckpt["state"]["q"])
+        agent.steps = int(ckpt["state"].get("steps", 0))  # a trained agent keeps its low ε
+        return agent
+
+
+class DQNTuner(MultiStepTuner):
+    name = ALGO
+
+    def __init__(self, space: Any, seed: int = 0, view: Any = None, agent: Any = None,
+                 hparams: dict | None = None) -> None:
+        super().__init__(space, seed, view)
+        self.agent: DQNAgent | None = DQNAgent.load(agent) if isinstance(agent, (str, Path)) else agent
+        self.hparams = hparams
+        self.learn_every = int((self.agent.hp if self.agent else dict(HPARAMS, **(hparams or {})))["learn_every"])
+
+    def on_task(self) -> None:
+        from codesign.errors import ConfigError
+
+        assert self.env is not None
+        if self.agent is None:
+            self.agent = DQNAgent(self.env.obs_dim, self.hparams, self.seed)
+        elif self.agent.obs_dim != self.env.obs_dim:
+            raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
+                              "space (agent trained with another feature set); retrain it")
+        _torch().manual_seed(self.seed)
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
+        assert self.agent is not None
+        return self.agent.act(obs, self.rng), 0.0, 0.0
+
+    def learn(self, transitions: list[Transition], last_obs: np.ndarray) -> None:
+        agent, env = self.agent, self.env
+        assert agent is not None and env is not None
+        rewards = self.rewards(transitions)
+        next_obs = env.obs_batch(np.stack([t.next_pos for t in transitions]))
+        for t, r, nobs in zip(transitions, rewards, next_obs):
+            agent.replay.append((t.obs, t.action, float(r), nobs, float(t.done), env.knob_mask))
+        if len(agent.replay) < agent.hp["warmup"]:
+            return
+        for _ in range(agent.hp["updates_per_learn"]):
+            agent.update(self.rng)

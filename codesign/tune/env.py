@@ -1,0 +1,272 @@
+"""The RL environment for schedule tuning, shared by the PPO, DQN and bandit agents.
+
+State: the knob positions of the current config. Observation (fixed size, so one agent serves
+every layer and hardware config): knob positions normalized to [0, 1] and knob sizes (padded to
+`MAX_KNOBS`), the config features of the schedule space, `layer_features(layer)` and
+`hw_features(hw)` (squashed with a signed log1p). Reward of landing on a config: −latency / the
+layer's roofline bound (`codesign.analysis.roofline`, per-call seconds; best-so-far latency if unavailable), clipped
+at −`PENALTY`; invalid configs (never measured) and failed measurements get −`PENALTY`.
+
+Rewards are *deferred*: the multi-step agents roll out with their policy (transitions are
+deterministic in the knob positions), collect the configs nobody measured yet, hand them to the
+driver as proposals and learn once the driver reports the results. Steps onto cached configs cost
+no measurement, so agents keep learning between measurements for free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codesign.tune.base import SpaceView, Tuner, index_of, positions_of, squash
+
+MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (reference §7.2); pad to the larger
+PENALTY = 10.0  # reward for invalid configs and failures, in roofline-bound units
+HORIZON = 20  # steps per episode (ktune)
+START_MODES = ("zeros", "random", "median", "best")
+
+
+def task_context(layer: Any, hw: Any) -> np.ndarray:
+    """Layer-shape and hardware-config features (fixed length), squashed."""
+    from codesign.schedule import hw_features, layer_features
+
+    return squash(np.concatenate([np.asarray(layer_features(layer), dtype=np.float64),
+                                  np.asarray(hw_features(hw), dtype=np.float64)])).astype(np.float32)
+
+
+def roofline_seconds(layer: Any, hw: Any) -> float | None:
+    """The layer's attainable lower bound in seconds, or None if the roofline is unavailable."""
+    try:
+        from codesign.analysis.roofline import roofline
+
+        roof = roofline(layer, hw)
+        # bound_call_seconds includes the unavoidable host overhead, like measured seconds do
+        bound = float(getattr(roof, "bound_call_seconds", roof.bound_seconds))
+        return bound if bound > 0 and math.isfinite(bound) else None
+    except Exception:  # noqa: BLE001 - optional: fall back to the best-so-far normalizer
+        return None
+
+
+class ScheduleEnv:
+    """Knob-position dynamics, observations and (deferred) rewards for one layer on one hw."""
+
+    def __init__(self, view: SpaceView, layer: Any, hw: Any, rng: np.random.Generator,
+                 horizon: int = HORIZON) -> None:
+        self.view, self.layer, self.hw, self.rng, self.horizon = view, layer, hw, rng, horizon
+        self.dims = np.asarray(view.dims, dtype=np.int64)
+        self.n_knobs = len(self.dims)
+        if self.n_knobs > MAX_KNOBS:
+            raise ValueError(f"{self.n_knobs} knobs > MAX_KNOBS={MAX_KNOBS}")
+        self.context = task_context(layer, hw)
+        self.bound = roofline_seconds(layer, hw)
+        self.seconds: dict[int, float | None] = {}  # measured: index -> seconds (None = failed)
+        self.knob_mask = np.zeros(MAX_KNOBS, dtype=np.float32)
+        self.knob_mask[: self.n_knobs] = (self.dims > 1).astype(np.float32)
+        sizes = np.zeros(MAX_KNOBS, dtype=np.float32)
+        sizes[: self.n_knobs] = np.log2(self.dims)
+        self._sizes = sizes / 4.0
+        self.obs_dim = int(self.obs(np.zeros(self.n_knobs, dtype=np.int64)).shape[0])
+
+    # -- observations -----------------------------------------------------------------------
+    def obs(self, pos: np.ndarray) -> np.ndarray:
+        return self.obs_batch(np.asarray(pos)[None, :])[0]
+
+    def obs_batch(self, pos: np.ndarray) -> np.ndarray:
+        pos = np.asarray(pos, dtype=np.int64)
+        norm = np.zeros((pos.shape[0], MAX_KNOBS), dtype=np.float32)
+        norm[:, : self.n_knobs] = pos / np.maximum(self.dims - 1, 1)
+        feats = self.view.features(index_of(pos, self.view.dims))
+        n = pos.shape[0]
+        return np.hstack([norm, np.broadcast_to(self._sizes, (n, MAX_KNOBS)), feats,
+                          np.broadcast_to(self.context, (n, self.context.size))]).astype(np.float32)
+
+    # -- dynamics ---------------------------------------------------------------------------
+    def reset(self) -> np.ndarray:
+        mode = START_MODES[int(self.rng.integers(len(START_MODES)))]
+        if mode == "zeros":
+            return np.zeros(self.n_knobs, dtype=np.int64)
+        if mode == "median":
+            return (self.dims - 1) // 2
+        if mode == "best":
+            best = self.best_index()
+            if best is not None:
+                return positions_of(np.asarray([best]), self.view.dims)[0]
+        return self.view.valid_pos[int(self.rng.integers(len(self.view.valid)))].copy()
+
+    def move(self, pos: np.ndarray, action: np.ndarray) -> np.ndarray:
+        """Action per knob in {0, 1, 2} = move −1, 0, +1 within the candidate list."""
+        step = np.asarray(action[: self.n_knobs], dtype=np.int64) - 1
+        return np.clip(pos + step, 0, self.dims - 1)
+
+    def index(self, pos: np.ndarray) -> int:
+        return int(index_of(np.asarray(pos)[None, :], self.view.dims)[0])
+
+    # -- rewards ----------------------------------------------------------------------------
+    def record(self, index: int, seconds: float | None) -> None:
+        self.seconds[int(index)] = seconds
+
+    def best_index(self) -> int | None:
+        ok = [(s, i) for i, s in self.seconds.items() if s is not None]
+        return min(ok)[1] if ok else None
+
+    def normalizer(self) -> float:
+        if self.bound is not None:
+            return self.bound
+        ok = [s for s in self.seconds.values() if s is not None]
+        return min(ok) if ok else 1.0
+
+    def reward(self, index: int) -> float | None:
+        """Reward for landing on `index`; None while it is valid but not measured yet."""
+        if not self.view.is_valid(index):
+            return -PENALTY
+        if index not in self.seconds:
+            return None
+        s = self.seconds[index]
+        if s is None:
+            return -PENALTY
+        return -min(s / self.normalizer(), PENALTY)
+
+    def is_pending(self, index: int) -> bool:
+        return self.view.is_valid(index) and index not in self.seconds
+
+
+@dataclass
+class Transition:
+    obs: np.ndarray
+    action: np.ndarray
+    logp: float
+    value: float
+    next_pos: np.ndarray
+    next_index: int
+    done: bool
+
+
+class MultiStepTuner(Tuner):
+    """Rollout bookkeeping shared by the multi-step agents (PPO, DQN): the policy walks the knob
+    grid; configs nobody has measured become proposals; `learn` runs once their rewards are in.
+    Subclasses implement `act(obs) -> (action, logp, value)` and `learn(transitions, last_obs)`."""
+
+    batch_size = 4
+    max_steps_per_propose = 400
+    learn_every = 64  # transitions between learning calls
+
+    def __init__(self, space: Any, seed: int = 0, view: SpaceView | None = None) -> None:
+        super().__init__(space, seed, view)
+        self.env: ScheduleEnv | None = None
+        self.pos: np.ndarray | None = None
+        self.t = 0
+        self.buffer: list[Transition] = []
+
+    def set_task(self, layer: Any, hw: Any) -> None:
+        self.env = ScheduleEnv(self.view, layer, hw, self.rng)
+        for idx, r in self.results.items():
+            self.env.record(idx, r.seconds if r.ok else None)
+        self.on_task()
+
+    def on_task(self) -> None:
+        """Hook: build or check the network once the observation size is known."""
+
+    def observe(self, results: Any) -> None:
+        super().observe(results)
+        if self.env is not None:
+            for r in results:
+                self.env.record(int(r.config.index), r.seconds if r.ok else None)
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
+        raise NotImplementedError
+
+    def learn(self, transitions: list[Transition], last_obs: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def propose(self, n: int) -> list[Any]:
+        env = self.env
+        if env is None:
+            raise RuntimeError("set_task(layer, hw) must be called before propose()")
+        pending: list[int] = []
+        for _ in range(self.max_steps_per_propose):
+            if len(pending) >= n:
+                break
+            if not pending and len(self.buffer) >= self.learn_every:
+                self.learn(self.buffer, env.obs(self.pos if self.pos is not None else env.reset()))
+                self.buffer = []
+            if self.pos is None or self.t >= env.horizon:
+                self.pos, self.t = env.reset(), 0
+            obs = env.obs(self.pos)
+            action, logp, value = self.act(obs)
+            nxt = env.move(self.pos, action)
+            idx = env.index(nxt)
+            self.t += 1
+            self.buffer.append(Transition(obs, action, logp, value, nxt, idx, self.t >= env.horizon))
+            if env.is_pending(idx) and idx not in pending:
+                pending.append(idx)
+            self.pos = nxt
+        if len(pending) < n:  # the policy only revisits measured configs: explore at random
+            pending += self.random_unmeasured(n - len(pending), exclude=pending)
+        return [self.view.config(i) for i in pending]
+
+    def rewards(self, transitions: list[Transition]) -> np.ndarray:
+        env = self.env
+        assert env is not None
+        out = []
+        for tr in transitions:
+            r = env.reward(tr.next_index)
+            out.append(-PENALTY if r is None else r)  # unmeasured (budget ran out): treat as failure
+        return np.asarray(out, dtype=np.float32)
+
+
+# -- checkpoints (torch.save of weights + hyper-parameters; shared by the three agents) --------
+def save_checkpoint(path: Any, algo: str, hparams: dict, obs_dim: int, state: dict) -> None:
+    import os
+    from pathlib import Path
+
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"algo": algo, "hparams": hparams, "obs_dim": obs_dim, "max_knobs": MAX_KNOBS,
+                "state": state}, tmp)
+    os.replace(tmp, path)  # atomic: a crash never leaves half a checkpoint
+
+
+def load_checkpoint(path: Any, algo: str) -> dict:
+    import torch
+
+    from codesign.errors import ConfigError
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such agent checkpoint") from None
+    except Exception as exc:  # noqa: BLE001 - corrupt/foreign file: one clear message
+        raise ConfigError(f"{path}: not a torch agent checkpoint ({type(exc).__name__})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("algo") != algo:
+        got = ckpt.get("algo") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ConfigError(f"{path}: checkpoint is for agent {got!r}, but tuner {algo!r} was asked for; "
+                          f"use --tuner {got}")
+    return ckpt
+
+
+def pretrain(algo: str, tasks: list[tuple[Any, Any]], *, budget: int = 50, seed: int = 0,
+             agent: Any = None, runner_factory: Any = None, epochs: int = 1, progress: bool = False) -> Any:
+    """Train one agent across (layer, hw) tasks: tune each task with `budget` measurements,
+    keeping the agent's weights (and, for the bandit, its data) from task to task. Returns the
+    agent (save it with `agent.save(path)`). `runner_factory(layer, hw)` builds the runner
+    (default: the simulator)."""
+    from codesign.schedule import ScheduleSpace
+    from codesign.tune.base import make_tuner, tune_layer
+    from codesign.tune.measure import SimulatorRunner
+
+    for epoch in range(epochs):
+        for k, (layer, hw) in enumerate(tasks):
+            space = ScheduleSpace(layer, hw)
+            view = SpaceView(space)
+            tuner = make_tuner(algo, space, seed + 1000 * epoch + k, agent=agent, view=view)
+            runner = runner_factory(layer, hw) if runner_factory else SimulatorRunner(hw)
+            tune_layer(layer, hw, tuner=tuner, budget=budget, seed=seed + 1000 * epoch + k, runner=runner,
+                       space=space, view=view, progress=progress)
+            agent = tuner.agent
+    return agent

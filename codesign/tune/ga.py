@@ -1,0 +1,70 @@
+"""Genetic algorithm over knob positions (AutoTVM's GATuner, made validity-aware).
+
+Each generation keeps the `ELITE` best measured configs, picks parents by tournament on measured
+latency, mixes them with uniform crossover and mutates each knob with probability `MUTATION`
+(a ±1 step in the candidate list, or a random candidate). Children that are invalid or already
+measured are re-drawn; the space's validity rules make that cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from codesign.tune.base import Tuner, index_of, positions_of
+
+POP_SIZE = 16
+ELITE = 3
+TOURNAMENT = 3
+MUTATION = 0.25
+MAX_TRIES = 200
+
+
+class GATuner(Tuner):
+    name = "ga"
+    batch_size = POP_SIZE
+
+    def _fitness_pool(self) -> tuple[np.ndarray, np.ndarray]:
+        ok = [r for r in self.results.values() if r.ok]
+        ok.sort(key=lambda r: r.seconds)
+        idx = np.array([int(r.config.index) for r in ok[: 4 * POP_SIZE]], dtype=np.int64)
+        sec = np.array([r.seconds for r in ok[: 4 * POP_SIZE]], dtype=float)
+        return idx, sec
+
+    def propose(self, n: int) -> list[Any]:
+        idx, sec = self._fitness_pool()
+        if idx.size < 2:  # first generation: random
+            return [self.view.config(i) for i in self.random_unmeasured(n)]
+        dims = np.asarray(self.view.dims)
+        pos = positions_of(idx, self.view.dims)
+        chosen: list[int] = []
+        taken = set(self.results)
+        tries = 0
+        while len(chosen) < n and tries < MAX_TRIES * n:
+            tries += 1
+            a = self._tournament(sec)
+            b = self._tournament(sec)
+            mask = self.rng.random(dims.size) < 0.5
+            child = np.where(mask, pos[a], pos[b])
+            for k in range(dims.size):
+                if dims[k] > 1 and self.rng.random() < MUTATION:
+                    if self.rng.random() < 0.5:
+                        child[k] = np.clip(child[k] + self.rng.choice((-1, 1)), 0, dims[k] - 1)
+                    else:
+                        child[k] = self.rng.integers(dims[k])
+            ci = int(index_of(child[None, :], self.view.dims)[0])
+            if ci in taken or not self.view.is_valid(ci):
+                continue
+            taken.add(ci)
+            chosen.append(ci)
+        if len(chosen) < n:  # population converged: top up with random configs
+            chosen += self.random_unmeasured(n - len(chosen), exclude=chosen)
+        return [self.view.config(i) for i in chosen]
+
+    def _tournament(self, sec: np.ndarray) -> int:
+        # Elites (the ELITE fastest) are always in the parent pool; others compete in tournaments.
+        if self.rng.random() < ELITE / POP_SIZE:
+            return int(self.rng.integers(min(ELITE, sec.size)))
+        cand = self.rng.integers(sec.size, size=min(TOURNAMENT, sec.size))
+        return int(cand[np.argmin(sec[cand])])

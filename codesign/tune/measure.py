@@ -1,0 +1,206 @@
+"""Measuring schedules: `MeasureInput` -> `Runner` -> `MeasureResult` (AutoTVM's measure split).
+
+A `Runner` measures batches of configs. Subclasses implement `measure_one`; the base class adds
+batching, optional parallel worker processes, a per-measurement timeout and error capture, so a
+crash or hang of one measurement becomes an error result instead of killing the tuning run. The
+simulator is the runner today; a PYNQ board runner plugs in behind the same interface.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Error strings recorded for failures; anything else is the exception text.
+TIMEOUT = "timeout"
+INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One schedule to measure: layer, hardware config and the schedule `Config`."""
+
+    layer: Any
+    hw: Any
+    config: Any
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Outcome of one measurement. `seconds`/`cycles` are None when `error` is set."""
+
+    config: Any
+    seconds: float | None
+    cycles: int | None
+    error: str | None = None
+    measured: bool = True  # False for invalid configs penalized without running them
+    wall_s: float = 0.0  # seconds the measurement itself took
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.seconds is not None
+
+
+def _run_one(runner: Runner, inp: MeasureInput) -> tuple[float | None, int | None, str | None, float]:
+    """Measure one input, turning any exception into an error string (runs in workers too)."""
+    start = time.perf_counter()
+    try:
+        seconds, cycles = runner.measure_one(inp)
+        return float(seconds), (None if cycles is None else int(cycles)), None, time.perf_counter() - start
+    except Exception as exc:  # noqa: BLE001 - error capture is the point: one bad config must not stop tuning
+        msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return None, None, msg, time.perf_counter() - start
+
+
+def _worker_init() -> None:
+    # Workers share 2 cores with everything else; never let BLAS/OpenMP spawn thread pools.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["NUMBA_NUM_THREADS"] = "1"
+
+
+def _warmup(runner: Runner) -> int:
+    """Started once per worker so that process start-up and imports are not charged to the
+    first measurement's timeout."""
+    time.sleep(0.05)
+    runner.warmup()
+    return os.getpid()
+
+
+class Runner:
+    """Base runner. `n_parallel > 1` measures in worker processes; `timeout_s` bounds each
+    measurement (enforced by killing the worker when parallel; checked after the fact in-process,
+    where a running measurement cannot be interrupted)."""
+
+    def __init__(self, n_parallel: int = 1, timeout_s: float | None = None) -> None:
+        self.n_parallel = max(1, int(n_parallel))
+        self.timeout_s = timeout_s
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
+        """Return (seconds, cycles) for one config; raise on failure."""
+        raise NotImplementedError
+
+    def warmup(self) -> None:
+        """Hook run once in each worker process before measurements (imports, JIT loading)."""
+
+    # -- batching ---------------------------------------------------------------------------
+    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        if not inputs:
+            return []
+        if self.n_parallel == 1:
+            raw = [_run_one(self, inp) for inp in inputs]
+        else:
+            raw = self._run_parallel(inputs)
+        out = []
+        for inp, (seconds, cycles, error, wall) in zip(inputs, raw):
+            if error is None and self.timeout_s is not None and wall > self.timeout_s:
+                seconds, cycles, error = None, None, TIMEOUT
+            out.append(MeasureResult(inp.config, seconds, cycles, error, True, wall))
+        return out
+
+    def _run_parallel(self, inputs: Sequence[MeasureInput]) -> list[tuple]:
+        pool = self._get_pool()
+        futures = [pool.submit(_run_one, self, inp) for inp in inputs]
+        raw: list[tuple] = []
+        broken = False
+        for fut in futures:
+            if broken:
+                fut.cancel()
+            try:
+                # A timeout per measurement: each future gets the full budget once it is its turn.
+                raw.append(fut.result(timeout=self.timeout_s))
+            except cf.TimeoutError:
+                raw.append((None, None, TIMEOUT, float(self.timeout_s or 0.0)))
+                broken = True  # the stuck worker must be killed; remaining ones are retried below
+            except Exception as exc:  # noqa: BLE001 - worker died (segfault, OOM): record, go on
+                raw.append((None, None, f"worker failed: {type(exc).__name__}: {exc}"[:300], 0.0))
+                broken = True
+            if broken:
+                break
+        if broken:
+            self.close(kill=True)
+            done = len(raw)
+            rest = list(inputs[done:])
+            raw.extend(self._run_parallel(rest) if rest else [])
+        return raw
+
+    def _get_pool(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            # forkserver: never fork a process that already holds torch/numba threads.
+            ctx = mp.get_context("forkserver")
+            self._pool = cf.ProcessPoolExecutor(self.n_parallel, mp_context=ctx, initializer=_worker_init)
+            for fut in [self._pool.submit(_warmup, self) for _ in range(self.n_parallel)]:
+                fut.result()
+        return self._pool
+
+    def close(self, kill: bool = False) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if kill:
+            # Only the worker processes this runner started (by pid), never by name.
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                if proc.is_alive():
+                    proc.kill()
+        pool.shutdown(wait=not kill, cancel_futures=True)
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_pool"] = None  # pools do not travel to workers
+        return state
+
+
+class SimulatorRunner(Runner):
+    """Times schedules with the VTA timing model (`codesign.vta.run.measure_seconds`)."""
+
+    def __init__(self, hw: Any = None, n_parallel: int = 1, timeout_s: float | None = 60.0,
+                 params: Any = None) -> None:
+        super().__init__(n_parallel, timeout_s)
+        self.hw = hw
+        self.params = params
+
+    def warmup(self) -> None:
+        import codesign.vta.run  # noqa: F401 - loads the numba timing kernel from its cache
+
+    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
+        from codesign.vta.run import measure_seconds
+
+        return measure_seconds(inp.layer, inp.config, inp.hw if inp.hw is not None else self.hw, self.params)
+
+
+class FunctionRunner(Runner):
+    """Runner around a picklable function `fn(layer, config, hw) -> (seconds, cycles)`."""
+
+    def __init__(self, fn: Callable[[Any, Any, Any], tuple[float, int | None]], n_parallel: int = 1,
+                 timeout_s: float | None = None) -> None:
+        super().__init__(n_parallel, timeout_s)
+        self.fn = fn
+
+    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
+        return self.fn(inp.layer, inp.config, inp.hw)
+
+
+class TableRunner(Runner):
+    """Looks measurements up in a precomputed {config index: (seconds, cycles)} table (from
+    `exhaustive_table`): benchmarks replay many tuner seeds without re-simulating."""
+
+    def __init__(self, table: dict[int, tuple[float, int | None]]) -> None:
+        super().__init__(1, None)
+        self.table = table
+
+    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
+        try:
+            return self.table[int(inp.config.index)]
+        except KeyError:
+            raise RuntimeError(f"config {inp.config.index} is not in the table (it failed to measure)") from None

@@ -1,0 +1,188 @@
+"""Tuning records: one JSON line per measurement (format fixed by the team contract).
+
+`{"layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner", "seed",
+"timestamp"}`. Lines are appended and flushed one at a time, so the file can be read while tuning
+runs and survives a crash: at worst the last line is truncated, and `load_records` skips it.
+AutoTVM logs (reference §8) convert to records with `import_autotvm_log`; the log format itself
+lives only in `codesign.autotvm`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import ConfigError
+
+RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
+               "seed", "timestamp")
+
+
+def layer_spec(layer: Any) -> str:
+    """The `--layer` string that rebuilds `layer` with `codesign.workloads.parse_layer`."""
+    spec = getattr(layer, "spec", None)
+    if isinstance(spec, str):
+        return spec
+    if hasattr(layer, "kernel_h"):
+        return (f"conv2d:{layer.batch},{layer.in_channels},{layer.height},{layer.width},"
+                f"{layer.out_channels},{layer.kernel_h},{layer.kernel_w},{layer.stride},{layer.padding}")
+    if hasattr(layer, "in_features"):
+        return f"dense:{layer.batch},{layer.in_features},{layer.out_features}"
+    raise ConfigError(f"layer {layer!r}: only Conv2D and Dense layers have a layer spec")
+
+
+@dataclass(frozen=True)
+class MeasureRecord:
+    """One line of a records file."""
+
+    layer: str
+    layer_spec: str
+    hw: str
+    knobs: dict = field(hash=False)
+    index: int
+    seconds: float | None
+    cycles: int | None
+    error: str | None
+    tuner: str
+    seed: int
+    timestamp: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.seconds is not None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(", ", ": "))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasureRecord:
+        missing = [k for k in RECORD_KEYS if k not in data]
+        if missing:
+            raise ValueError(f"missing key {missing[0]!r}")
+        seconds = data["seconds"]
+        cycles = data["cycles"]
+        return cls(
+            layer=str(data["layer"]), layer_spec=str(data["layer_spec"]), hw=str(data["hw"]),
+            knobs=dict(data["knobs"]), index=int(data["index"]),
+            seconds=None if seconds is None else float(seconds),
+            cycles=None if cycles is None else int(cycles),
+            error=None if data["error"] is None else str(data["error"]),
+            tuner=str(data["tuner"]), seed=int(data["seed"]), timestamp=float(data["timestamp"]),
+        )
+
+    @classmethod
+    def make(cls, layer: Any, hw: Any, config: Any, seconds: float | None, cycles: int | None,
+             error: str | None, tuner: str, seed: int, timestamp: float | None = None) -> MeasureRecord:
+        return cls(layer=layer.name, layer_spec=layer_spec(layer), hw=hw.name, knobs=_plain(config.knobs),
+                   index=int(config.index), seconds=seconds, cycles=cycles, error=error, tuner=tuner,
+                   seed=int(seed), timestamp=time.time() if timestamp is None else float(timestamp))
+
+
+def _plain(knobs: dict) -> dict:
+    """Knob values as JSON-native lists/ints (entities may hold tuples or numpy ints)."""
+    out = {}
+    for k, v in knobs.items():
+        out[k] = [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v)
+    return out
+
+
+class RecordWriter:
+    """Appends records to a JSONL file, one flushed line each (`with RecordWriter(path) as w`)."""
+
+    def __init__(self, path: str | Path, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fsync = fsync
+        # A crash may have left a truncated last line: start ours on a fresh line.
+        needs_newline = False
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                needs_newline = f.read(1) != b"\n"
+        self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if needs_newline:
+            self._f.write("\n")
+            self._f.flush()
+
+    def write(self, record: MeasureRecord) -> None:
+        self._f.write(record.to_json() + "\n")
+        self._f.flush()
+        if self.fsync:
+            os.fsync(self._f.fileno())
+
+    def write_all(self, records: Iterable[MeasureRecord]) -> None:
+        for r in records:
+            self.write(r)
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_records(path: str | Path, *, strict: bool = False) -> list[MeasureRecord]:
+    """Read a records file. Malformed lines (a crash-truncated line) are skipped; `strict=True`
+    raises `ConfigError` naming the line instead. Lines starting with `#` are comments."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such records file") from None
+    out: list[MeasureRecord] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            out.append(MeasureRecord.from_dict(json.loads(line)))
+        except (ValueError, TypeError, AttributeError) as exc:
+            if strict:
+                raise ConfigError(f"{path}:{lineno}: not a tuning record ({exc}); expected keys "
+                                  + ", ".join(RECORD_KEYS)) from None
+    return out
+
+
+def best_records(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], MeasureRecord]:
+    """The fastest successful record per (layer, hw)."""
+    best: dict[tuple[str, str], MeasureRecord] = {}
+    for r in records:
+        if not r.ok:
+            continue
+        key = (r.layer, r.hw)
+        if key not in best or r.seconds < best[key].seconds:  # type: ignore[operator]
+            best[key] = r
+    return best
+
+
+def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:
+    """Convert the usable lines of an AutoTVM v0.2 log (conv2d_packed / dense_packed) to records
+    with tuner "autotvm", so existing tuning history (e.g. the calibration log) seeds our tuners.
+    Parsing is `codesign.autotvm`'s; records it cannot map to a layer, hw and config are skipped
+    (e.g. the 8-argument 4x8 conv2d lines, or knobs that are not candidates)."""
+    from codesign import autotvm
+    from codesign.schedule import ScheduleSpace
+
+    records, _skipped = autotvm.parse_log(path)
+    out: list[MeasureRecord] = []
+    for rec in records:
+        try:
+            hw = autotvm.hw_from_target(rec.target)
+            layer = autotvm.layer_from_args(rec.task, rec.args, hw)
+            config = ScheduleSpace(layer, hw).from_knobs(rec.knobs)
+        except Exception:  # noqa: BLE001 - a record we cannot map is skipped, never a crash
+            continue
+        seconds = rec.cost if rec.ok else None
+        error = None if rec.ok else f"autotvm {autotvm.ERROR_NAMES.get(rec.error_no, rec.error_no)}"
+        out.append(MeasureRecord.make(layer, hw, config, seconds, None, error, "autotvm", 0,
+                                      timestamp=rec.timestamp))
+    return out

@@ -1,0 +1,280 @@
+"""Tile plans: what the tiles of a layer under a schedule look like on VTA.
+
+A `TilePlan` is the template-independent description the compiler assembles into an
+instruction stream (`codesign.vta.compiler`): the tile grid (pairs of virtual-thread tiles x
+input-channel steps), the per-thread SRAM footprint, the micro-op kernels (reset GEMM,
+accumulate GEMM with its `iter_out`/`iter_in` fold) and, as NumPy arrays over the tile grid,
+every DMA field that depends on the tile position (DRAM offsets, sizes, pads).
+
+Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use) comes from
+`codesign.schedule.tiling` -- the one definition shared with the validity rules. What is
+added here is the mapping onto VTA's ISA: the micro-op fold rule and SRAM layouts of
+reference §7.3/§7.5 and the 2-D DMA patterns of §7.4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import CodesignError, InvalidSchedule
+from codesign.hw.config import HwConfig
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A micro-op kernel: uops (m, 3) [dst, src, wgt] plus the folded loop of the instruction."""
+
+    uops: np.ndarray
+    iter_out: int = 1
+    iter_in: int = 1
+    dst_factor_out: int = 0
+    dst_factor_in: int = 0
+    src_factor_out: int = 0
+    src_factor_in: int = 0
+    wgt_factor_out: int = 0
+    wgt_factor_in: int = 0
+
+    @property
+    def size(self) -> int:
+        return int(self.uops.shape[0])
+
+    def shifted(self, dst: int, src: int, wgt: int) -> Kernel:
+        """The same kernel for another virtual thread's SRAM slice."""
+        return Kernel(self.uops + np.array([dst, src, wgt], dtype=np.int64), self.iter_out,
+                      self.iter_in, self.dst_factor_out, self.dst_factor_in, self.src_factor_out,
+                      self.src_factor_in, self.wgt_factor_out, self.wgt_factor_in)
+
+
+@dataclass(frozen=True)
+class Dma2D:
+    """A 2-D DMA over the tile grid: every field is an int64 array broadcastable to the grid
+    shape of its kind ((P, K, T) for loads, (P, T) for stores); `dram` is in elements relative
+    to the region start."""
+
+    dram: np.ndarray
+    y_size: Any
+    x_size: Any
+    x_stride: int
+    y_pad_0: Any = 0
+    y_pad_1: Any = 0
+    x_pad_0: Any = 0
+    x_pad_1: Any = 0
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Everything the assembler needs; see the module docstring."""
+
+    n_pairs: int  # P: iterations of the tile loops outside the virtual-thread axis
+    n_steps: int  # K: input-channel (ci-outer) steps per tile
+    n_threads: int  # T: virtual threads (oc_nthread * h_nthread)
+    n_batch: int  # G: batch blocks per tile; the GEMMs run once per batch block (tiling docstring)
+    inp_per_thread: int  # SRAM elements of one thread's slice
+    wgt_per_thread: int
+    acc_per_thread: int
+    acc_per_batch: int  # offsets of one batch block inside a thread's slice
+    inp_per_batch: int
+    reset: Kernel
+    gemm: Kernel
+    inp: Dma2D
+    wgt: Dma2D
+    store: Dma2D
+    inp_elems: int  # DRAM sizes in elements of the packed tensors
+    wgt_elems: int
+    out_elems: int
+    info: dict[str, Any]
+
+
+# -- knobs -------------------------------------------------------------------------------------
+def knob_dict(config: Any) -> dict[str, Any]:
+    """AutoTVM entity as a dict from a `Config` (its `.knobs`) or a plain dict."""
+    knobs = getattr(config, "knobs", config)
+    if not isinstance(knobs, dict):
+        raise CodesignError(f"schedule config must be a Config or a knob dict, got {type(config).__name__}")
+    return knobs
+
+
+def _kernel(fold: dict[str, np.ndarray]) -> Kernel:
+    """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
+    3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (reference §7.3)."""
+    roles, loops = fold["roles"][0], fold["loops"][0]
+    unrolled = loops[roles == 3]
+    if unrolled.shape[0]:
+        idx = np.indices(unrolled[:, 0], dtype=np.int64).reshape(unrolled.shape[0], -1).T
+        uops = idx @ unrolled[:, 1:]
+    else:
+        uops = np.zeros((1, 3), dtype=np.int64)
+    kw: dict[str, int] = {}
+    for role, slot in ((1, "out"), (2, "in")):
+        sel = loops[roles == role]
+        if sel.shape[0]:
+            kw[f"iter_{slot}"] = int(sel[0, 0])
+            kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
+                int(v) for v in sel[0, 1:])
+    return Kernel(np.ascontiguousarray(uops), **kw)
+
+
+def check_dst_hazard(kernel: Kernel, what: str) -> None:
+    """Reference §3.9/§7.4 rule 4: a uop's dst must differ from the previous two (VerifyDep)."""
+    d = kernel.uops[:, 0]
+    if d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))):
+        raise InvalidSchedule(f"uop dst hazard: the {what} micro-op kernel writes the same "
+                              "accumulator row within 3 consecutive micro-ops (reference §7.4 rule 4)")
+
+
+# -- tile geometry from `codesign.schedule.tiling`, tabulated per (layer, hw) ----------------------
+_SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "hin_t",
+            "win_t", "b_tiles", "h_tiles", "w_tiles", "ci_steps", "co_tiles", "inp_elems", "wgt_elems",
+            "acc_elems")
+_PATTERNS = ("inp", "wgt", "store")
+_TABLE_MAX = 1 << 16  # spaces up to this size are tabulated in one vectorized pass
+
+
+class GeoTable:
+    """`TileArrays` of many configs flattened into one int64 row per config, so that one
+    config's geometry is a single row lookup (the compile hot path of the tuners)."""
+
+    def __init__(self, ta: Any) -> None:
+        cols = [np.broadcast_to(getattr(ta, name), (ta.n,)) for name in _SCALARS]
+        for kind in _PATTERNS:
+            pat = getattr(ta, f"{kind}_pattern")()
+            cols += [np.broadcast_to(pat[key], (ta.n,)).astype(np.int64)
+                     for key in ("ok", "y_size", "x_size", "x_stride")]
+        self.names = _SCALARS + tuple(f"{k}_{f}" for k in _PATTERNS for f in ("ok", "y_size", "x_size", "x_stride"))
+        self.rows = np.stack(cols, axis=1).astype(np.int64)
+        self.gemm = (ta.gemm["roles"], ta.gemm["loops"])
+        self.reset = (ta.reset["roles"], ta.reset["loops"])
+
+    def row(self, i: int) -> tuple[dict[str, int], Kernel, Kernel]:
+        vals = dict(zip(self.names, self.rows[i].tolist()))
+        gemm = _kernel({"roles": self.gemm[0][i:i + 1], "loops": self.gemm[1][i:i + 1]})
+        reset = _kernel({"roles": self.reset[0][i:i + 1], "loops": self.reset[1][i:i + 1]})
+        return vals, gemm, reset
+
+
+@lru_cache(maxsize=128)
+def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, GeoTable | None]:
+    from codesign.schedule import get_space
+
+    space = get_space(layer, hw)
+    if space.size > _TABLE_MAX:
+        return space, None
+    return space, GeoTable(space.tile_arrays(np.arange(space.size, dtype=np.int64)))
+
+
+def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any]
+                  ) -> tuple[dict[str, int], Kernel, Kernel]:
+    """One config's tile geometry: a table row when the config's space index is known, else
+    `tiling.tile_arrays` on this config alone."""
+    from codesign.schedule.tiling import geometry, knob_arrays, tile_arrays
+
+    try:
+        space, table = _space_table(layer, hw)
+    except CodesignError:
+        space, table = None, None
+    if table is not None:
+        index = getattr(config, "index", None)
+        if index is None:
+            index = space.from_knobs(knobs).index  # ConfigError if a knob is not a candidate
+        vals, gemm, reset = table.row(int(index))
+        # A Config from another space could carry a stale index: check it against the knobs.
+        if all(_inner_of(v) == vals[name] for name, v in knobs.items() if name in vals):
+            return vals, gemm, reset
+    ta = tile_arrays(layer, hw, knob_arrays(knobs, geometry(layer, hw).kind))
+    return GeoTable(ta).row(0)
+
+
+def _inner_of(value: Any) -> int:
+    return int(value[-1]) if isinstance(value, (list, tuple)) else int(value)
+
+
+# -- the plan ------------------------------------------------------------------------------------
+def tile_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
+    """The `TilePlan` of `layer` under `config` (Config or knob dict) on `hw`.
+
+    Tile sizes, counts, Hin_t/Win_t, SRAM use, fold plans and DMA patterns come from
+    `codesign.schedule.tiling` (dense is a 1x1 conv on a 1x1 image there, reference §7.5).
+    Added here: per-tile DRAM offsets and pads, and the tile-grid / thread mapping."""
+    from codesign.schedule.tiling import geometry
+
+    template = getattr(layer, "template", None)
+    if template not in ("conv2d_packed.vta", "dense_packed.vta"):
+        raise CodesignError(f"layer {getattr(layer, 'name', layer)!r}: template {template!r} is not "
+                            "supported by the compiler (allowed: conv2d_packed.vta, dense_packed.vta)")
+    knobs = knob_dict(config)
+    geo = geometry(layer, hw)
+    g, gemm, reset = _geometry_row(layer, config, hw, knobs)
+    tb, th, tw, tci, tco = g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"]
+    ont, hnt = g["oc_nthread"], g["h_nthread"]
+    for name, f, extent in (("tile_b", tb, geo.b), ("tile_h", th, geo.out_h), ("tile_w", tw, geo.out_w),
+                            ("tile_ci", tci, geo.ci), ("tile_co", tco, geo.co)):
+        if f <= 0 or extent % f:
+            raise InvalidSchedule(f"knob {name}={knobs.get(name)}: inner factor must divide {extent}")
+    for name, v in (("oc_nthread", ont), ("h_nthread", hnt)):
+        if v not in (1, 2):
+            raise InvalidSchedule(f"knob {name}={v}: allowed 1, 2")
+    nb, nh, nw, K, nco = g["b_tiles"], g["h_tiles"], g["w_tiles"], g["ci_steps"], g["co_tiles"]
+    if nco % ont or nh % hnt:
+        raise InvalidSchedule(f"virtual-thread divisibility: oc_nthread={ont} must divide the co tile "
+                              f"count ({nco}) and h_nthread={hnt} the h tile count ({nh})")
+    H, W, OH, OW = geo.height, geo.width, geo.out_h, geo.out_w
+    CIB, COB, s, p = geo.ci, geo.co, geo.stride, geo.pad
+    hin, win = g["hin_t"], g["win_t"]
+    kk = geo.kh * geo.kw
+    T = ont * hnt
+    if p and tb != 1:
+        raise InvalidSchedule(f"padding: tile_b={knobs.get('tile_b')}: a padded load pads only the "
+                              "spatial dims, so tile_b[1] must be 1 (reference §7.4 rule 3)")
+
+    # Tile grid: pair axes (bo, h0', co0', w0); thread t = ht * ont + ot, cthread outermost (§7.3).
+    bo, h0i, co0i, w0 = (a.reshape(-1, 1) for a in np.meshgrid(
+        np.arange(nb), np.arange(nh // hnt), np.arange(nco // ont), np.arange(nw), indexing="ij"))
+    t = np.arange(T)
+    h0 = (t // ont) * (nh // hnt) + h0i  # (P, T)
+    co0 = (t % ont) * (nco // ont) + co0i
+    b0 = bo * tb + 0 * co0
+    P = bo.shape[0]
+    k = np.arange(K).reshape(1, K, 1)
+
+    # INP (reference §7.3 "DMA instructions"): window start in input coordinates.
+    hs = (h0 * th * s - p)[:, None, :]  # (P, 1, T)
+    ws = (w0 * tw * s - p)[:, None, :]
+    chan = b0[:, None, :] * CIB + k * tci  # (P, K, T)
+    if not g["inp_ok"]:
+        raise InvalidSchedule(f"2-D DMA pattern: the input tile [{tb}, {tci}, {hin}, {win}] does not "
+                              "reduce to a 2-D load (reference §7.4 rule 2)")
+    if p:
+        if tci != 1:
+            raise InvalidSchedule(f"padding: tile_ci={knobs.get('tile_ci')}: a padded load needs "
+                                  "tile_ci[1] = 1 (reference §7.4 rule 3)")
+        yp0, xp0 = np.maximum(-hs, 0), np.maximum(-ws, 0)
+        yp1, xp1 = np.maximum(hs + hin - H, 0), np.maximum(ws + win - W, 0)
+        inp = Dma2D(dram=(chan * H + hs + yp0) * W + ws + xp0, y_size=hin - yp0 - yp1,
+                    x_size=win - xp0 - xp1, x_stride=W, y_pad_0=yp0, y_pad_1=yp1, x_pad_0=xp0,
+                    x_pad_1=xp1)
+    else:
+        inp = Dma2D((chan * H + hs) * W + ws, g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+    # WGT: (co, ci, kh, kw) block of the tile.
+    wgt = Dma2D((co0[:, None, :] * tco * CIB + k * tci) * kk, g["wgt_y_size"], g["wgt_x_size"],
+                g["wgt_x_stride"])
+    # STORE (reference §7.4 rule 2): acc tile [b, co, h, w] -> out[b, co, h, w].
+    if not g["store_ok"]:
+        raise InvalidSchedule(f"2-D DMA pattern: the output tile [{tb}, {tco}, {th}, {tw}] of a {OH}x{OW} "
+                              "output needs tile_co[1]=1, tile_h=OH or tile_w=OW (reference §7.4)")
+    store = Dma2D(((b0 * COB + co0 * tco) * OH + h0 * th) * OW + w0 * tw, g["store_y_size"],
+                  g["store_x_size"], g["store_x_stride"])
+
+    check_dst_hazard(gemm, "GEMM")
+    check_dst_hazard(reset, "reset GEMM")
+    return TilePlan(
+        n_pairs=P, n_steps=K, n_threads=T, n_batch=tb,
+        inp_per_thread=g["inp_elems"], wgt_per_thread=g["wgt_elems"], acc_per_thread=g["acc_elems"], acc_per_batch=tco * th * tw, inp_per_batch=tci * hin * win,
+        reset=reset, gemm=gemm, inp=inp, wgt=wgt, store=store,
+        inp_elems=geo.b * CIB * H * W, wgt_elems=COB * CIB * kk, out_elems=geo.b * COB * OH * OW,
+        info=dict(tile_b=tb, tile_h=th, tile_w=tw, tile_ci=tci, tile_co=tco, oc_nthread=ont,
+                  h_nthread=hnt, hin_t=hin, win_t=win),
+    )

@@ -1,0 +1,116 @@
+"""Run one layer under one schedule on the simulated VTA: the public `run_layer` and the fast
+timing path `measure_seconds` that tuners call thousands of times.
+
+Seconds always come from `timing.predict_seconds` (device cycles at the config clock plus the
+explicit host overhead, reference §4.7).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import CodesignError, InvalidSchedule
+from codesign.hw.config import HwConfig
+from codesign.vta import timing
+from codesign.vta.compiler import Scratch, compile_insns, compile_layer
+
+DEFAULT_SEED = 0
+_local = threading.local()  # one reusable instruction buffer per thread for measure_seconds
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """Result of `run_layer`. `output` is int8 NCHW (dense: (N, OUT)), None in timing-only mode."""
+
+    output: np.ndarray | None
+    cycles: int
+    seconds: float
+    counters: dict[str, int]
+    busy: dict[str, int]
+    n_insns: int
+    program: Any
+    config: Any = None
+
+
+def _space(layer: Any, hw: HwConfig) -> Any:
+    from codesign.schedule import get_space
+
+    return get_space(layer, hw)
+
+
+def resolve_config(layer: Any, knobs: Any, hw: HwConfig) -> Any:
+    """The schedule `Config` for an AutoTVM knob dict (or a Config); raises CodesignError for an
+    unsupported layer and InvalidSchedule (naming the failing rule) for an invalid config."""
+    reason = layer.unsupported_reason(hw)
+    if reason is not None:
+        raise CodesignError(f"layer {layer.name} cannot run on {hw.name}: {reason}")
+    space = _space(layer, hw)
+    config = knobs if hasattr(knobs, "knobs") else space.from_knobs(dict(knobs))
+    why = space.why_invalid(config)
+    if why is not None:
+        raise InvalidSchedule(f"schedule {config.knobs} is invalid for {layer.name} on {hw.name}: {why}")
+    return config
+
+
+def random_inputs(layer: Any, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-seed int8 data and weights for `layer` (full int8 range)."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-128, 128, size=layer.data_shape(), dtype=np.int8)
+    weight = rng.integers(-128, 128, size=layer.weight_shape(), dtype=np.int8)
+    return data, weight
+
+
+def _params(params: Any) -> timing.TimingParams:
+    return timing.default_params() if params is None else params
+
+
+def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = None,
+              weight: np.ndarray | None = None, *, shift: int = 8, functional: bool = True,
+              params: timing.TimingParams | None = None) -> LayerRun:
+    """Compile `layer` with the AutoTVM knob dict `knobs` for `hw` and simulate it.
+
+    `data` int8 NCHW ((N, IN) for dense) and `weight` int8 OIHW ((OUT, IN)) default to fixed-seed
+    random tensors. `functional=False` runs the timing model only (output None)."""
+    from codesign.vta.simulator import simulate
+
+    hw = HwConfig.resolve(hw)
+    config = resolve_config(layer, knobs, hw)
+    params = _params(params)
+    if functional and (data is None or weight is None):
+        rd, rw = random_inputs(layer)
+        data = rd if data is None else data
+        weight = rw if weight is None else weight
+    program = compile_layer(layer, config, hw, data=data, weight=weight, shift=shift,
+                            functional=functional)
+    res = simulate(program, functional=functional, params=params)
+    output = None
+    if functional:
+        packed = np.asarray(res.outputs["output"]).view(np.int8)
+        output = layer.unpack_output(packed, hw)
+    seconds = timing.predict_seconds(res.cycles, res.n_insns, hw, params)
+    return LayerRun(output=output, cycles=int(res.cycles), seconds=float(seconds),
+                    counters=dict(res.counters), busy=dict(res.busy), n_insns=int(res.n_insns),
+                    program=program, config=config)
+
+
+def measure_seconds(layer: Any, config: Any, hw: HwConfig,
+                    params: timing.TimingParams | None = None) -> tuple[float, int]:
+    """(seconds, cycles) of `config` (a Config or knob dict) in timing-only mode: compile the
+    instruction matrix (no DRAM data) and run the timing kernel. The caller is responsible for
+    passing a valid config (tuners draw from `ScheduleSpace.valid_indices()`); rules the compiler
+    itself checks still raise InvalidSchedule."""
+    params = _params(params)
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = _local.scratch = Scratch()
+    insns = compile_insns(layer, config, hw, scratch=scratch).insns
+    res = timing.time_program(insns, hw, params)
+    n = int(insns.shape[0])
+    return float(timing.predict_seconds(res.cycles, n, hw, params)), int(res.cycles)
+
+
+__all__ = ["LayerRun", "run_layer", "measure_seconds", "resolve_config", "random_inputs"]

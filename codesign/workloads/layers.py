@@ -1,0 +1,430 @@
+"""The two layer types VTA offloads — `Conv2D` (template `conv2d_packed.vta`) and `Dense`
+(`dense_packed.vta`) — with their VTA packing (reference §7.1), MAC counts, an exact integer
+reference implementation and the reason a layer must stay on the CPU.
+
+Packed layouts (reference §7.1), for BATCH=b, BLOCK_IN=bi, BLOCK_OUT=bo:
+  conv data    NCHW -> (N/b, C/bi, H, W, b, bi)          `NCHW{b}n{bi}c`
+  conv weight  OIHW -> (O/bo, I/bi, KH, KW, bo, bi)      `OIHW{bo}o{bi}i`
+  conv output  NCHW <- (N/b, O/bo, OH, OW, b, bo)
+  dense data   NC   -> (N/b, C/bi, b, bi)
+  dense weight OI   -> (O/bo, I/bi, bo, bi)
+  dense output NO   <- (N/b, O/bo, b, bo)
+Each innermost (b, bi) / (bo, bi) / (b, bo) block is exactly one SRAM element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codesign.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codesign.hw.config import HwConfig
+
+# Largest pad a LOAD can write: the y/x pad fields are 4 bits (reference §2.3, §7.4.3).
+MAX_PAD = 15
+
+CONV_FORM = "conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]"
+DENSE_FORM = "dense:N,IN,OUT"
+
+
+def _check_ints(obj: object, names: tuple[str, ...], minimum: int) -> None:
+    kind = type(obj).__name__
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"{kind}.{name}={value!r}: must be an integer >= {minimum}")
+        if value < minimum:
+            raise ConfigError(f"{kind}.{name}={value}: must be an integer >= {minimum}")
+        object.__setattr__(obj, name, int(value))
+
+
+def _shape_error(what: str, got: tuple[int, ...], want: tuple[int, ...]) -> ConfigError:
+    return ConfigError(f"{what} has shape {tuple(got)}, expected {tuple(want)}")
+
+
+def _pack4(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """(A, B, H, W) -> (A/outer, B/inner, H, W, outer, inner): reference §7.1's
+    `reshape(A/o, o, B/i, i, H, W).transpose(0, 2, 4, 5, 1, 3)`."""
+    a, b, h, w = arr.shape
+    return np.ascontiguousarray(
+        arr.reshape(a // outer, outer, b // inner, inner, h, w).transpose(0, 2, 4, 5, 1, 3))
+
+
+def _pack2(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """(A, B) -> (A/outer, B/inner, outer, inner)."""
+    a, b = arr.shape
+    return np.ascontiguousarray(arr.reshape(a // outer, outer, b // inner, inner).transpose(0, 2, 1, 3))
+
+
+def _requant(acc: np.ndarray, shift: int) -> np.ndarray:
+    """int32 accumulator -> int8 as the tuning template's epilogue does: arithmetic `>> shift`,
+    clip to [0, 127] (ALU SHR, MIN, MAX; reference §7.3), narrowing store."""
+    if not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32:
+        raise ConfigError(f"shift={shift!r}: must be an integer in [0, 31]")
+    acc32 = acc.astype(np.int64).astype(np.int32)  # hardware accumulates in int32 (wraps)
+    return np.clip(acc32 >> np.int32(shift), 0, 127).astype(np.int8)
+
+
+def _as_int_array(arr: np.ndarray, what: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"{what} must be an integer (int8) array, got dtype {arr.dtype}")
+    return arr
+
+
+@dataclass(frozen=True)
+class Conv2D:
+    """A 2-D convolution, NCHW data and OIHW weights; square stride and padding."""
+
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride: int
+    padding: int
+    dilation: int = 1
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        _check_ints(self, ("batch", "in_channels", "height", "width", "out_channels", "kernel_h",
+                           "kernel_w", "stride", "dilation", "groups"), 1)
+        _check_ints(self, ("padding",), 0)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ConfigError(f"Conv2D.groups={self.groups}: must divide in_channels={self.in_channels} "
+                              f"and out_channels={self.out_channels}")
+
+    # -- shapes ------------------------------------------------------------------------------
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding - self.dilation * (self.kernel_h - 1) - 1) // self.stride + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding - self.dilation * (self.kernel_w - 1) - 1) // self.stride + 1
+
+    @property
+    def macs(self) -> int:
+        return (self.batch * self.out_channels * max(self.out_height, 0) * max(self.out_width, 0)
+                * (self.in_channels // self.groups) * self.kernel_h * self.kernel_w)
+
+    @property
+    def template(self) -> str:
+        return "conv2d_packed.vta"
+
+    @property
+    def kind(self) -> str:
+        return "conv2d"
+
+    @property
+    def name(self) -> str:
+        """Stable, filesystem-safe id, e.g. `conv2d_1x64x56x56_64_3x3_s1_p1`."""
+        name = (f"conv2d_{self.batch}x{self.in_channels}x{self.height}x{self.width}_{self.out_channels}"
+                f"_{self.kernel_h}x{self.kernel_w}_s{self.stride}_p{self.padding}")
+        if self.dilation != 1 or self.groups != 1:
+            name += f"_d{self.dilation}_g{self.groups}"
+        return name
+
+    @property
+    def spec(self) -> str:
+        """The `parse_layer` string that rebuilds this layer."""
+        spec = (f"conv2d:{self.batch},{self.in_channels},{self.height},{self.width},{self.out_channels},"
+                f"{self.kernel_h},{self.kernel_w},{self.stride},{self.padding}")
+        if self.dilation != 1 or self.groups != 1:
+            spec += f",{self.dilation},{self.groups}"
+        return spec
+
+    def __str__(self) -> str:
+        return self.name
+
+    def with_batch(self, n: int) -> Conv2D:
+        return Conv2D(**{**self._asdict(), "batch": n})
+
+    def _asdict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # -- hardware support ----------------------------------------------------------------------
+    def unsupported_reason(self, hw: HwConfig) -> str | None:
+        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
+        reason = self._structural_reason(hw)
+        if reason is None:
+            reason = _no_schedule_reason(self, hw)
+        return reason
+
+    def _structural_reason(self, hw: HwConfig) -> str | None:
+        if self.groups != 1:
+            return f"groups={self.groups}: conv2d_packed.vta handles only groups=1"
+        if self.dilation != 1:
+            return f"dilation={self.dilation}: conv2d_packed.vta handles only dilation=1"
+        if self.out_height < 1 or self.out_width < 1:
+            return (f"empty output {self.out_height}x{self.out_width}: kernel "
+                    f"{self.kernel_h}x{self.kernel_w} exceeds the padded {self.height}x{self.width} input")
+        if self.batch % hw.batch:
+            return f"batch={self.batch} is not a multiple of BATCH={hw.batch}"
+        if self.in_channels % hw.block_in:
+            return f"in_channels={self.in_channels} is not a multiple of BLOCK_IN={hw.block_in}"
+        if self.out_channels % hw.block_out:
+            return f"out_channels={self.out_channels} is not a multiple of BLOCK_OUT={hw.block_out}"
+        if self.padding > MAX_PAD:
+            return f"padding={self.padding} exceeds the 4-bit LOAD pad field (max {MAX_PAD})"
+        return None
+
+    # -- packing (reference §7.1) ----------------------------------------------------------------
+    def data_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.in_channels, self.height, self.width)
+
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        return (self.out_channels, self.in_channels // self.groups, self.kernel_h, self.kernel_w)
+
+    def output_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.out_height, self.out_width)
+
+    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        n, c, h, w = self.data_shape()
+        return (n // hw.batch, c // hw.block_in, h, w, hw.batch, hw.block_in)
+
+    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        o, i, kh, kw = self.weight_shape()
+        return (o // hw.block_out, i // hw.block_in, kh, kw, hw.block_out, hw.block_in)
+
+    def packed_output_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        n, o, oh, ow = self.output_shape()
+        return (n // hw.batch, o // hw.block_out, oh, ow, hw.batch, hw.block_out)
+
+    def _need_supported(self, hw: HwConfig) -> None:
+        reason = self._structural_reason(hw)
+        if reason is not None:
+            raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
+
+    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.data_shape():
+            raise _shape_error(f"{self.name} data", arr.shape, self.data_shape())
+        return _pack4(arr, hw.batch, hw.block_in)
+
+    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.weight_shape():
+            raise _shape_error(f"{self.name} weight", arr.shape, self.weight_shape())
+        return _pack4(arr, hw.block_out, hw.block_in)
+
+    def pack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.output_shape():
+            raise _shape_error(f"{self.name} output", arr.shape, self.output_shape())
+        return _pack4(arr, hw.batch, hw.block_out)
+
+    def unpack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        arr = np.asarray(arr)
+        want = self.packed_output_shape(hw)
+        if arr.size != int(np.prod(want)):
+            raise _shape_error(f"{self.name} packed output", arr.shape, want)
+        return np.ascontiguousarray(arr.reshape(want).transpose(0, 4, 1, 5, 2, 3)).reshape(self.output_shape())
+
+    # -- reference -------------------------------------------------------------------------------
+    def accumulate(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Exact int64 convolution sums (no requantization), NCHW."""
+        data = _as_int_array(data, f"{self.name} data")
+        weight = _as_int_array(weight, f"{self.name} weight")
+        if data.shape != self.data_shape():
+            raise _shape_error(f"{self.name} data", data.shape, self.data_shape())
+        if weight.shape != self.weight_shape():
+            raise _shape_error(f"{self.name} weight", weight.shape, self.weight_shape())
+        if self.out_height < 1 or self.out_width < 1:
+            raise ConfigError(f"layer {self.name} has an empty output")
+        p, s, d, g = self.padding, self.stride, self.dilation, self.groups
+        oh, ow, kh, kw = self.out_height, self.out_width, self.kernel_h, self.kernel_w
+        # im2col + one float64 BLAS matmul per group, exact here: |int8*int8| <= 2^14 and the
+        # C*KH*KW-term sums stay far below 2^53. Output rows are chunked to bound memory.
+        x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+        win = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * d + 1, (kw - 1) * d + 1), axis=(2, 3))
+        win = win[:, :, ::s, ::s, ::d, ::d][:, :, :oh, :ow]          # (N, C, OH, OW, KH, KW)
+        cg, og = self.in_channels // g, self.out_channels // g
+        out = np.empty((self.batch, self.out_channels, oh, ow), dtype=np.int64)
+        rows = max(1, (1 << 23) // max(1, ow * cg * kh * kw))           # ~64 MiB of columns per chunk
+        for gi in range(g):
+            wmat = weight[gi * og:(gi + 1) * og].reshape(og, cg * kh * kw).astype(np.float64)
+            for n in range(self.batch):
+                for r0 in range(0, oh, rows):
+                    blk = win[n, gi * cg:(gi + 1) * cg, r0:r0 + rows]      # (cg, r, OW, KH, KW)
+                    cols = blk.transpose(1, 2, 0, 3, 4).reshape(-1, cg * kh * kw)
+                    res = np.rint(cols @ wmat.T).astype(np.int64)       # (r*OW, og)
+                    out[n, gi * og:(gi + 1) * og, r0:r0 + rows] = res.T.reshape(og, -1, ow)
+        return out
+
+    def reference(self, data: np.ndarray, weight: np.ndarray, shift: int = 8) -> np.ndarray:
+        """int8 NCHW: `clip(conv2d(data, weight) >> shift, 0, 127)` with int32 accumulation."""
+        return np.ascontiguousarray(_requant(self.accumulate(data, weight), shift))
+
+
+@dataclass(frozen=True)
+class Dense:
+    """A fully connected layer: data (N, IN), weight (OUT, IN), output (N, OUT)."""
+
+    batch: int
+    in_features: int
+    out_features: int
+
+    def __post_init__(self) -> None:
+        _check_ints(self, ("batch", "in_features", "out_features"), 1)
+
+    @property
+    def out_height(self) -> int:
+        return 1  # a dense output is one "pixel" per sample (dense_packed as a 1x1 conv)
+
+    @property
+    def out_width(self) -> int:
+        return 1
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.in_features * self.out_features
+
+    @property
+    def template(self) -> str:
+        return "dense_packed.vta"
+
+    @property
+    def kind(self) -> str:
+        return "dense"
+
+    @property
+    def name(self) -> str:
+        """Stable, filesystem-safe id, e.g. `dense_1x512_1024`."""
+        return f"dense_{self.batch}x{self.in_features}_{self.out_features}"
+
+    @property
+    def spec(self) -> str:
+        return f"dense:{self.batch},{self.in_features},{self.out_features}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def with_batch(self, n: int) -> Dense:
+        return Dense(n, self.in_features, self.out_features)
+
+    def unsupported_reason(self, hw: HwConfig) -> str | None:
+        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
+        reason = self._structural_reason(hw)
+        if reason is None:
+            reason = _no_schedule_reason(self, hw)
+        return reason
+
+    def _structural_reason(self, hw: HwConfig) -> str | None:
+        if self.batch % hw.batch:
+            return f"batch={self.batch} is not a multiple of BATCH={hw.batch}"
+        if self.in_features % hw.block_in:
+            return f"in_features={self.in_features} is not a multiple of BLOCK_IN={hw.block_in}"
+        if self.out_features % hw.block_out:
+            return f"out_features={self.out_features} is not a multiple of BLOCK_OUT={hw.block_out}"
+        return None
+
+    def data_shape(self) -> tuple[int, int]:
+        return (self.batch, self.in_features)
+
+    def weight_shape(self) -> tuple[int, int]:
+        return (self.out_features, self.in_features)
+
+    def output_shape(self) -> tuple[int, int]:
+        return (self.batch, self.out_features)
+
+    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return (self.batch // hw.batch, self.in_features // hw.block_in, hw.batch, hw.block_in)
+
+    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return (self.out_features // hw.block_out, self.in_features // hw.block_in, hw.block_out, hw.block_in)
+
+    def packed_output_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return (self.batch // hw.batch, self.out_features // hw.block_out, hw.batch, hw.block_out)
+
+    def _need_supported(self, hw: HwConfig) -> None:
+        reason = self._structural_reason(hw)
+        if reason is not None:
+            raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
+
+    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.data_shape():
+            raise _shape_error(f"{self.name} data", arr.shape, self.data_shape())
+        return _pack2(arr, hw.batch, hw.block_in)
+
+    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.weight_shape():
+            raise _shape_error(f"{self.name} weight", arr.shape, self.weight_shape())
+        return _pack2(arr, hw.block_out, hw.block_in)
+
+    def pack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        arr = np.asarray(arr)
+        if arr.shape != self.output_shape():
+            raise _shape_error(f"{self.name} output", arr.shape, self.output_shape())
+        return _pack2(arr, hw.batch, hw.block_out)
+
+    def unpack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        arr = np.asarray(arr)
+        want = self.packed_output_shape(hw)
+        if arr.size != int(np.prod(want)):
+            raise _shape_error(f"{self.name} packed output", arr.shape, want)
+        return np.ascontiguousarray(arr.reshape(want).transpose(0, 2, 1, 3)).reshape(self.output_shape())
+
+    def accumulate(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Exact int64 sums data @ weight.T, shape (N, OUT)."""
+        data = _as_int_array(data, f"{self.name} data")
+        weight = _as_int_array(weight, f"{self.name} weight")
+        if data.shape != self.data_shape():
+            raise _shape_error(f"{self.name} data", data.shape, self.data_shape())
+        if weight.shape != self.weight_shape():
+            raise _shape_error(f"{self.name} weight", weight.shape, self.weight_shape())
+        # float64 BLAS is exact for int8 operands (sums far below 2^53).
+        return np.rint(data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
+
+    def reference(self, data: np.ndarray, weight: np.ndarray, shift: int = 8) -> np.ndarray:
+        """int8 (N, OUT): `clip((data @ weight.T) >> shift, 0, 127)` with int32 accumulation."""
+        return np.ascontiguousarray(_requant(self.accumulate(data, weight), shift))
+
+
+Layer = Conv2D | Dense
+
+
+def _no_schedule_reason(layer: Layer, hw: HwConfig) -> str | None:
+    from codesign.schedule.space import get_space
+
+    space = get_space(layer, hw)
+    if len(space.valid_indices()):
+        return None
+    return f"no schedule fits {hw.name}: even the smallest tiling fails ({space.why_invalid(space.get(0))})"
+
+
+def parse_layer(text: str) -> Layer:
+    """`conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]` or `dense:N,IN,OUT` -> layer."""
+    if isinstance(text, (Conv2D, Dense)):
+        return text
+    raw = str(text).strip()
+    kind, sep, rest = raw.partition(":")
+    kind = kind.strip().lower()
+    forms = f"expected {CONV_FORM} or {DENSE_FORM}, e.g. conv2d:1,64,56,56,64,3,3,1,1"
+    if not sep or kind not in ("conv2d", "dense"):
+        raise ConfigError(f"layer {raw!r}: {forms}")
+    try:
+        nums = [int(x) for x in rest.split(",")]
+    except ValueError:
+        raise ConfigError(f"layer {raw!r}: values must be integers; {forms}") from None
+    if kind == "conv2d":
+        if len(nums) not in (9, 11):
+            raise ConfigError(f"layer {raw!r}: got {len(nums)} numbers, expected {CONV_FORM}")
+        return Conv2D(*nums)
+    if len(nums) != 3:
+        raise ConfigError(f"layer {raw!r}: got {len(nums)} numbers, expected {DENSE_FORM}")
+    return Dense(*nums)

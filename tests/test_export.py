@@ -1,0 +1,79 @@
+"""Export: AutoTVM v0.2 lines that `codesign.autotvm` parses back to the same layer, hw, index and
+knobs; vta_config.json; the CLI."""
+
+from __future__ import annotations
+
+import json
+
+from codesign import autotvm
+from codesign.cli import main
+from codesign.hw.config import HwConfig
+from codesign.schedule import ScheduleSpace
+from codesign.tune import MeasureRecord, RecordWriter
+from codesign.workloads import parse_layer
+
+HW = HwConfig()
+HW48 = HwConfig.resolve("pynq_4x8")
+CONV = parse_layer("conv2d:1,32,8,8,32,3,3,1,1")
+CONV4 = parse_layer("conv2d:4,32,8,8,64,3,3,1,1")
+DENSE = parse_layer("dense:1,256,128")
+
+
+def _records(tmp_path):
+    path = tmp_path / "r.jsonl"
+    rows = []
+    for layer, hw in ((CONV, HW), (DENSE, HW), (CONV4, HW48)):
+        valid = ScheduleSpace(layer, hw).valid_configs()
+        for k, cfg in enumerate(valid[:4]):
+            rows.append(MeasureRecord.make(layer, hw, cfg, 0.01 / (k + 1) if k != 3 else None, 5,
+                                           None if k != 3 else "timeout", "xgb", 0, timestamp=100.0 + k))
+    with RecordWriter(path) as w:
+        w.write_all(rows)
+    return path, rows
+
+
+def test_export_autotvm_round_trips(tmp_path, capsys):
+    path, rows = _records(tmp_path)
+    out = tmp_path / "vta.log"
+    assert main(["export", "autotvm", str(path), "-o", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        rec = autotvm.parse_line(line)
+        hw = autotvm.hw_from_target(rec.target)
+        layer = autotvm.layer_from_args(rec.task, rec.args, hw)
+        best = [r for r in rows if r.layer == layer.name and r.hw == hw.name][2]  # fastest successful
+        assert rec.target == f"ext_dev -device=vta -keys=cpu -model={hw.vta_model}"
+        assert rec.task == layer.template
+        assert rec.index == best.index
+        assert ScheduleSpace(layer, hw).from_knobs(rec.knobs).index == best.index
+        assert {k: (list(v) if isinstance(v, list) else v) for k, v in rec.knobs.items()} == best.knobs
+        assert rec.costs == [best.seconds] and rec.error_no == 0 and rec.timestamp == best.timestamp
+        assert line == autotvm.format_record(layer, hw, ScheduleSpace(layer, hw).get(best.index), best.seconds,
+                                             timestamp=best.timestamp)
+
+
+def test_export_autotvm_hw_filter_and_json(tmp_path, capsys):
+    path, _ = _records(tmp_path)
+    out = tmp_path / "v48.log"
+    assert main(["export", "autotvm", str(path), "--hw", "pynq_4x8", "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["lines"] == 1 and summary["records_read"] == 12
+    assert summary["entries"][0]["hw"] == HW48.name
+    assert "-model=pynq_4x8_i8w8a32_15_16_16_18" in out.read_text()
+
+
+def test_export_vta_config(tmp_path):
+    out = tmp_path / "vta_config.json"
+    assert main(["export", "vta-config", "pynq_4x8", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data == HW48.to_vta_json()
+    assert HwConfig.from_vta_json(out) == HW48
+
+
+def test_export_empty_records_is_one_line_error(tmp_path, capsys):
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    assert main(["export", "autotvm", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("codesign export: error:") and err.count("\n") == 1

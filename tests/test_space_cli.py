@@ -1,0 +1,107 @@
+"""`codesign space`: text and JSON output, --workload, --exhaustive (through codesign.tune or the
+fallback over codesign.vta.run.measure_seconds)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pytest
+
+from codesign.commands import space as space_cmd
+from codesign.errors import ConfigError
+from codesign.schedule import ScheduleSpace
+
+
+def run(argv, capsys):
+    parser = argparse.ArgumentParser(prog="codesign")
+    sub = parser.add_subparsers(dest="command")
+    space_cmd.register(sub, "space summary")
+    args = parser.parse_args(["space", *argv])
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def test_json_layer(capsys):
+    code, out = run(["--layer", "conv2d:1,256,14,14,512,3,3,2,1", "--hw", "pynq_1x16", "--json"], capsys)
+    info = json.loads(out)
+    assert code == 0
+    sp = ScheduleSpace("conv2d:1,256,14,14,512,3,3,2,1", "pynq_1x16")
+    assert info["size"] == sp.size == 480
+    assert info["valid"] == len(sp.valid_indices())
+    assert info["knobs"]["tile_co"][4] == [2, 16]
+    assert "best" not in info
+
+
+def test_text_layer(capsys):
+    code, out = run(["--layer", "dense:16,512,2048", "--hw", "pynq_1x16_i8w8a32_15_15_18_17"], capsys)
+    sp = ScheduleSpace("dense:16,512,2048", "pynq_1x16")
+    assert code == 0
+    assert f"size      {sp.size}   valid {sp.n_valid}" in out
+    assert "tile_ci" in out and "dense_packed.vta" in out
+
+
+def test_unsupported_layer(capsys):
+    code, out = run(["--layer", "conv2d:1,3,224,224,64,7,7,2,3", "--json"], capsys)
+    info = json.loads(out)
+    assert (info["size"], info["valid"]) == (0, 0)
+    assert "BLOCK_IN=16" in info["unsupported"]
+
+
+def test_workload_listing(capsys):
+    code, out = run(["--workload", "resnet18", "--hw", "pynq_4x8", "--json"], capsys)
+    info = json.loads(out)
+    assert info["batch"] == 4 and len(info["layers"]) == 10
+    assert [r["count"] for r in info["layers"]] == [4, 1, 1, 3, 1, 1, 3, 1, 1, 3]
+    first = info["layers"][0]
+    assert first["layer"] == "conv2d_4x64x56x56_64_3x3_s1_p1"
+    assert first["valid"] == ScheduleSpace(first["spec"], "pynq_4x8").n_valid
+
+
+def test_bad_layer_raises_config_error(capsys):
+    with pytest.raises(ConfigError, match="expected conv2d:N,C,H,W,O"):
+        run(["--layer", "conv2d:1,2,3"], capsys)
+
+
+SPEC = "conv2d:1,32,8,8,32,3,3,1,1"
+
+
+def fake_seconds(index: int) -> float:
+    return 1.0 + ((index * 7919) % 101) / 1000.0
+
+
+def test_exhaustive_uses_tune(monkeypatch, capsys):
+    import codesign.tune as tune
+
+    sp = ScheduleSpace(SPEC, "pynq_1x16")
+
+    def fake_exhaustive(layer, hw, **kwargs):
+        best = min(sp.valid_indices().tolist(), key=fake_seconds)
+        return sp.get(best), fake_seconds(best)
+
+    monkeypatch.setattr(tune, "exhaustive", fake_exhaustive, raising=False)
+    code, out = run(["--layer", SPEC, "--json", "--exhaustive"], capsys)
+    best = json.loads(out)["best"]
+    want = min(sp.valid_indices().tolist(), key=fake_seconds)
+    assert best == {"knobs": sp.get(want).knobs, "index": want, "seconds": fake_seconds(want)}
+
+
+def test_exhaustive_fallback_without_tune(monkeypatch, capsys):
+    import codesign.vta.run as vrun
+
+    monkeypatch.setitem(sys.modules, "codesign.tune", None)  # import fails
+    calls = []
+
+    def fake_measure(layer, config, hw, params=None):
+        calls.append(config.index)
+        return fake_seconds(config.index), 100
+
+    monkeypatch.setattr(vrun, "measure_seconds", fake_measure)
+    sp = ScheduleSpace(SPEC, "pynq_1x16")
+    code, out = run(["--layer", SPEC, "--json", "--exhaustive"], capsys)
+    best = json.loads(out)["best"]
+    assert sorted(calls) == sp.valid_indices().tolist()
+    want = min(sp.valid_indices().tolist(), key=lambda i: (fake_seconds(i), i))
+    assert best["index"] == want and best["seconds"] == fake_seconds(want)
+    assert set(json.loads(out)) >= {"size", "valid", "best"}

@@ -1,0 +1,57 @@
+"""`codesign tune` CLI: --json shapes, records, plot, agents, errors."""
+
+from __future__ import annotations
+
+import json
+
+from codesign.cli import main
+from codesign.hw.config import HwConfig
+from codesign.tune import load_records
+from codesign.workloads import get_workload
+
+SMALL = "conv2d:1,32,8,8,32,3,3,1,1"
+
+
+def test_layer_json_shape_and_records(tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    png = tmp_path / "c.png"
+    assert main(["tune", "--layer", SMALL, "--tuner", "ga", "--trials", "6", "--seed", "2", "--records", str(rec),
+                 "--plot", str(png), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert isinstance(obj, dict)
+    assert set(obj["best"]) >= {"knobs", "index", "seconds"} and obj["measurements"] == 6
+    recs = load_records(rec)
+    assert len(recs) == 6 and all(r.tuner == "ga" and r.seed == 2 for r in recs)
+    assert obj["best"]["seconds"] == min(r.seconds for r in recs)
+    best = min(recs, key=lambda r: r.seconds)
+    assert obj["best"]["index"] == best.index and obj["best"]["knobs"] == best.knobs
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_workload_on_batch4_config_is_a_list(capsys):
+    assert main(["tune", "--workload", "resnet18", "--hw", "pynq_4x8", "--tuner", "random", "--trials", "2",
+                 "--json"]) == 0
+    objs = json.loads(capsys.readouterr().out)
+    wl = get_workload("resnet18").for_hw(HwConfig.resolve("pynq_4x8"))
+    assert isinstance(objs, list) and len(objs) == len(wl.unique_layers())
+    assert all(o["measurements"] == 2 and o["layer"].startswith("conv2d_4x") for o in objs)
+    assert all(abs(o["seconds_per_image"] - o["best"]["seconds"] / 4) < 1e-15 for o in objs)
+
+
+def test_agent_save_then_reuse(tmp_path, capsys):
+    agent = tmp_path / "a.pt"
+    assert main(["tune", "--layer", SMALL, "--tuner", "bandit", "--trials", "10", "--save-agent", str(agent),
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert main(["tune", "--layer", "dense:1,256,128", "--tuner", "bandit", "--agent", str(agent), "--trials", "3",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["measurements"] == 3
+
+
+def test_user_errors_are_one_line(tmp_path, capsys):
+    assert main(["tune", "--layer", "conv2d:1,30,8,8,32,3,3,1,1", "--trials", "3"]) == 2
+    assert main(["tune", "--layer", SMALL, "--tuner", "xgb", "--agent", str(tmp_path / "x.pt")]) == 2
+    assert main(["tune", "--layer", SMALL, "--tuner", "ppo", "--agent", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("codesign tune: error:") for line in err)
+    assert "no such agent checkpoint" in err[2]

@@ -1,0 +1,58 @@
+"""Runner: batching, worker processes, per-measurement timeout and error capture."""
+
+from __future__ import annotations
+
+import time
+
+from codesign.hw.config import HwConfig
+from codesign.schedule import ScheduleSpace
+from codesign.tune import FunctionRunner, MeasureInput, SimulatorRunner
+from codesign.tune.measure import TIMEOUT
+from codesign.vta.run import measure_seconds
+from codesign.workloads import parse_layer
+
+HW = HwConfig()
+LAYER = parse_layer("conv2d:1,32,8,8,32,3,3,1,1")
+
+
+def slow_or_fail(layer, config, hw):
+    if config.index == 1:
+        time.sleep(30)  # hangs: must become a timeout, not block the batch
+    if config.index == 2:
+        raise ValueError("bad config")
+    return float(config.index), config.index * 10
+
+
+def test_parallel_timeout_and_errors_per_measurement():
+    space = ScheduleSpace(LAYER, HW)
+    inputs = [MeasureInput(LAYER, HW, space.get(i)) for i in range(5)]
+    runner = FunctionRunner(slow_or_fail, n_parallel=2, timeout_s=1.0)
+    t0 = time.perf_counter()
+    try:
+        res = runner.run(inputs)
+    finally:
+        runner.close(kill=True)
+    assert time.perf_counter() - t0 < 20
+    assert [r.config.index for r in res] == [0, 1, 2, 3, 4]  # order kept
+    assert res[1].error == TIMEOUT and res[1].seconds is None
+    assert res[2].error == "ValueError: bad config"
+    assert [(r.seconds, r.cycles) for r in (res[0], res[3], res[4])] == [(0.0, 0), (3.0, 30), (4.0, 40)]
+
+
+def test_simulator_runner_matches_measure_seconds():
+    space = ScheduleSpace(LAYER, HW)
+    idx = [int(i) for i in space.valid_indices()[:3]]
+    runner = SimulatorRunner(HW)
+    res = runner.run([MeasureInput(LAYER, HW, space.get(i)) for i in idx])
+    assert [(r.seconds, r.cycles) for r in res] == [measure_seconds(LAYER, space.get(i), HW) for i in idx]
+    assert all(r.ok and r.measured for r in res)
+
+
+def test_in_process_timeout_is_checked_after_the_fact():
+    def slow(layer, config, hw):
+        time.sleep(0.05)
+        return 1.0, 1
+
+    space = ScheduleSpace(LAYER, HW)
+    res = FunctionRunner(slow, timeout_s=0.01).run([MeasureInput(LAYER, HW, space.get(0))])
+    assert res[0].error == TIMEOUT
