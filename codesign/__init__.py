@@ -1,6 +1,12 @@
 """vta-codesign: hardware/schedule co-design for VTA accelerators."""
 
-from codesign.hw.config import HwConfig
+import os
+
+# The simulator does many tiny matmuls; a multi-threaded BLAS makes them ~20x slower on 2 cores.
+# Must be set before NumPy loads OpenBLAS, hence here; a user's explicit setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from codesign.hw.config import HwConfig  # noqa: E402
 
 __version__ = "0.1.0"
 

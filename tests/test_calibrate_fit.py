@@ -88,6 +88,9 @@ def test_shipped_params_come_from_the_calibration_log() -> None:
     assert prov["after"]["mape"] <= 10 and prov["after"]["spearman"] >= 0.95
     loo = prov["leave_one_out"]
     assert len(loo["per_record"]) == 20 and loo["mape"] <= 10
+    # Generalization to an unseen hardware config is measured too (fit on one, predict the other).
+    assert set(prov["leave_one_config_out"]) == {"pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18"}
+    assert all(m["records"] == 10 for m in prov["leave_one_config_out"].values())
 
 
 def test_shipped_params_are_current(fcases) -> None:

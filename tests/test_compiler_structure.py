@@ -80,7 +80,8 @@ def _token_counts(m):
 @pytest.mark.parametrize("layer", [ly for ly, _ in get_workload("resnet18").unique_layers()][-4:],
                          ids=lambda ly: ly.name)
 def test_counters_and_tokens_for_every_valid_config(layer):
-    """gemm/alu/store/weight counters equal the analytic values, every pushed token is popped,
+    """For every valid config: gemm/alu/store/weight/input counters equal the analytic
+    values, every pushed token is popped,
     the program ends with the §5.4 synchronization, and every kernel is loaded once."""
     space = get_space(layer, HW)
     B, BI, BO = HW.batch, HW.block_in, HW.block_out

@@ -84,3 +84,38 @@ def test_cli_replay_json(shipped) -> None:
     assert rec["model"] == "pynq_1x16_i8w8a32_15_15_18_17" and rec["index_recorded"] == 203
     assert out["summary"]["mape"] == pytest.approx(shipped[2]["mape"])
     assert out["summary"]["spearman"] == pytest.approx(shipped[2]["spearman"])
+
+
+def test_replay_dense_record_written_by_format_record(tmp_path) -> None:
+    from codesign.autotvm import format_record
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import ScheduleSpace
+    from codesign.vta.run import measure_seconds
+    from codesign.workloads import Dense
+
+    hw = HwConfig()
+    layer = Dense(1, 256, 128)
+    space = ScheduleSpace(layer, hw)
+    config = space.get(int(space.valid_indices()[0]))
+    path = tmp_path / "dense.log"
+    path.write_text(format_record(layer, hw, config, 1.41e-4, all_cost=1.0, timestamp=1.0) + "\n")
+    rows, skipped, summary = replay(path, TimingParams.load())
+    assert skipped == [] and len(rows) == 1
+    r = rows[0]
+    assert (r.task, r.layer, r.valid) == ("dense_packed.vta", layer.name, True)
+    assert r.index_recorded == r.index_computed == config.index
+    assert r.predicted_s == measure_seconds(layer, config, hw, TimingParams.load())[0]
+    assert summary["mape"] == pytest.approx(abs(r.predicted_s / 1.41e-4 - 1) * 100)
+
+
+def test_model_ranks_the_board_tuned_worked_example_first() -> None:
+    # §7.3 worked example (line 2): AutoTVM kept it as the fastest measured config; the model
+    # must order this layer's 40 valid schedules so that it is (one of) the fastest too.
+    from codesign.calibrate.replay import rank_recorded
+
+    cases, _ = load_cases(LOG)
+    case = next(c for c in cases if c.record.line == 2)
+    k = rank_recorded(case, TimingParams.load())
+    assert k["n_valid"] == 40
+    assert k["faster_configs"] == 0 and k["rank_pct"] == 0.0
+    assert k["recorded_over_best"] == pytest.approx(1.0)

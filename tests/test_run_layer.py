@@ -83,3 +83,37 @@ def test_unknown_knob_value_and_unsupported_layer():
     with pytest.raises(ConfigError, match="shift"):
         run_layer(Dense(1, 256, 128), {"tile_b": [1, 1], "tile_ci": [1, 16], "tile_co": [1, 8],
                                        "oc_nthread": 1}, HW, shift=40)
+
+
+def test_measure_seconds_reuses_its_buffer_safely():
+    """Big and small programs in turn through the reusable buffer give the same answers as
+    fresh compiles (the buffer is only a scratch area)."""
+    from codesign.vta.compiler import compile_insns
+
+    layer = Conv2D(1, 32, 16, 16, 32, 3, 3, 1, 1)
+    space = get_space(layer, HW)
+    params = timing.TimingParams()
+    picks = [space.get(int(i)) for i in space.valid_indices()[::6]]
+    sizes = set()
+    for config in picks + picks[::-1]:
+        insns = compile_insns(layer, config, HW).insns
+        sizes.add(insns.shape[0])
+        fresh = timing.time_program(insns, HW, params).cycles
+        expect = (timing.predict_seconds(fresh, insns.shape[0], HW, params), fresh)
+        assert measure_seconds(layer, config, HW, params) == expect
+    assert len(sizes) > 3
+
+
+def test_program_blob_roundtrip_runs_identically():
+    from codesign.vta.compiler import compile_layer
+    from codesign.vta.program import Program
+    from codesign.vta.simulator import simulate
+
+    layer = Dense(1, 256, 128)
+    knobs = {"tile_b": [1, 1], "tile_ci": [4, 4], "tile_co": [2, 4], "oc_nthread": 2}
+    data, weight = random_inputs(layer, seed=9)
+    prog = compile_layer(layer, knobs, HW, data=data, weight=weight)
+    again = Program.from_bytes(prog.to_bytes())
+    a, b = simulate(prog), simulate(again)
+    assert np.array_equal(a.outputs["output"], b.outputs["output"]) and a.cycles == b.cycles
+    assert again.meta["knobs"] == knobs and again.meta["template"] == "dense_packed.vta"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 
 import numpy as np
@@ -142,6 +143,14 @@ def test_cli_prints_cycles_seconds_and_counters(tmp_path, capsys):
     assert _cli(["simulate", str(path), "--timing-only"]) == 0
     text = capsys.readouterr().out
     assert f"cycles    {res.cycles}" in text and "gemm_counter       6" in text and "timing-only" in text
+    (tmp_path / "zeros.bin").write_bytes(bytes(6 * 16))
+    assert _cli(["simulate", str(path), "--json", "--input", f"data={tmp_path / 'zeros.bin'}"]) == 0
+    assert json.loads(capsys.readouterr().out)["outputs"]["out"]["sha256"] == \
+        hashlib.sha256(bytes(6 * 16)).hexdigest()
+    prog.region("data").data = None
+    prog.save(tmp_path / "nodata.vtaprog")
+    with pytest.raises(CodesignError, match="input region 'data' has no data.*--timing-only"):
+        _cli(["simulate", str(tmp_path / "nodata.vtaprog")])
     (tmp_path / "bad.vtaprog").write_bytes(b"VTAPROG\x01garbage")
     with pytest.raises(CodesignError, match="bad.vtaprog: not a valid VTA program blob"):
         _cli(["simulate", str(tmp_path / "bad.vtaprog")])

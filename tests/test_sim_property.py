@@ -241,3 +241,39 @@ def test_alu_equals_reference_loop_including_in_place_hazards(data, op, use_imm)
     m.insns = isa.insn_from_fields(**row)
     m._alu(0, m.insns[0].tolist())
     assert np.array_equal(m.acc, wrap32(ref))
+
+
+VALUES = [0] * 16 + [1, 2, 3, 4, 5, 16, 8193, -1, 1 << 16]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 8), st.booleans(),
+                               st.lists(st.sampled_from(VALUES), min_size=isa.N_FIELDS, max_size=isa.N_FIELDS)),
+                     min_size=1, max_size=4),
+       finish=st.booleans())
+def test_compiled_static_scan_agrees_with_the_numpy_rules(rows, finish):
+    """The one-pass compiled check accepts exactly the programs the worded NumPy rules accept,
+    and both name the same first problem."""
+    from codesign.errors import SimulationError
+    from codesign.vta.program import Program
+    from codesign.vta.simulator import _explain_program, check_program
+
+    m = np.array([[op] + vals[1:] for op, _, vals in rows], dtype=np.int64)
+    for r, (op, clean, _) in enumerate(rows):
+        if clean and op <= 4:  # keep only the opcode's own fields: mostly valid rows
+            own = [isa.COL[f.name] for f in isa.layout(op, CONFIGS[0])]
+            m[r, [c for c in range(isa.N_FIELDS) if c not in own]] = 0
+    if finish:
+        m = np.concatenate([m, isa.insn_from_fields(opcode=isa.OP_FINISH)])
+    prog = Program(CONFIGS[0], m)
+    try:
+        _explain_program(prog)
+        explained = None
+    except SimulationError as exc:
+        explained = str(exc)
+    try:
+        check_program(prog)
+        checked = None
+    except SimulationError as exc:
+        checked = str(exc)
+    assert checked == explained

@@ -148,27 +148,37 @@ def test_resume_after_interrupt_finishes_without_duplicates(ray_session, space_f
     from codesign.sweep import run_sweep
 
     out = tmp_path / "sweep"
-    first = run_sweep(space_file, workload, out, trials=5, budget=BUDGET, tuner="random", search="nsga2", seed=1,
+    first = run_sweep(space_file, workload, out, trials=4, budget=BUDGET, tuner="random", search="nsga2", seed=1,
                       max_concurrent=1, progress=False, callbacks=[Interrupt(str(tmp_path / "fired"), 2)])
     before = _lines(out / "trials.jsonl")
     assert (tmp_path / "fired").exists()
-    assert not first.complete and 2 <= len(before) < 5
+    assert not first.complete and 2 <= len(before) < 4
     resumed = run_sweep(None, None, out, resume=True, progress=False)  # every option from sweep.json
     rows = _lines(out / "trials.jsonl")
-    assert resumed.complete and len(rows) == 5
-    assert len({r["trial_id"] for r in rows}) == 5  # nothing repeated
+    assert resumed.complete and len(rows) == 4
+    assert len({r["trial_id"] for r in rows}) == 4  # nothing repeated
     assert rows[: len(before)] == before  # nothing lost or rewritten
-    # A config evaluated twice (the searcher may propose it again) is served from the first result.
-    by_config: dict[str, list[dict]] = {}
-    for r in rows:
-        by_config.setdefault(r["config"], []).append(r)
-    for same in by_config.values():
-        assert all(r["cached"] for r in same[1:])
-        assert len({r["latency_ms"] for r in same}) == 1
+    # The searcher's infeasible or repeated suggestions never became trials: the 4 trials are the
+    # 4 usable configs of the space, each once; the infeasible ones are logged with the reason.
+    assert all(r["feasible"] and not r["cached"] for r in rows)
+    assert len({r["config"] for r in rows}) == 4
+    skipped = _lines(out / "skipped.jsonl") if (out / "skipped.jsonl").exists() else []
+    assert len({s["config"] for s in skipped}) == len(skipped)
+    assert all(s["params"]["LOG_BLOCK"] == 5 and "LUT" in s["reason"] for s in skipped)
     records = _lines(out / "records.jsonl")
     for hw in {rec["hw"] for rec in records}:
         indices = [rec["index"] for rec in records if rec["hw"] == hw]
         assert len(indices) == len(set(indices))  # no schedule measured twice on one config
+
+
+def test_searcher_stops_when_every_feasible_config_is_evaluated(ray_session, space_file, workload, tmp_path):
+    from codesign.sweep import run_sweep
+
+    result = run_sweep(space_file, workload, tmp_path / "s", trials=9, budget=2, tuner="random", search="random",
+                       seed=0, progress=False)
+    rows = _lines(tmp_path / "s" / "trials.jsonl")
+    assert len(rows) == 4 and len({r["config"] for r in rows}) == 4  # the 4 usable configs
+    assert result.exhausted and result.complete
 
 
 def test_bad_space_file_is_one_clear_error(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from codesign.errors import ConfigError, SimulationError
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
-from codesign.vta.timing import TimingParams, predict_seconds, time_program
+from codesign.vta.timing import TimingParams, port_efficiency, predict_seconds, time_program
 
 HW = HwConfig()  # pynq 1x16: INP elem 16 B, WGT 256 B, OUT 16 B, bus 8 B
 P = TimingParams(
@@ -105,6 +105,9 @@ def test_port_efficiency_drops_when_footprint_exceeds_cache() -> None:
     assert r.cycles == math.ceil(q.dma_insn_latency + 4 * q.dma_row_overhead + beats / eff)
     # A cache larger than the footprint: every beat at the L2 efficiency.
     assert time_program(prog(ld), HW, P).port_busy == beats / 0.5
+    assert port_efficiency(HW, 256 * 1024, q) == pytest.approx(eff)
+    assert port_efficiency(HW, 1000, q) == 0.5
+    assert port_efficiency(HW.with_(clock_mhz=200), 1000, q) == 0.25
 
 
 def test_memory_costs_keep_their_nanoseconds_at_another_clock() -> None:

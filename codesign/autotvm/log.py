@@ -299,7 +299,8 @@ def format_record(layer: Conv2D | Dense, hw: HwConfig, config: Any, seconds: flo
                   tvm_version: str = TVM_VERSION) -> str:
     """One AutoTVM v0.2 line (no trailing newline), byte-for-byte as TVM's `encode` writes it.
     `config` is a schedule Config or a knob dict; `seconds` one cost or a list of repeats
-    (ignored and written as [1e9] when error_no != 0, as TVM does)."""
+    (ignored and written as [1e9] when error_no != 0, as TVM does; `seconds=None` with
+    error_no=0 is written as UNKNOWN_ERROR=8)."""
     index, entity = _config_index_entity(layer, hw, config)
     if error_no != 0 or seconds is None:
         costs = [ERROR_COST]

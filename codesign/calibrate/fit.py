@@ -161,7 +161,11 @@ def fit(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str] = FI
 
     best = None
     total_nfev = 0
+    unique: list[TimingParams] = []
     for start in (starts or [base]):
+        if start not in unique:
+            unique.append(start)
+    for start in unique:
         x0 = np.clip(np.array([getattr(start, n) for n in names]), lo, hi)
         # Keep the start strictly inside the bounds (least_squares requires it).
         x0 = np.minimum(np.maximum(x0, lo + 1e-9 * scale), hi - 1e-9 * scale)
@@ -194,6 +198,25 @@ def leave_one_out(fcases: Sequence[FitCase], base: TimingParams, names: Sequence
          "error_pct": float((p / fc.measured_s - 1) * 100)}
         for fc, p in zip(fcases, preds)
     ]
+    return out
+
+
+def cross_config(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str],
+                 start: TimingParams) -> dict[str, Any]:
+    """Generalization to an unseen hardware config: for each config (`-model=`), fit on the
+    records of the other configs and predict this one's."""
+    models = sorted({fc.case.record.model or "" for fc in fcases})
+    out: dict[str, Any] = {}
+    for model in models:
+        train = [fc for fc in fcases if fc.case.record.model != model]
+        test = [fc for fc in fcases if fc.case.record.model == model]
+        if len(train) <= len(names) + 1 or not test:
+            continue
+        res = fit(train, base, names, starts=[start])
+        pred = predict_all(test, res.params)
+        out[model] = {"trained_on": sorted({fc.case.record.model or "" for fc in train}),
+                      "records": len(test),
+                      **metrics(pred, [fc.measured_s for fc in test])}
     return out
 
 
@@ -262,8 +285,9 @@ def calibrate(paths: Sequence[str | Path], base: TimingParams | None = None,
         })
     if loo and len(fcases) > len(names) + 1:
         report["leave_one_out"] = leave_one_out(fcases, base, names, result.params, on_fold)
+        report["leave_one_config_out"] = cross_config(fcases, base, names, result.params)
     return result.params, report
 
 
 __all__ = ["BOUNDS", "FIT_PARAMS", "PRIORS", "DATA_SIGMA", "FitCase", "FitResult", "prepare", "predict_all", "metrics", "fit",
-           "leave_one_out", "calibrate", "per_record"]
+           "leave_one_out", "cross_config", "calibrate", "per_record"]

@@ -6,6 +6,7 @@ Reference §8 (log format), §7.2 (index), §4 (timing), issue 3 §5.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -65,6 +66,7 @@ class ReplayRow:
     measured_s: float
     predicted_s: float | None
     cycles: int | None
+    rank: dict[str, Any] | None = None  # rank_recorded(), with replay(..., rank=True)
 
     @property
     def error_pct(self) -> float | None:
@@ -124,6 +126,28 @@ def predict_case(case: Case, params: TimingParams) -> tuple[float, int]:
     return float(seconds), int(cycles)
 
 
+def rank_recorded(case: Case, params: TimingParams, predicted_s: float | None = None) -> dict[str, Any]:
+    """Where the model ranks the record's config among every valid config of its layer: a
+    board-tuned record (AutoTVM keeps the fastest measured config) should rank near the top if
+    the model orders schedules as the board does."""
+    from codesign.schedule import ScheduleSpace
+
+    space = ScheduleSpace(case.layer, case.hw)
+    valid = space.valid_indices()
+    times = []
+    for idx in valid:
+        try:
+            times.append(predict_case(dataclasses.replace(case, config=space.get(int(idx))), params)[0])
+        except CodesignError:
+            continue
+    t = np.array(times)
+    mine = predict_case(case, params)[0] if predicted_s is None else predicted_s
+    return {"n_valid": int(t.size), "faster_configs": int((t < mine).sum()),
+            "rank_pct": float((t < mine).mean() * 100) if t.size else float("nan"),
+            "best_predicted_s": float(t.min()) if t.size else float("nan"),
+            "recorded_over_best": float(mine / t.min()) if t.size else float("nan")}
+
+
 def summarize(rows: Sequence[ReplayRow], skipped: Sequence[Skip]) -> dict[str, Any]:
     used = [r for r in rows if r.predicted_s is not None]
     pred = [r.predicted_s for r in used]
@@ -137,6 +161,16 @@ def summarize(rows: Sequence[ReplayRow], skipped: Sequence[Skip]) -> dict[str, A
             "spearman": spearman([r.predicted_s for r in sub], [r.measured_s for r in sub]),
         }
     reasons = Counter(s.reason for s in skipped)
+    ranked = [r.rank for r in used if r.rank is not None]
+    ranking = None
+    if ranked:
+        ranking = {
+            "records": len(ranked),
+            "ranked_first": sum(1 for k in ranked if k["faster_configs"] == 0),
+            "median_rank_pct": float(np.median([k["rank_pct"] for k in ranked])),
+            "max_rank_pct": float(max(k["rank_pct"] for k in ranked)),
+            "median_recorded_over_best": float(np.median([k["recorded_over_best"] for k in ranked])),
+        }
     return {
         "records": len(rows) + len(skipped),
         "replayed": len(used),
@@ -148,14 +182,16 @@ def summarize(rows: Sequence[ReplayRow], skipped: Sequence[Skip]) -> dict[str, A
         "spearman": spearman(pred, meas),
         "max_abs_error_pct": float(np.max(np.abs(np.array(pred) / np.array(meas) - 1)) * 100) if used else None,
         "per_model": per_model,
+        "ranking": ranking,
     }
 
 
 def replay(sources: Sequence[str | Path] | str | Path, params: TimingParams | None = None,
-           on_case: Callable[[int, int], None] | None = None,
+           on_case: Callable[[int, int], None] | None = None, rank: bool = False,
            ) -> tuple[list[ReplayRow], list[Skip], dict[str, Any]]:
     """Replay every record of the given logs. Returns (rows, skipped, summary).
-    `on_case(done, total)` is called after each record (progress bars)."""
+    `on_case(done, total)` is called after each record (progress bars). With `rank`, each valid
+    record also gets `rank_recorded` (times every valid config of its layer: slower)."""
     params = default_params() if params is None else params
     cases, skipped = load_cases(sources)
     rows: list[ReplayRow] = []
@@ -171,10 +207,12 @@ def replay(sources: Sequence[str | Path] | str | Path, params: TimingParams | No
                     on_case(k + 1, len(cases))
                 continue
         rec = case.record
+        ranked = rank_recorded(case, params, predicted) if rank and predicted is not None else None
         rows.append(ReplayRow(
             file=case.file, line=rec.line, task=rec.task, model=rec.model or "", layer=case.layer.name,
             index_recorded=rec.index, index_computed=case.index_computed, valid=case.valid,
             why_invalid=case.why_invalid, measured_s=rec.cost, predicted_s=predicted, cycles=cycles,
+            rank=ranked,
         ))
         if on_case is not None:
             on_case(k + 1, len(cases))
@@ -182,4 +220,5 @@ def replay(sources: Sequence[str | Path] | str | Path, params: TimingParams | No
     return rows, skipped, summarize(rows, skipped)
 
 
-__all__ = ["Skip", "Case", "ReplayRow", "build_case", "load_cases", "predict_case", "summarize", "replay"]
+__all__ = ["Skip", "Case", "ReplayRow", "build_case", "load_cases", "predict_case", "rank_recorded", "summarize",
+           "replay"]

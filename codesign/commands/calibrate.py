@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("-o", "--output", metavar="FILE", default=None,
                    help="where to write the fitted parameters (default: sim/timing_params.json)")
     p.add_argument("--params", metavar="FILE", default=None,
-                   help="starting/fixed parameters (default: the shipped sim/timing_params.json)")
+                   help="starting values and values of the parameters not fitted (default: the "
+                        "documented defaults of TimingParams, so a fit is reproducible; "
+                        "'shipped' = sim/timing_params.json)")
     p.add_argument("--fit", metavar="NAMES", default=",".join(FIT_PARAMS),
                    help="comma-separated parameters to fit (default: %(default)s)")
     p.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
@@ -45,10 +47,15 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.calibrate.fit import calibrate
+    from codesign.calibrate.fit import FIT_PARAMS, calibrate
     from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams
 
-    base = TimingParams.load(args.params)
+    if args.params is None:
+        base, start = TimingParams(), "documented defaults (TimingParams())"
+    elif args.params == "shipped":
+        base, start = TimingParams.load(), "sim/timing_params.json"
+    else:
+        base, start = TimingParams.load(args.params), str(args.params)
     names = [n.strip() for n in args.fit.split(",") if n.strip()]
     bar = None
     if not args.json and not args.no_loo and sys.stderr.isatty():
@@ -62,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
             bar.update(1)
 
     params, report = calibrate(args.log, base=base, names=names, loo=not args.no_loo, on_fold=on_fold)
+    report["start"] = start
+    report["command"] = "codesign calibrate " + " ".join(args.log) + (
+        f" --params {args.params}" if args.params else "") + (
+        f" --fit {args.fit}" if args.fit != ",".join(FIT_PARAMS) else "") + (" --no-loo" if args.no_loo else "")
     if bar is not None:
         bar.close()
     out = args.output or DEFAULT_PARAMS_PATH
@@ -79,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         lo = report["leave_one_out"]
         print(f"leave-one-out: MAPE {lo['mape']:6.2f}%  rho {lo['spearman']:.3f}  "
               f"max |err| {lo['max_abs_error_pct']:.1f}%")
+    for model, m in report.get("leave_one_config_out", {}).items():
+        print(f"fit without {model}, predict it: MAPE {m['mape']:6.2f}%  rho {m['spearman']:.3f}")
     print("fitted parameters:")
     for n in report["fitted"]:
         print(f"  {n:<32} {getattr(params, n):.6g}")

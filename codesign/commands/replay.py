@@ -22,6 +22,7 @@ examples:
   codesign replay sim/calibration/pynq_resnet18.log
   codesign replay sim/calibration/pynq_resnet18.log --json | jq .summary
   codesign replay my_tuning.log --params my_timing_params.json
+  codesign replay sim/calibration/pynq_resnet18.log --rank   # does the model rank tuned configs first?
 """
 
 
@@ -31,6 +32,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("log", nargs="+", metavar="LOG", help="AutoTVM v0.2 log file(s)")
     p.add_argument("--params", metavar="FILE", default=None,
                    help="timing parameters JSON (default: the shipped sim/timing_params.json)")
+    p.add_argument("--rank", action="store_true",
+                   help="also time every valid config of each record's layer and report where the "
+                        "model ranks the recorded (board-tuned) config (slower)")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
 
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(1)
 
-    rows, skipped, summary = replay(args.log, params, on_case=on_case)
+    rows, skipped, summary = replay(args.log, params, on_case=on_case, rank=args.rank)
     if bar is not None:
         bar.close()
     summary["params"] = args.params or "sim/timing_params.json (shipped)"
@@ -86,12 +90,20 @@ def run(args: argparse.Namespace) -> int:
               f"{_fmt_s(r.predicted_s)} {err:>7}")
         if not r.valid:
             print(f"      invalid here: {r.why_invalid}")
+        if r.rank is not None:
+            k = r.rank
+            print(f"      rank: {k['faster_configs']} of {k['n_valid']} valid configs predicted faster "
+                  f"({k['rank_pct']:.1f}%), recorded/best {k['recorded_over_best']:.3f}")
     for s in skipped:
         print(f"skipped {s.file}:{s.line}: {s.reason}")
     print(f"\nrecords {summary['records']}, replayed {summary['replayed']}, skipped {summary['skipped']}, "
           f"invalid {summary['invalid']}, index mismatches {summary['index_mismatch']}")
     print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   "
           f"(params: {summary['params']})")
+    if summary["ranking"]:
+        k = summary["ranking"]
+        print(f"ranking: recorded config predicted fastest for {k['ranked_first']}/{k['records']} layers, "
+              f"median rank {k['median_rank_pct']:.1f}%, worst {k['max_rank_pct']:.1f}%")
     for model, m in summary["per_model"].items():
         print(f"  {model}: {m['records']} records, MAPE {m['mape']:.2f}%, rho {m['spearman']:.3f}")
     return 0

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 DESCRIPTION = """\
 Run a VTA program file (written by Program.save / the compiler: instructions, micro-ops and
 DRAM regions in one blob) on the simulator. Functional mode (default) executes every
@@ -25,7 +27,23 @@ examples:
   codesign simulate layer.vtaprog
   codesign simulate layer.vtaprog --timing-only
   codesign simulate layer.vtaprog --json | jq .counters
-  codesign simulate layer.vtaprog --params my_timing_params.json --save-outputs out/
+  codesign simulate layer.vtaprog --input data=act.bin --save-outputs out/
+  codesign simulate layer.vtaprog --params my_timing_params.json
+
+making a program file (compile_layer(..., data=, weight=) embeds input tensors):
+python - <<'EOF'
+from codesign.hw.config import HwConfig
+from codesign.schedule.space import ScheduleSpace
+from codesign.vta.compiler import compile_layer
+from codesign.workloads import parse_layer
+import numpy as np
+hw, layer = HwConfig(), parse_layer("conv2d:1,64,56,56,64,3,3,1,1")
+space, rng = ScheduleSpace(layer, hw), np.random.default_rng(0)
+data = rng.integers(-128, 128, layer.data_shape(), dtype=np.int8)
+weight = rng.integers(-128, 128, layer.weight_shape(), dtype=np.int8)
+config = space.get(int(space.valid_indices()[-1]))
+compile_layer(layer, config, hw, data=data, weight=weight).save("layer.vtaprog")
+EOF
 """
 
 
@@ -40,6 +58,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                       help="cycles and counters only; no data is touched")
     p.add_argument("--params", metavar="FILE", default=None,
                    help="timing parameters JSON (default: the shipped sim/timing_params.json)")
+    p.add_argument("--input", metavar="REGION=FILE", action="append", default=[],
+                   help="raw bytes for an input DRAM region (overrides data in the file; repeatable)")
     p.add_argument("--save-outputs", metavar="DIR", default=None,
                    help="write each output region as DIR/<name>.bin (functional mode)")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
@@ -47,13 +67,28 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codesign.errors import CodesignError
     from codesign.vta import timing
     from codesign.vta.program import Program
     from codesign.vta.simulator import simulate
 
     program = Program.load(args.program)
     params = timing.TimingParams.load(args.params)
-    res = simulate(program, functional=args.functional, params=params)
+    inputs: dict[str, Any] = {}
+    for spec in args.input:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise CodesignError(f"--input {spec!r}: expected REGION=FILE")
+        try:
+            inputs[name] = np.frombuffer(Path(path).read_bytes(), dtype=np.uint8)
+        except OSError as exc:
+            raise CodesignError(f"--input {spec!r}: cannot read {path} ({exc.strerror})") from None
+    if args.functional:
+        empty = [r.name for r in program.regions_with_role("input") if r.data is None and r.name not in inputs]
+        if empty:
+            raise CodesignError(f"{args.program}: input region {empty[0]!r} has no data (a timing-only "
+                                f"compile); pass --input {empty[0]}=FILE or use --timing-only")
+    res = simulate(program, functional=args.functional, params=params, inputs=inputs)
     hw = program.hw
     seconds = timing.predict_seconds(res.cycles, res.n_insns, hw, params)
     outputs: dict[str, Any] = {}

@@ -11,11 +11,10 @@ from pathlib import Path
 from codesign.commands.report import format_table
 from codesign.errors import ConfigError
 from codesign.paths import SPACES
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
 DEFAULT_OUT = Path("runs/sweep")
-DEFAULT_TRIALS = 24
-DEFAULT_BUDGET = 16
 
 DESCRIPTION = """\
 Explore VTA hardware configs for a workload. Each Ray Tune trial is one hardware config: it is
@@ -55,7 +54,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"schedule measurements per layer and config (default: {DEFAULT_BUDGET})")
-    p.add_argument("--tuner", default="xgb", help="inner schedule tuner (default: xgb)")
+    p.add_argument("--tuner", default=DEFAULT_TUNER, help=f"inner schedule tuner (default: {DEFAULT_TUNER})")
     p.add_argument("--search", default="nsga2", choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
                    help="outer search algorithm (default: nsga2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the outer search and inner tuners (default: 0)")
@@ -98,8 +97,12 @@ def run(args: argparse.Namespace) -> int:
     ok = [t for t in result.trials if t.get("status") == "ok"]
     infeasible = sum(1 for t in ok if not t.get("feasible"))
     configs = len({t["config"] for t in ok})
-    print(f"\n{len(ok)} trials, {configs} distinct configs ({infeasible} infeasible trials, never simulated), "
-          f"{result.wall_s:.0f} s")
+    line = f"\n{len(ok)} trials on {configs} distinct configs in {result.wall_s:.0f} s"
+    if infeasible:
+        line += f"; {infeasible} infeasible (never simulated)"
+    if result.skipped:
+        line += f"; {result.skipped} infeasible configs proposed by the search were skipped (skipped.jsonl)"
+    print(line)
     print(f"results: {result.out_dir}/pareto.json, trials.jsonl, records.jsonl")
     for path in result.plots:
         print(f"plot: {path}")

@@ -93,6 +93,12 @@ def check(t: TileArrays) -> list[Rule]:
     add("vthread_h", t.h_tiles % t.h_nthread == 0, lambda i: (
         f"virtual-thread divisibility: {t.h_tiles[i]} h tile(s) (OH {g.out_h} / tile_h {t.tile_h[i]}) "
         f"not divisible by h_nthread={t.h_nthread[i]}"))
+    # "VTA only supports 2 virtual threads" (reference §7.3, convolution tutorial): the dependency
+    # token scheme double-buffers, so oc_nthread and h_nthread cannot both be 2. No tophub record
+    # has both.
+    add("vthread_max", t.oc_nthread * t.h_nthread <= 2, lambda i: (
+        f"virtual threads: oc_nthread={t.oc_nthread[i]} x h_nthread={t.h_nthread[i]} = "
+        f"{t.oc_nthread[i] * t.h_nthread[i]} > 2, the most VTA supports"))
     return rules
 
 

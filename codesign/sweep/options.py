@@ -12,6 +12,10 @@ from codesign.errors import ConfigError
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
+# Defaults of `codesign sweep`: a ResNet-18 sweep of a few minutes on 2 cores (README main job).
+DEFAULT_TRIALS = 48
+DEFAULT_BUDGET = 16
+DEFAULT_TUNER = "xgb"
 SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
 
 
@@ -21,9 +25,9 @@ class SweepOptions:
 
     space: str  # path of the hardware space YAML (the copy inside the experiment directory)
     workload: str  # registry name, or "custom" with `layers` set
-    trials: int | None = 24
-    budget: int = 16
-    tuner: str = "xgb"
+    trials: int | None = DEFAULT_TRIALS
+    budget: int = DEFAULT_BUDGET
+    tuner: str = DEFAULT_TUNER
     search: str = "nsga2"
     seed: int = 0
     max_concurrent: int | None = None

@@ -6,6 +6,7 @@ Experiment directory layout (everything appended or replaced atomically while th
     trials.jsonl    one line per finished trial (objectives, resources, per-layer results)
     records.jsonl   every schedule measurement of the inner tuners (`codesign.tune` records)
     pareto.json     the current Pareto front, its hypervolume and reference point
+    skipped.jsonl   infeasible configs the searcher proposed (answered without a trial), with the reason
     *.png           plots, written at the end
     ray/sweep/      Ray Tune's own experiment state (what `Tuner.restore` reads)
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
-from codesign.sweep.options import SPACE_COPY, SweepOptions
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER, SPACE_COPY, SweepOptions
 from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext
 
 RAY_DIR = "ray"
@@ -38,16 +39,26 @@ class SweepResult:
     plots: list[Path] = field(default_factory=list)
     planned: int = 0  # trials the search was asked for
     wall_s: float = 0.0
+    exhausted: bool = False  # stopped early because every feasible config had been evaluated
+
+    @property
+    def skipped(self) -> int:
+        """Infeasible configs the searcher proposed, answered without a trial (skipped.jsonl)."""
+        from codesign.sweep.filtering import SKIPPED_FILE
+
+        path = self.out_dir / SKIPPED_FILE
+        return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
 
     @property
     def complete(self) -> bool:
-        return sum(1 for t in self.trials if t.get("status") == "ok") >= self.planned
+        return self.exhausted or sum(1 for t in self.trials if t.get("status") == "ok") >= self.planned
 
     @property
     def paths(self) -> dict[str, str]:
         d = self.out_dir
         return {"dir": str(d), "trials": str(d / TRIALS_FILE), "records": str(d / RECORDS_FILE),
-                "pareto": str(d / "pareto.json"), "plots": [str(p) for p in self.plots]}  # type: ignore[dict-item]
+                "pareto": str(d / "pareto.json"), "skipped": str(d / "skipped.jsonl"),
+                "plots": [str(p) for p in self.plots]}  # type: ignore[dict-item]
 
 
 # -- workloads in the options file ----------------------------------------------------------------
@@ -96,7 +107,6 @@ def _trial_dirname(trial: Any) -> str:
 def _quiet_ray() -> None:
     # Ray Tune's console table would fight with our progress bar; the results are in our files.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
 
 
@@ -123,9 +133,9 @@ def run_sweep(
     workload: Any,
     out_dir: str | Path,
     *,
-    trials: int | None = 24,
-    budget: int = 16,
-    tuner: str = "xgb",
+    trials: int | None = DEFAULT_TRIALS,
+    budget: int = DEFAULT_BUDGET,
+    tuner: str = DEFAULT_TUNER,
     search: str = "nsga2",
     seed: int = 0,
     address: str | None = None,
@@ -164,7 +174,7 @@ def run_sweep(
     from codesign.sweep.search import build_search
     from codesign.sweep.trial import sweep_trial
 
-    plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed)
+    plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out))
     stock_names = tuple(hw.name for hw in hw_space.stock_configs())
     power_bound = space_power_bound(hw_space)
     own = _init_ray(address, None)
@@ -200,7 +210,7 @@ def run_sweep(
 
             ray.shutdown()
     return finish(out, opts, plan.num_samples, time.perf_counter() - start, stock_names=stock_names,
-                  power_bound=power_bound)
+                  power_bound=power_bound, space=hw_space)
 
 
 def _validate_tuner(name: str) -> None:
@@ -211,12 +221,16 @@ def _validate_tuner(name: str) -> None:
 
 
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],
-           power_bound: float) -> SweepResult:
+           power_bound: float, space: Any) -> SweepResult:
     """Final pareto.json and plots from the trials on disk."""
     from codesign.sweep.plots import write_plots
-    from codesign.sweep.results import read_trials, write_pareto
+    from codesign.sweep.results import design_points, read_trials, write_pareto
 
     rows = read_trials(out)
     doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)
     plots = write_plots(out, rows, doc)
-    return SweepResult(out, opts, rows, doc, plots, planned, wall_s)
+    result = SweepResult(out, opts, rows, doc, plots, planned, wall_s)
+    if not result.complete and opts.search in ("nsga2", "motpe", "random"):
+        # The searcher ends the sweep early once no feasible config is left to evaluate.
+        result.exhausted = len(design_points(rows)) >= len(space.enumerate())
+    return result

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.sweep.options import DEFAULT_TRIALS
 from codesign.sweep.trial import OBJECTIVES
 
 EXHAUSTIVE_MAX = 2000  # points; beyond this an enumeration is not a "small space" any more
@@ -53,10 +54,13 @@ def stock_points(space: Any) -> list[dict[str, Any]]:
     return points
 
 
-def build_search(search: str, space: Any, *, trials: int | None, seed: int) -> SearchPlan:
+def build_search(search: str, space: Any, *, trials: int | None, seed: int,
+                 out_dir: str | None = None) -> SearchPlan:
+    """The Ray Tune search algorithm for `search`. nsga2/motpe/random are Optuna samplers behind
+    Ray's OptunaSearch, wrapped in `FeasibleSearch` so trials go only to new feasible configs;
+    grid/exhaustive are explicit point lists. The space's stock configs come first."""
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    ray_space = space.sample_space()
     if search in ("grid", "exhaustive"):
         points = grid_points(space) if search == "grid" else space.enumerate_points()
         first = [p for p in stock_points(space) if p in points]
@@ -68,25 +72,28 @@ def build_search(search: str, space: Any, *, trials: int | None, seed: int) -> S
             raise ConfigError(f"--search {search}: the space has no feasible config")
         n = len(points) if trials is None else min(trials, len(points))
         alg = BasicVariantGenerator(points_to_evaluate=points[:n], random_state=seed)
-        return SearchPlan(ray_space, alg, n, len(points))
-    n = trials if trials is not None else 24
-    first = stock_points(space)[:n]
-    if search == "random":
-        return SearchPlan(ray_space, BasicVariantGenerator(points_to_evaluate=first or None, random_state=seed), n)
-    if search in ("nsga2", "motpe"):
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
+        return SearchPlan(space.sample_space(), alg, n, len(points))
+    if search not in ("nsga2", "motpe", "random"):
+        raise ConfigError(f"--search {search!r}: allowed: nsga2, motpe, random, grid, exhaustive")
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        if search == "nsga2":
-            sampler = optuna.samplers.NSGAIISampler(population_size=_population(n), seed=seed)
-        else:
-            # Optuna's TPESampler is multi-objective (MOTPE) when the study has several directions;
-            # constant_liar keeps concurrent trials from being proposed the same point.
-            sampler = optuna.samplers.TPESampler(multivariate=True, seed=seed, constant_liar=True,
-                                                 n_startup_trials=max(4, min(10, n // 4)))
-        alg = OptunaSearch(_optuna_space(space), metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
-                           sampler=sampler, points_to_evaluate=first or None)
-        # The param space lives in the searcher; Ray must not get a second one.
-        return SearchPlan({}, alg, n)
-    raise ConfigError(f"--search {search!r}: allowed: nsga2, motpe, random, grid, exhaustive")
+    from codesign.sweep.filtering import FeasibleSearch
+
+    n = trials if trials is not None else DEFAULT_TRIALS
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if search == "nsga2":
+        sampler: Any = optuna.samplers.NSGAIISampler(population_size=_population(n), seed=seed)
+    elif search == "motpe":
+        # Optuna's TPESampler is multi-objective (MOTPE) when the study has several directions;
+        # constant_liar keeps concurrent trials from being proposed the same point.
+        sampler = optuna.samplers.TPESampler(multivariate=True, seed=seed, constant_liar=True,
+                                             n_startup_trials=max(4, min(10, n // 4)))
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=seed)  # uniform choice per parameter
+    first = stock_points(space)[:n]
+    inner = OptunaSearch(_optuna_space(space), metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
+                         sampler=sampler, points_to_evaluate=first or None)
+    alg = FeasibleSearch(inner, space.source, out_dir, seed=seed)
+    # The param space lives in the searcher; Ray must not get a second one.
+    return SearchPlan({}, alg, n)

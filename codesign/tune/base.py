@@ -23,6 +23,7 @@ from codesign.tune.measure import INVALID, MeasureInput, MeasureResult, Runner, 
 from codesign.tune.records import MeasureRecord, RecordWriter, load_records
 
 TUNERS = ("random", "grid", "ga", "xgb", "bandit", "ppo", "dqn")
+FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA spaces are a few thousand)
 
 
 # -- mixed-radix helpers (reference §8: the first-defined knob is the least-significant digit) --
@@ -60,6 +61,7 @@ class SpaceView:
         self.valid_set = set(self.valid.tolist())
         self.valid_pos = positions_of(self.valid, self.dims)
         self._valid_feats: np.ndarray | None = None
+        self._all_feats: np.ndarray | None = None
         self._row: dict[int, int] = {}
 
     # -- features (fixed length, `codesign.schedule`); squashed so counts and sizes share a scale --
@@ -71,12 +73,18 @@ class SpaceView:
         return self._valid_feats
 
     def features(self, indices: Sequence[int]) -> np.ndarray:
-        """Features of any configs (valid or not) by index."""
+        """Features of any configs (valid or not) by index. For spaces up to `FULL_FEATURES`
+        configs the whole grid is featurized once (RL agents walk through invalid configs too)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if self.size <= FULL_FEATURES:
+            if self._all_feats is None:
+                self._all_feats = self._features(np.arange(self.size, dtype=np.int64))
+            return self._all_feats[idx]
         feats = self.valid_features()
-        rows = [self._row.get(int(i)) for i in indices]
+        rows = [self._row.get(int(i)) for i in idx]
         if all(r is not None for r in rows):
             return feats[np.asarray(rows, dtype=np.int64)] if rows else feats[:0]
-        return self._features(np.asarray(indices, dtype=np.int64))
+        return self._features(idx)
 
     def _features(self, indices: np.ndarray) -> np.ndarray:
         raw = np.asarray(self.space.features_batch(np.asarray(indices, dtype=np.int64)), dtype=np.float64)

@@ -1,14 +1,16 @@
 """Compile a layer + schedule into the VTA program the TVM VTA flow would run (reference §7.3).
 
 Instruction stream, per *pair* p (one iteration of the tile loops bo, h0, co0, w0 outside the
-virtual-thread axis) with T virtual threads t (each owning a 1/T slice of INP, WGT and ACC SRAM)
-and K input-channel steps k::
+virtual-thread axis, in that order) with T virtual threads t (cthread outermost: each thread owns
+a 1/T slice of INP, WGT and ACC SRAM), K input-channel steps k and G batch blocks b per tile
+(G = tile_b; the GEMMs run once per batch block, `codesign.schedule.tiling`)::
 
     for k in 0..K-1:
         for t: LOAD INP(t, k) [pop g2l unless it is one of the first T load groups]
                LOAD WGT(t, k) [push l2g]
-        for t: (k == 0: GEMM reset(t) [pop s2g unless p == 0])
-               GEMM(t, k)     [pop l2g; push g2l unless one of the last T groups]
+        for t: (k == 0: for b: GEMM reset(t, b) [b = 0 pops s2g unless p == 0])
+               for b: GEMM(t, k, b)   [b = 0 pops l2g; b = G-1 pushes g2l unless one of the
+                                       last T groups]
     for t: ALU SHR(t), MIN(t), MAX(t) [MAX pushes g2s]
     for t: STORE(t)           [pop g2s; push s2g unless one of the last T stores, except the
                                very last store, whose token the final no-op pops]
@@ -22,13 +24,14 @@ thread 1's loads run while thread 0's GEMM computes (double buffering, §7.3 "Vi
 Counts balance exactly: every push has one pop, so the FIFOs are empty at FINISH. The end is the
 runtime's `Synchronize` (§2.6, §5.4): a compute no-op that pops s2g and l2g, then FINISH.
 
-Micro-op kernels (reset, GEMM, SHR, MIN, MAX per thread; one per runtime call site) are placed
+Micro-op kernels (per thread: reset and GEMM per batch block, SHR, MIN, MAX; one per runtime
+call site; thread slices differ only by their SRAM offsets) are placed
 in the micro-op SRAM by the runtime's ring cache (`UopQueue::Push`, §5.4): loaded by one LOAD UOP
 the first time they are used, reloaded only after being evicted.
 
 Construction is vectorized: a per-pair template of rows is broadcast over the P pairs and the
 position-dependent fields (DRAM offsets, sizes, pads, first/last-pair tokens) are filled with
-array arithmetic.
+array arithmetic (`codesign.vta.layout` computes them over the tile grid).
 """
 
 from __future__ import annotations

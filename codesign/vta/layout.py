@@ -6,10 +6,11 @@ input-channel steps), the per-thread SRAM footprint, the micro-op kernels (reset
 accumulate GEMM with its `iter_out`/`iter_in` fold) and, as NumPy arrays over the tile grid,
 every DMA field that depends on the tile position (DRAM offsets, sizes, pads).
 
-Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use) comes from
-`codesign.schedule.tiling` -- the one definition shared with the validity rules. What is
-added here is the mapping onto VTA's ISA: the micro-op fold rule and SRAM layouts of
-reference §7.3/§7.5 and the 2-D DMA patterns of §7.4.
+Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use, the `fold_uop_loop` plan
+of the GEMM/reset kernels and the 2-D DMA patterns) comes from `codesign.schedule.tiling` -- the
+one definition shared with the validity rules -- tabulated once per (layer, hw) space. What is
+added here: the micro-op arrays of the kernels, the tile-grid / virtual-thread mapping, and per
+tile position the DRAM offsets and the INP pads (reference §7.3 "DMA instructions").
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ _SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h
             "win_t", "b_tiles", "h_tiles", "w_tiles", "ci_steps", "co_tiles", "inp_elems", "wgt_elems",
             "acc_elems")
 _PATTERNS = ("inp", "wgt", "store")
-_TABLE_MAX = 1 << 16  # spaces up to this size are tabulated in one vectorized pass
+_TABLE_MAX = 1 << 15  # spaces up to this size (ResNet-18: <= ~2.3k) are tabulated in one pass
 
 
 class GeoTable:
@@ -156,7 +157,7 @@ class GeoTable:
         return vals, gemm, reset
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=64)  # a few MB each at most
 def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, GeoTable | None]:
     from codesign.schedule import get_space
 
@@ -272,7 +273,8 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
     check_dst_hazard(reset, "reset GEMM")
     return TilePlan(
         n_pairs=P, n_steps=K, n_threads=T, n_batch=tb,
-        inp_per_thread=g["inp_elems"], wgt_per_thread=g["wgt_elems"], acc_per_thread=g["acc_elems"], acc_per_batch=tco * th * tw, inp_per_batch=tci * hin * win,
+        inp_per_thread=g["inp_elems"], wgt_per_thread=g["wgt_elems"], acc_per_thread=g["acc_elems"],
+        acc_per_batch=tco * th * tw, inp_per_batch=tci * hin * win,
         reset=reset, gemm=gemm, inp=inp, wgt=wgt, store=store,
         inp_elems=geo.b * CIB * H * W, wgt_elems=COB * CIB * kk, out_elems=geo.b * COB * OH * OW,
         info=dict(tile_b=tb, tile_h=th, tile_w=tw, tile_ci=tci, tile_co=tco, oc_nthread=ont,

@@ -76,8 +76,10 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
     `data` int8 NCHW ((N, IN) for dense) and `weight` int8 OIHW ((OUT, IN)) default to fixed-seed
     random tensors. `functional=False` runs the timing model only (output None)."""
     from codesign.vta.simulator import simulate
+    from codesign.workloads import parse_layer
 
     hw = HwConfig.resolve(hw)
+    layer = parse_layer(layer)
     config = resolve_config(layer, knobs, hw)
     params = _params(params)
     if functional and (data is None or weight is None):
@@ -104,6 +106,7 @@ def measure_seconds(layer: Any, config: Any, hw: HwConfig,
     passing a valid config (tuners draw from `ScheduleSpace.valid_indices()`); rules the compiler
     itself checks still raise InvalidSchedule."""
     params = _params(params)
+    hw = HwConfig.resolve(hw)
     scratch = getattr(_local, "scratch", None)
     if scratch is None:
         scratch = _local.scratch = Scratch()

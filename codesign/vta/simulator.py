@@ -4,24 +4,35 @@ entry point `simulate()` that adds cycles from the timing model (`codesign.vta.t
 Execution model (§3.8): instructions are dispatched to the load / compute / store queues by the
 fetch rule (§2.9, `isa.queue_of`); each module runs its queue in order; pops of the four token
 queues (l2g, g2l, g2s, s2g; plain counts, tokens carry no data) are blocking and happen before
-an instruction executes, pushes after. The scheduler runs each module until its head
-instruction blocks and cycles through the modules until none can progress: then the program
-either finished or is stuck, which is reported as an empty-queue pop (no remaining instruction
-will ever push the token) or a deadlock (a cycle of waits).
+an instruction executes, pushes after. The scheduler runs the load, then the compute, then the
+store module until its head instruction blocks, and repeats until none can progress (sim_tlpp
+starts at a random module; a fixed order makes runs reproducible -- a program whose result
+depends on the order is missing tokens). Then every queue must be empty, otherwise the program
+is stuck: reported as an empty-queue pop (no remaining instruction will ever push the token)
+or as a deadlock (a cycle of waits), naming the blocked instructions. FINISH must execute;
+instructions after it still run. Tokens left over at the end are reported in
+`SimResult.tokens_left` (the device FIFOs would keep them for the next run). Not modelled:
+the 512-entry command and 1024-entry token FIFO capacities (§2.8).
 
 Data: the SRAMs are NumPy arrays shaped (depth, lanes) -- INP int8, WGT int8, ACC int32 and
 UOP (depth, 3) int64 holding decoded micro-ops. There is no OUT SRAM: STORE narrows from ACC
 as the simulator does (§3.1, §3.5). DRAM is one flat np.uint8 array indexed by physical byte
 address covering every region of the program. Every SRAM and DRAM access is bounds-checked;
-a DRAM access must lie inside one region.
+a DRAM access must lie inside one region. `Machine` state (SRAMs, token counts) persists
+across `run` calls, as on the device.
 
-GEMM is batched over all micro-op instances of an instruction: their (dst, src, wgt) index
-arrays are built with NumPy and one numba kernel does the int8 x int8 -> int32 inner products
-(3-5 GMAC/s on one core). A table of all (input row, weight row) products via float32 BLAS
-was tried and dropped: with small BLOCK_IN it computes many unused products, and OpenBLAS
-threads collapse when the machine's cores are shared. ALU runs in a numba kernel in the exact
-sequential order of the reference loop, so in-place hazards within one instruction behave as
-in `sim_driver.cc`.
+LOAD pads with zeros for every memory type including WGT and UOP, as sim_driver's
+SRAM::Load does (§3.2; HLS ignores WGT/UOP padding). LOAD ACC_8BIT reads BATCH*BLOCK_OUT int8
+values per element at byte address dram_base * ACC_ELEM_BYTES / 4 and sign-extends them;
+acc_load_nbytes counts the DRAM bytes it reads (one per lane).
+
+GEMM runs in one numba kernel over all (iter_out, iter_in, uop) instances of an instruction
+(int8 x int8 -> int32 wrap-around, 3-5 GMAC/s on one core), after a bounds pass. A table of
+all (input row, weight row) products via float32 BLAS was tried and dropped: with small
+BLOCK_IN it computes many unused products, and OpenBLAS threads collapse when the machine's
+cores are shared. ALU runs in a numba kernel in the exact sequential order of the reference
+loop, so in-place hazards within one instruction behave as in `sim_driver.cc`. LOAD/STORE of
+INP/WGT/ACC/OUT are numba byte copies.
 
 SHR with a shift amount s taken from imm or an ACC value (§3.4): s >= 0 is an arithmetic right
 shift, s < 0 a left shift by -s (int32 wrap-around). C leaves |s| >= 32 undefined; we use the
@@ -31,7 +42,9 @@ give 0. (HLS would instead use only the low 5 bits; compilers never emit such sh
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -57,6 +70,13 @@ _PRODUCER = {L2G: isa.Q_LOAD, G2L: isa.Q_COMPUTE, G2S: isa.Q_COMPUTE, S2G: isa.Q
 C = isa.COL
 _C_OP, _C_POPP, _C_POPN, _C_PUSHP, _C_PUSHN = (C["opcode"], C["pop_prev_dep"], C["pop_next_dep"],
                                                 C["push_prev_dep"], C["push_next_dep"])
+_C_MEM, _C_SRAM, _C_DRAM, _C_YS, _C_XS, _C_STRIDE = (C["memory_type"], C["sram_base"], C["dram_base"],
+                                                      C["y_size"], C["x_size"], C["x_stride"])
+_C_YP0, _C_YP1, _C_XP0, _C_XP1 = C["y_pad_0"], C["y_pad_1"], C["x_pad_0"], C["x_pad_1"]
+_C_RESET, _C_BGN, _C_END, _C_IO, _C_II = C["reset_reg"], C["uop_bgn"], C["uop_end"], C["iter_out"], C["iter_in"]
+_C_DFO, _C_DFI, _C_SFO, _C_SFI, _C_WFO, _C_WFI = (C["dst_factor_out"], C["dst_factor_in"], C["src_factor_out"],
+                                                  C["src_factor_in"], C["wgt_factor_out"], C["wgt_factor_in"])
+_C_ALU, _C_IMM_ON, _C_IMM = C["alu_opcode"], C["use_imm"], C["imm"]
 
 @dataclass(frozen=True)
 class SimResult:
@@ -87,9 +107,23 @@ def describe(insns: np.ndarray, i: int) -> str:
 
 
 # -- static checks and counters (shared by functional and timing-only modes) ------------------------
-def check_program(program: Program) -> None:
+def check_program(program: Program) -> dict[str, int]:
     """Raise SimulationError for anything wrong that does not need data: field ranges, dependency
-    flags a module must not use (§2.8), memory types, STORE rules (§3.5), micro-op ranges."""
+    flags a module must not use (§2.8), memory types, STORE rules (§3.5), micro-op ranges, a
+    missing FINISH. Returns the profiler counters (see `count_insns`). One compiled pass over
+    the matrix; the NumPy rules of `_explain_program` only run to word an error."""
+    m = np.ascontiguousarray(program.insns, dtype=np.int64)
+    bad = -1
+    if m.shape[0]:
+        bad, has_finish, counts = _scan(m, *_scan_tables(program.hw))
+        if bad < 0 and has_finish:
+            return dict(zip(COUNTERS, (int(c) for c in counts)))
+    _explain_program(program)
+    raise SimulationError(f"{describe(m, bad)}: invalid instruction")  # pragma: no cover
+
+
+def _explain_program(program: Program) -> None:
+    """The checks of `check_program` in NumPy, raising the first violation with its message."""
     hw, m = program.hw, program.insns
     try:
         isa.check_insns(m, hw)
@@ -151,69 +185,198 @@ def elem_bytes(hw: HwConfig) -> dict[int, int]:
 
 
 def count_insns(insns: np.ndarray, hw: HwConfig) -> dict[str, int]:
-    """The profiler counters (§3.7) computed from the instruction matrix alone (timing-only mode)."""
-    m = np.asarray(insns, dtype=np.int64)
-    op, mem = m[:, _C_OP], m[:, C["memory_type"]]
-    moved = m[:, C["x_size"]] * m[:, C["y_size"]]
+    """The profiler counters (§3.7) computed from the instruction matrix alone (timing-only mode):
+    bytes moved = x_size * y_size * element bytes per LOAD/STORE (padding excluded), micro-ops =
+    iter_out * iter_in * (uop_end - uop_bgn) per GEMM (reset GEMMs excluded, as in
+    sim_driver.cc RunGEMM) and per ALU."""
+    m = np.ascontiguousarray(insns, dtype=np.int64)
+    _, _, counts = _scan(m, *_scan_tables(hw))
+    return dict(zip(COUNTERS, (int(c) for c in counts)))
+
+
+@lru_cache(maxsize=32)
+def _scan_tables(hw: HwConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Per-opcode (8, n_fields) lower/upper bounds of every column (0..0 for a field the opcode
+    lacks; unknown opcodes 5..7 are impossible), element bytes per memory type, uop depth."""
+    lo = np.zeros((8, isa.N_FIELDS), dtype=np.int64)
+    hi = np.zeros((8, isa.N_FIELDS), dtype=np.int64)
+    lo[5:, _C_OP] = 1
+    for op, lay in isa.layouts(hw).items():
+        for f in lay:
+            lo[op, C[f.name]], hi[op, C[f.name]] = f.lo, f.hi
+        lo[op, _C_OP] = hi[op, _C_OP] = op
     eb = elem_bytes(hw)
-    load = op == isa.OP_LOAD
-
-    def nbytes(mask: np.ndarray, mtype: int) -> int:
-        return int(moved[mask].sum()) * eb[mtype]
-
-    uops = m[:, C["iter_out"]] * m[:, C["iter_in"]] * (m[:, C["uop_end"]] - m[:, C["uop_bgn"]])
-    return {
-        "inp_load_nbytes": nbytes(load & (mem == isa.MEM_INP), isa.MEM_INP),
-        "wgt_load_nbytes": nbytes(load & (mem == isa.MEM_WGT), isa.MEM_WGT),
-        "acc_load_nbytes": nbytes(load & (mem == isa.MEM_ACC), isa.MEM_ACC)
-        + nbytes(load & (mem == isa.MEM_ACC_8BIT), isa.MEM_ACC_8BIT),
-        "uop_load_nbytes": nbytes(load & (mem == isa.MEM_UOP), isa.MEM_UOP),
-        "out_store_nbytes": nbytes(op == isa.OP_STORE, isa.MEM_OUT),
-        # reset GEMMs do not count (sim_driver.cc RunGEMM)
-        "gemm_counter": int(uops[(op == isa.OP_GEMM) & (m[:, C["reset_reg"]] == 0)].sum()),
-        "alu_counter": int(uops[op == isa.OP_ALU].sum()),
-    }
+    ebytes = np.array([eb[k] for k in range(6)], dtype=np.int64)
+    return lo, hi, ebytes, hw.uop_depth
 
 
 # -- numba kernels ---------------------------------------------------------------------------------
 @njit(cache=True)
-def _gemm(acc, inp, wgt, dst, src, wsrc, nb, nk, no):  # pragma: no cover - compiled
-    """acc[d][i][j] += sum_k inp[s][i][k] * wgt[w][j][k] per micro-op instance (§3.3)."""
-    for t in range(dst.shape[0]):
-        d, s, w = dst[t], src[t], wsrc[t]
-        for i in range(nb):
-            for j in range(no):
-                total = 0
-                for k in range(nk):
-                    total += np.int32(inp[s, i * nk + k]) * np.int32(wgt[w, j * nk + k])
-                acc[d, i * no + j] += total
+def _copy_in(sram, dram, sb, dram_byte, ys, xs, stride_bytes, yp0, yp1, xp0, xp1):  # pragma: no cover
+    """2-D strided DRAM -> SRAM copy with zero padding (§3.2); `sram` is the byte view (depth,
+    element bytes) of INP, WGT or ACC. SRAM rows are packed with pitch x_pad_0+x_size+x_pad_1."""
+    eb = sram.shape[1]
+    xt = xp0 + xs + xp1
+    row = sb
+    for _ in range(yp0 * xt):
+        sram[row, :] = 0
+        row += 1
+    for y in range(ys):
+        for _ in range(xp0):
+            sram[row, :] = 0
+            row += 1
+        src = dram_byte + y * stride_bytes
+        for _x in range(xs):
+            for b in range(eb):
+                sram[row, b] = dram[src + b]
+            src += eb
+            row += 1
+        for _ in range(xp1):
+            sram[row, :] = 0
+            row += 1
+    for _ in range(yp1 * xt):
+        sram[row, :] = 0
+        row += 1
 
 
 @njit(cache=True)
-def _alu(acc, dst, src, alu_op, use_imm, imm):  # pragma: no cover - compiled
-    """acc[d][l] = f(acc[d][l], imm or acc[s][l]) in the reference loop order (§3.4)."""
+def _copy_out(acc, dram, sb, dram_byte, ys, xs, stride_bytes):  # pragma: no cover - compiled
+    """STORE (§3.5): low 8 bits of ACC rows sb.. (packed) to 2-D strided DRAM."""
     lanes = acc.shape[1]
-    for t in range(dst.shape[0]):
-        d, s = dst[t], src[t]
-        for lane in range(lanes):
-            x = np.int64(acc[d, lane])
-            y = np.int64(imm) if use_imm else np.int64(acc[s, lane])
-            if alu_op == 0:
-                r = min(x, y)
-            elif alu_op == 1:
-                r = max(x, y)
-            elif alu_op == 2:
-                r = x + y
-            elif alu_op == 3:
-                if y >= 0:
-                    r = x >> min(y, 63)  # >= 32: sign fill, see module docstring
-                elif y > -32:
-                    r = x << (-y)
-                else:
-                    r = np.int64(0)
-            else:
-                r = x * y
-            acc[d, lane] = np.int32(r)  # truncation = int32 wrap-around
+    row = sb
+    for y in range(ys):
+        dst = dram_byte + y * stride_bytes
+        for _x in range(xs):
+            for lane in range(lanes):
+                dram[dst + lane] = np.uint8(acc[row, lane] & 0xFF)
+            dst += lanes
+            row += 1
+
+
+@njit(cache=True)
+def _scan(m, lo, hi, ebytes, uop_depth):  # pragma: no cover - compiled
+    """One pass over the instruction matrix: first row breaking a static rule (or -1), whether
+    a FINISH exists, and the seven profiler counters (order of COUNTERS)."""
+    counts = np.zeros(7, dtype=np.int64)
+    bad = -1
+    has_finish = False
+    for r in range(m.shape[0]):
+        op = m[r, _C_OP]
+        ok = 0 <= op <= 7
+        if ok:
+            for c in range(m.shape[1]):
+                if m[r, c] < lo[op, c] or m[r, c] > hi[op, c]:
+                    ok = False
+                    break
+        if ok:
+            mem, xs, ys = m[r, _C_MEM], m[r, _C_XS], m[r, _C_YS]
+            if op == 0:
+                if mem == 1 or mem == 2:  # load module: no prev flags (§2.8)
+                    ok = m[r, _C_POPP] == 0 and m[r, _C_PUSHP] == 0
+                ok = ok and mem != 4 and mem <= 5
+                if ok:
+                    k = (3, 1, 0, 2, -1, 2)[mem]  # counter of each memory type
+                    counts[k] += xs * ys * ebytes[mem]
+            elif op == 1:  # store module: no next flags; OUT only and no pads (§3.5)
+                ok = m[r, _C_POPN] == 0 and m[r, _C_PUSHN] == 0
+                if xs > 0:
+                    ok = ok and mem == 4 and (m[r, _C_YP0] | m[r, _C_YP1] | m[r, _C_XP0] | m[r, _C_XP1]) == 0
+                counts[4] += xs * ys * ebytes[4]
+            elif op == 2 or op == 4:
+                bgn, end = m[r, _C_BGN], m[r, _C_END]
+                ok = bgn <= end and end <= uop_depth and (op == 2 or m[r, _C_ALU] <= 4)
+                n = m[r, _C_IO] * m[r, _C_II] * (end - bgn)
+                if op == 4:
+                    counts[6] += n
+                elif m[r, _C_RESET] == 0:
+                    counts[5] += n
+            elif op == 3:
+                has_finish = True
+        if not ok and bad < 0:
+            bad = r
+    return bad, has_finish, counts
+
+
+@njit(cache=True)
+def _loop_max(uop, bgn, end, col, n_out, n_in, f_out, f_in):  # pragma: no cover - compiled
+    """Largest index a (iter_out, iter_in, uop) loop forms from micro-op column `col` (all terms
+    are non-negative, so the maximum is at the last iteration)."""
+    m = 0
+    for u in range(bgn, end):
+        m = max(m, uop[u, col])
+    return m + (n_out - 1) * f_out + (n_in - 1) * f_in
+
+
+@njit(cache=True)
+def _gemm(acc, inp, wgt, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, fw0, fw1, reset,
+          nb, nk, no):  # pragma: no cover - compiled
+    """GEMM over every (iter_out, iter_in, uop) instance (§3.3): acc[d][i][j] += sum_k
+    inp[s][i][k] * wgt[w][j][k] (int32 wrap-around), or acc[d] = 0 with reset. Checks bounds
+    before touching anything; returns (0, 0) or (1|2|3 = ACC|INP|WGT, offending index)."""
+    hi = _loop_max(uop, bgn, end, 0, n_out, n_in, fd0, fd1)
+    if hi >= acc.shape[0]:
+        return 1, hi
+    if not reset:
+        hi = _loop_max(uop, bgn, end, 1, n_out, n_in, fs0, fs1)
+        if hi >= inp.shape[0]:
+            return 2, hi
+        hi = _loop_max(uop, bgn, end, 2, n_out, n_in, fw0, fw1)
+        if hi >= wgt.shape[0]:
+            return 3, hi
+    for y in range(n_out):
+        for x in range(n_in):
+            for u in range(bgn, end):
+                d = uop[u, 0] + y * fd0 + x * fd1
+                if reset:
+                    for lane in range(acc.shape[1]):
+                        acc[d, lane] = 0
+                    continue
+                s = uop[u, 1] + y * fs0 + x * fs1
+                w = uop[u, 2] + y * fw0 + x * fw1
+                for i in range(nb):
+                    for j in range(no):
+                        total = 0
+                        for k in range(nk):
+                            total += np.int32(inp[s, i * nk + k]) * np.int32(wgt[w, j * nk + k])
+                        acc[d, i * no + j] += total
+    return 0, 0
+
+
+@njit(cache=True)
+def _alu(acc, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, alu_op, use_imm, imm):  # pragma: no cover
+    """acc[d][l] = f(acc[d][l], imm or acc[s][l]) in the reference loop order (§3.4); returns
+    (0, 0) or (1, offending ACC index) before touching anything."""
+    hi = _loop_max(uop, bgn, end, 0, n_out, n_in, fd0, fd1)
+    if not use_imm:
+        hi = max(hi, _loop_max(uop, bgn, end, 1, n_out, n_in, fs0, fs1))
+    if hi >= acc.shape[0]:
+        return 1, hi
+    lanes = acc.shape[1]
+    for yy in range(n_out):
+        for xx in range(n_in):
+            for u in range(bgn, end):
+                d = uop[u, 0] + yy * fd0 + xx * fd1
+                s = uop[u, 1] + yy * fs0 + xx * fs1
+                for lane in range(lanes):
+                    x = np.int64(acc[d, lane])
+                    y = np.int64(imm) if use_imm else np.int64(acc[s, lane])
+                    if alu_op == 0:
+                        r = min(x, y)
+                    elif alu_op == 1:
+                        r = max(x, y)
+                    elif alu_op == 2:
+                        r = x + y
+                    elif alu_op == 3:
+                        if y >= 0:
+                            r = x >> min(y, 63)  # >= 32: sign fill, see module docstring
+                        elif y > -32:
+                            r = x << (-y)
+                        else:
+                            r = np.int64(0)
+                    else:
+                        r = x * y
+                    acc[d, lane] = np.int32(r)  # truncation = int32 wrap-around
+    return 0, 0
 
 
 # -- the machine -------------------------------------------------------------------------------------
@@ -259,33 +422,34 @@ class Machine:
                                           f"inputs={{{r.name!r}: array}}")
                 continue
             self.dram[r.addr:r.end] = data
-        self._starts = np.array([r.addr for r in regions], dtype=np.int64)
-        self._ends = np.array([r.end for r in regions], dtype=np.int64)
-        self._views: dict[tuple[int, Any], np.ndarray] = {}
+        self._starts = [r.addr for r in regions]
+        self._ends = [r.end for r in regions]
+        eb = elem_bytes(self.hw)
 
-    def _dram_view(self, nbytes: int, dtype: Any) -> np.ndarray:
-        """DRAM as rows of `nbytes` bytes of `dtype` (element index = byte address / nbytes)."""
-        key = (nbytes, dtype)
-        view = self._views.get(key)
-        if view is None:
-            view = self.dram.view(dtype).reshape(-1, nbytes // np.dtype(dtype).itemsize)
-            self._views[key] = view
-        return view
+        def view(mt: int, dtype: Any) -> np.ndarray:
+            """DRAM as rows of one element (element index = byte address / element bytes)."""
+            return self.dram.view(dtype).reshape(-1, eb[mt] // np.dtype(dtype).itemsize)
+
+        # memory type -> (SRAM, name, counter, DRAM bytes per element, DRAM view)
+        self._mem = {
+            isa.MEM_UOP: (self.uop, "UOP", "uop_load_nbytes", eb[isa.MEM_UOP], view(isa.MEM_UOP, np.uint8)),
+            isa.MEM_INP: (self.inp, "INP", "inp_load_nbytes", eb[isa.MEM_INP], view(isa.MEM_INP, np.int8)),
+            isa.MEM_WGT: (self.wgt, "WGT", "wgt_load_nbytes", eb[isa.MEM_WGT], view(isa.MEM_WGT, np.int8)),
+            isa.MEM_ACC: (self.acc, "ACC", "acc_load_nbytes", eb[isa.MEM_ACC], view(isa.MEM_ACC, np.dtype("<i4"))),
+            # ACC_8BIT: int8 DRAM data sign-extended into int32 lanes (§3.2)
+            isa.MEM_ACC_8BIT: (self.acc, "ACC", "acc_load_nbytes", eb[isa.MEM_ACC_8BIT],
+                               view(isa.MEM_ACC_8BIT, np.int8)),
+        }
+        self._byte_srams = {isa.MEM_INP: self.inp.view(np.uint8), isa.MEM_WGT: self.wgt.view(np.uint8),
+                            isa.MEM_ACC: self.acc.view(np.uint8)}
 
     def _check_dram(self, i: int, lo: int, hi: int) -> None:
-        r = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        r = bisect.bisect_right(self._starts, lo) - 1
         if lo <= 0 or r < 0 or hi > self._ends[r]:
             raise SimulationError(
                 f"{describe(self.insns, i)}: DRAM bytes [{lo:#x}, {hi:#x}) are outside every "
                 "region of the program" + (f" (nearest region starts at {self._starts[r]:#x}, ends at "
                                            f"{self._ends[r]:#x})" if r >= 0 else ""))
-
-    def _dram_rows(self, i: int, base: int, y_size: int, x_size: int, stride: int, nbytes: int) -> np.ndarray:
-        """Element indices (y_size, x_size) of a 2-D strided DRAM access, bounds-checked."""
-        if y_size == 0:  # nothing is read or written
-            return np.zeros((0, x_size), dtype=np.int64)
-        self._check_dram(i, base * nbytes, (base + (y_size - 1) * stride + x_size) * nbytes)
-        return base + np.arange(y_size)[:, None] * stride + np.arange(x_size)[None, :]
 
     def _sram_check(self, i: int, what: str, hi: int, depth: int) -> None:
         if hi > depth:
@@ -294,81 +458,65 @@ class Machine:
 
     # -- instructions ------------------------------------------------------------------------------
     def _load(self, i: int, row: list[int]) -> None:
-        xs = row[C["x_size"]]
+        xs = row[_C_XS]
         if xs == 0:  # sync no-op (§3.2)
             return
-        mt, ys, stride = row[C["memory_type"]], row[C["y_size"]], row[C["x_stride"]]
-        yp0, yp1, xp0, xp1 = row[C["y_pad_0"]], row[C["y_pad_1"]], row[C["x_pad_0"]], row[C["x_pad_1"]]
-        sb, db = row[C["sram_base"]], row[C["dram_base"]]
+        mt, ys, stride, sb, db = row[_C_MEM], row[_C_YS], row[_C_STRIDE], row[_C_SRAM], row[_C_DRAM]
+        yp0, yp1, xp0, xp1 = row[_C_YP0], row[_C_YP1], row[_C_XP0], row[_C_XP1]
         xt, yt = xp0 + xs + xp1, yp0 + ys + yp1
-        nbytes = elem_bytes(self.hw)[mt]
-        if mt == isa.MEM_UOP:
-            sram, name, counter, src = self.uop, "UOP", "uop_load_nbytes", (4, np.uint8)
-        elif mt == isa.MEM_INP:
-            sram, name, counter, src = self.inp, "INP", "inp_load_nbytes", (nbytes, np.int8)
-        elif mt == isa.MEM_WGT:
-            sram, name, counter, src = self.wgt, "WGT", "wgt_load_nbytes", (nbytes, np.int8)
-        elif mt == isa.MEM_ACC:
-            sram, name, counter, src = self.acc, "ACC", "acc_load_nbytes", (nbytes, np.dtype("<i4"))
-        else:  # ACC_8BIT: int8 DRAM data sign-extended into int32 lanes (§3.2)
-            sram, name, counter, src = self.acc, "ACC", "acc_load_nbytes", (nbytes, np.int8)
+        sram, name, counter, nbytes, view = self._mem[mt]
         self._sram_check(i, name, sb + xt * yt, sram.shape[0])
-        idx = self._dram_rows(i, db, ys, xs, stride, nbytes)
-        data = self._dram_view(*src)[idx]
-        if mt == isa.MEM_UOP:
-            data = isa.decode_uops(data.tobytes(), self.hw).reshape(ys, xs, 3)
-        block = sram[sb:sb + xt * yt].reshape(yt, xt, sram.shape[1])
-        block[...] = 0
-        block[yp0:yp0 + ys, xp0:xp0 + xs] = data
+        if ys:
+            self._check_dram(i, db * nbytes, (db + (ys - 1) * stride + xs) * nbytes)
+        if mt in self._byte_srams:  # INP, WGT, ACC: plain byte copy
+            _copy_in(self._byte_srams[mt], self.dram, sb, db * nbytes, ys, xs, stride * nbytes,
+                     yp0, yp1, xp0, xp1)
+        else:  # UOP (decoded on the way in) and ACC_8BIT (sign-extended); rare
+            idx = db + np.arange(ys)[:, None] * stride + np.arange(xs)[None, :]
+            data = view[idx]
+            if mt == isa.MEM_UOP:
+                data = isa.decode_uops(data.tobytes(), self.hw).reshape(ys, xs, 3)
+            block = sram[sb:sb + xt * yt].reshape(yt, xt, sram.shape[1])
+            block[...] = 0
+            block[yp0:yp0 + ys, xp0:xp0 + xs] = data
         self.counters[counter] += xs * ys * nbytes
 
     def _store(self, i: int, row: list[int]) -> None:
-        xs = row[C["x_size"]]
-        if xs == 0:
+        xs, ys = row[_C_XS], row[_C_YS]
+        if xs == 0 or ys == 0:
             return
-        ys, stride, sb, db = row[C["y_size"]], row[C["x_stride"]], row[C["sram_base"]], row[C["dram_base"]]
+        stride, sb, db = row[_C_STRIDE], row[_C_SRAM], row[_C_DRAM]
         nbytes = self.hw.out_elem_bytes
         self._sram_check(i, "ACC", sb + xs * ys, self.acc.shape[0])
-        idx = self._dram_rows(i, db, ys, xs, stride, nbytes)
+        self._check_dram(i, db * nbytes, (db + (ys - 1) * stride + xs) * nbytes)
         # low OUT_WIDTH bits, two's-complement wrap, no saturation (§3.5)
-        vals = self.acc[sb:sb + xs * ys].astype(np.uint8).reshape(ys, xs, self.acc.shape[1])
-        self._dram_view(nbytes, np.uint8)[idx] = vals
+        _copy_out(self.acc, self.dram, sb, db * nbytes, ys, xs, stride * nbytes)
         self.counters["out_store_nbytes"] += xs * ys * nbytes
 
-    def _indices(self, row: list[int], col: int, fo: str, fi: str) -> np.ndarray:
-        """Index of every (iter_out, iter_in, uop) instance in loop order (§3.3, §3.4)."""
-        u = self.uop[row[C["uop_bgn"]]:row[C["uop_end"]], col]
-        y = np.arange(row[C["iter_out"]], dtype=np.int64)[:, None, None] * row[C[fo]]
-        x = np.arange(row[C["iter_in"]], dtype=np.int64)[None, :, None] * row[C[fi]]
-        return (u[None, None, :] + y + x).ravel()
-
     def _gemm(self, i: int, row: list[int]) -> None:
-        n = row[C["iter_out"]] * row[C["iter_in"]] * (row[C["uop_end"]] - row[C["uop_bgn"]])
+        bgn, end, n_out, n_in = row[_C_BGN], row[_C_END], row[_C_IO], row[_C_II]
+        n = n_out * n_in * (end - bgn)
         if n <= 0:
             return
-        dst = self._indices(row, 0, "dst_factor_out", "dst_factor_in")
-        self._sram_check(i, "ACC", int(dst.max()) + 1, self.acc.shape[0])
-        if row[C["reset_reg"]]:
-            self.acc[dst] = 0
-            return
-        src = self._indices(row, 1, "src_factor_out", "src_factor_in")
-        wgt = self._indices(row, 2, "wgt_factor_out", "wgt_factor_in")
-        self._sram_check(i, "INP", int(src.max()) + 1, self.inp.shape[0])
-        self._sram_check(i, "WGT", int(wgt.max()) + 1, self.wgt.shape[0])
-        _gemm(self.acc, self.inp, self.wgt, dst, src, wgt, self.nb, self.nk, self.no)
-        self.counters["gemm_counter"] += n
+        reset = bool(row[_C_RESET])
+        code, idx = _gemm(self.acc, self.inp, self.wgt, self.uop, bgn, end, n_out, n_in,
+                          row[_C_DFO], row[_C_DFI], row[_C_SFO], row[_C_SFI], row[_C_WFO], row[_C_WFI],
+                          reset, self.nb, self.nk, self.no)
+        if code:
+            name, sram = (("ACC", self.acc), ("INP", self.inp), ("WGT", self.wgt))[code - 1]
+            self._sram_check(i, name, idx + 1, sram.shape[0])
+        if not reset:  # reset GEMMs do not count (sim_driver.cc RunGEMM)
+            self.counters["gemm_counter"] += n
 
     def _alu(self, i: int, row: list[int]) -> None:
-        n = row[C["iter_out"]] * row[C["iter_in"]] * (row[C["uop_end"]] - row[C["uop_bgn"]])
+        bgn, end, n_out, n_in = row[_C_BGN], row[_C_END], row[_C_IO], row[_C_II]
+        n = n_out * n_in * (end - bgn)
         if n <= 0:
             return
-        dst = self._indices(row, 0, "dst_factor_out", "dst_factor_in")
-        src = self._indices(row, 1, "src_factor_out", "src_factor_in")
-        self._sram_check(i, "ACC", int(dst.max()) + 1, self.acc.shape[0])
-        use_imm = bool(row[C["use_imm"]])
-        if not use_imm:
-            self._sram_check(i, "ACC", int(src.max()) + 1, self.acc.shape[0])
-        _alu(self.acc, dst, src, row[C["alu_opcode"]], use_imm, row[C["imm"]])
+        code, idx = _alu(self.acc, self.uop, bgn, end, n_out, n_in, row[_C_DFO], row[_C_DFI],
+                         row[_C_SFO], row[_C_SFI], row[_C_ALU], bool(row[_C_IMM_ON]), row[_C_IMM])
+        if code:
+            self._sram_check(i, "ACC", idx + 1, self.acc.shape[0])
         self.counters["alu_counter"] += n
 
     def _execute(self, i: int, row: list[int]) -> None:
@@ -472,8 +620,7 @@ def simulate(program: Program, *, functional: bool = True, params: Any = None,
         counters = dict(machine.counters)
         tokens_left = {TOKEN_NAMES[k]: v for k, v in enumerate(machine.tokens) if v}
     else:
-        check_program(program)
-        counters = count_insns(program.insns, program.hw)
+        counters = check_program(program)
     res = timing.time_program(program.insns, program.hw, params)
     return SimResult(
         cycles=int(res.cycles),
