@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
-from codesign.vta.program import ProgramBuilder
+from codesign.vta.program import Program, ProgramBuilder
 from codesign.vta.simulator import Machine, count_insns, elem_bytes, simulate
 
 CONFIGS = [HwConfig(), HwConfig.from_name("pynq_4x8_i8w8a32_15_16_16_18"),
@@ -195,8 +195,7 @@ def test_batched_gemm_equals_reference_loop(data, k, sparse):
         ref[d] += (m.inp[s].reshape(nb, nk).astype(np.int64) @ m.wgt[w].reshape(no, nk).T.astype(np.int64)).ravel()
 
     _reference_loop(m, row, mac)
-    m.insns = isa.insn_from_fields(**row)
-    m._gemm(0, m.insns[0].tolist())
+    m.run(Program(hw, np.concatenate([isa.insn_from_fields(**row), isa.insn_from_fields(opcode=isa.OP_FINISH)])))
     assert np.array_equal(m.acc, wrap32(ref))
 
 
@@ -238,8 +237,7 @@ def test_alu_equals_reference_loop_including_in_place_hazards(data, op, use_imm)
         ref[d] = wrap32(np.array([int(v) & 0xFFFFFFFF for v in r], dtype=np.int64))
 
     _reference_loop(m, row, step)
-    m.insns = isa.insn_from_fields(**row)
-    m._alu(0, m.insns[0].tolist())
+    m.run(Program(hw, np.concatenate([isa.insn_from_fields(**row), isa.insn_from_fields(opcode=isa.OP_FINISH)])))
     assert np.array_equal(m.acc, wrap32(ref))
 
 
@@ -255,7 +253,6 @@ def test_compiled_static_scan_agrees_with_the_numpy_rules(rows, finish):
     """The one-pass compiled check accepts exactly the programs the worded NumPy rules accept,
     and both name the same first problem."""
     from codesign.errors import SimulationError
-    from codesign.vta.program import Program
     from codesign.vta.simulator import _explain_program, check_program
 
     m = np.array([[op] + vals[1:] for op, _, vals in rows], dtype=np.int64)

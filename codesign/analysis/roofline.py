@@ -4,7 +4,8 @@
   (one micro-op per cycle, reference §4.3), i.e. MACs / (BATCH*BLOCK_IN*BLOCK_OUT) cycles;
 * memory bound: the minimum DRAM traffic -- packed inputs and weights read once, the output
   written once, the fewest micro-ops any schedule needs -- over the ONE shared memory port
-  (reference §4.2) at `bus_bytes` per cycle times the timing model's DMA efficiency (micro-ops
+  (reference §4.2) at `bus_bytes` per cycle times the timing model's port efficiency for that
+  footprint (`timing.port_efficiency`, the same formula the cycle model uses; micro-ops
   go through the compute module's narrower uop port, §4.5);
 * attainable bound = max of the two. `attained_fraction` = bound / achieved (<= 1).
 
@@ -63,7 +64,8 @@ def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None
     params = timing.default_params() if params is None else params
     compute = layer.macs / hw.macs_per_cycle
     data, uop = min_bytes(layer, hw)
-    eff = params.dma_bytes_per_cycle_efficiency
+    # The same port model time_program uses (cache-hit mix over the operator's DRAM footprint).
+    eff = timing.port_efficiency(hw, data + uop, params)
     uop_port = max(1.0, min(params.uop_port_bytes, hw.bus_bytes))
     memory = (data / hw.bus_bytes + uop / uop_port) / eff
     bound = max(compute, memory)

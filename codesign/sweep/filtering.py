@@ -64,6 +64,13 @@ class FeasibleSearch(Searcher):
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))
 
+    def preload(self, rows: list[dict[str, Any]]) -> None:
+        """Objectives of configs already evaluated in this directory (a resume that Ray's own
+        state cannot restore): the searcher is not spent on them again."""
+        for row in rows:
+            if row.get("status") == "ok" and row.get("config") and all(k in row for k in OBJECTIVES):
+                self.known.setdefault(row["config"], {k: float(row[k]) for k in OBJECTIVES})
+
     # -- the filter ----------------------------------------------------------------------------
     def _answer(self, params: dict[str, Any]) -> tuple[str, dict[str, float] | None]:
         """(config name, objectives if known without a trial)."""

@@ -192,6 +192,10 @@ def run_sweep(
             run_config = tuner_obj._local_tuner.get_run_config()
             run_config.callbacks = cbs
         else:
+            if hasattr(plan.search_alg, "preload"):
+                from codesign.sweep.results import read_trials
+
+                plan.search_alg.preload(read_trials(out))
             tuner_obj = tune.Tuner(
                 trainable,
                 param_space=plan.param_space,

@@ -23,7 +23,7 @@ HPARAMS = {
     "gamma": 0.9,
     "buffer": 20000,
     "batch": 64,
-    "updates_per_learn": 16,
+    "updates_per_learn": 8,
     "learn_every": 16,  # env steps between learning calls
     "target_sync": 50,  # updates between target-network copies
     "eps_start": 1.0,

@@ -26,13 +26,14 @@ SRAM::Load does (§3.2; HLS ignores WGT/UOP padding). LOAD ACC_8BIT reads BATCH*
 values per element at byte address dram_base * ACC_ELEM_BYTES / 4 and sign-extends them;
 acc_load_nbytes counts the DRAM bytes it reads (one per lane).
 
-GEMM runs in one numba kernel over all (iter_out, iter_in, uop) instances of an instruction
-(int8 x int8 -> int32 wrap-around, 3-5 GMAC/s on one core), after a bounds pass. A table of
-all (input row, weight row) products via float32 BLAS was tried and dropped: with small
-BLOCK_IN it computes many unused products, and OpenBLAS threads collapse when the machine's
-cores are shared. ALU runs in a numba kernel in the exact sequential order of the reference
-loop, so in-place hazards within one instruction behave as in `sim_driver.cc`. LOAD/STORE of
-INP/WGT/ACC/OUT are numba byte copies.
+Speed: the whole execution -- scheduler, DMA copies, GEMM, ALU -- is one numba kernel
+(`_engine`, ~1-3 M instructions/s); Python only prepares arrays and words errors. GEMM is
+batched over all (iter_out, iter_in, uop) instances of an instruction after a bounds pass
+(int8 x int8 -> int32 wrap-around, 3-5 GMAC/s on one core). A table of all (input row, weight
+row) products via float32 BLAS was tried and dropped: with small BLOCK_IN it computes many
+unused products, and OpenBLAS threads collapse when the machine's cores are shared. ALU runs
+in the exact sequential order of the reference loop, so in-place hazards within one
+instruction behave as in `sim_driver.cc`.
 
 SHR with a shift amount s taken from imm or an ACC value (§3.4): s >= 0 is an arithmetic right
 shift, s < 0 a left shift by -s (int32 wrap-around). C leaves |s| >= 32 undefined; we use the
@@ -379,6 +380,163 @@ def _alu(acc, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, alu_op, use_imm, i
     return 0, 0
 
 
+@njit(cache=True)
+def _dram_ok(starts, ends, lo, hi):  # pragma: no cover - compiled
+    """Is the byte range [lo, hi) inside one DRAM region?"""
+    for r in range(starts.shape[0]):
+        if starts[r] <= lo and hi <= ends[r]:
+            return lo > 0
+    return False
+
+
+@njit(cache=True)
+def _exec_mem(m, i, op, inp_b, wgt_b, acc, acc_b, uop, dram, starts, ends, ebytes, depths,
+              uop_bits, counters):  # pragma: no cover - compiled
+    """One LOAD or STORE (§3.2, §3.5). Returns (status, a, b): 0 ok; 1 SRAM out of bounds
+    (a = memory type, b = index); 2 DRAM out of bounds (a, b = byte range)."""
+    xs, ys = m[i, _C_XS], m[i, _C_YS]
+    if xs == 0:  # sync no-op: only its dependency flags matter
+        return 0, 0, 0
+    mt, stride, sb, db = m[i, _C_MEM], m[i, _C_STRIDE], m[i, _C_SRAM], m[i, _C_DRAM]
+    if op == 1:
+        mt = 4  # STORE reads ACC rows (no OUT SRAM in the simulator, §3.1)
+    eb = ebytes[mt]
+    yp0, yp1, xp0, xp1 = m[i, _C_YP0], m[i, _C_YP1], m[i, _C_XP0], m[i, _C_XP1]
+    xt, yt = xp0 + xs + xp1, yp0 + ys + yp1
+    if op == 1:
+        if ys == 0:
+            return 0, 0, 0
+        xt, yt = xs, ys
+    if sb + xt * yt > depths[mt]:
+        return 1, mt, sb + xt * yt - 1
+    lo, hi = db * eb, (db + (ys - 1) * stride + xs) * eb
+    if ys > 0 and not _dram_ok(starts, ends, lo, hi):
+        return 2, lo, hi
+    if op == 1:
+        _copy_out(acc, dram, sb, lo, ys, xs, stride * eb)
+        counters[4] += xs * ys * eb
+        return 0, 0, 0
+    if mt == 2:
+        _copy_in(inp_b, dram, sb, lo, ys, xs, stride * eb, yp0, yp1, xp0, xp1)
+        counters[0] += xs * ys * eb
+    elif mt == 1:
+        _copy_in(wgt_b, dram, sb, lo, ys, xs, stride * eb, yp0, yp1, xp0, xp1)
+        counters[1] += xs * ys * eb
+    elif mt == 3:
+        _copy_in(acc_b, dram, sb, lo, ys, xs, stride * eb, yp0, yp1, xp0, xp1)
+        counters[2] += xs * ys * eb
+    else:  # UOP (decoded on the way in) or ACC_8BIT (int8 sign-extended to int32 lanes)
+        lanes = uop.shape[1] if mt == 0 else acc.shape[1]
+        row = sb
+        for _ in range(yp0 * xt):
+            _zero_row(uop, acc, mt, row, lanes)
+            row += 1
+        for y in range(ys):
+            for _ in range(xp0):
+                _zero_row(uop, acc, mt, row, lanes)
+                row += 1
+            src = lo + y * stride * eb
+            for _x in range(xs):
+                if mt == 0:
+                    word = (np.int64(dram[src]) | (np.int64(dram[src + 1]) << 8)
+                            | (np.int64(dram[src + 2]) << 16) | (np.int64(dram[src + 3]) << 24))
+                    uop[row, 0] = word & ((1 << uop_bits[0]) - 1)
+                    uop[row, 1] = (word >> uop_bits[0]) & ((1 << uop_bits[1]) - 1)
+                    uop[row, 2] = (word >> (uop_bits[0] + uop_bits[1])) & ((1 << uop_bits[2]) - 1)
+                else:
+                    for lane in range(lanes):
+                        acc[row, lane] = np.int32(np.int8(dram[src + lane]))
+                src += eb
+                row += 1
+            for _ in range(xp1):
+                _zero_row(uop, acc, mt, row, lanes)
+                row += 1
+        for _ in range(yp1 * xt):
+            _zero_row(uop, acc, mt, row, lanes)
+            row += 1
+        counters[3 if mt == 0 else 2] += xs * ys * eb
+    return 0, 0, 0
+
+
+@njit(cache=True)
+def _zero_row(uop, acc, mt, row, lanes):  # pragma: no cover - compiled
+    for lane in range(lanes):
+        if mt == 0:
+            uop[row, lane] = 0
+        else:
+            acc[row, lane] = 0
+
+
+@njit(cache=True)
+def _engine(m, order, qstart, heads, tokens, counters, inp, wgt, acc, uop, inp_b, wgt_b, acc_b,
+            dram, starts, ends, ebytes, depths, uop_bits, nb, nk, no):  # pragma: no cover - compiled
+    """Run the three module queues with token semantics (§3.8) until none can progress.
+    `order[qstart[q]:qstart[q+1]]` are the instruction indices of queue q; `heads`, `tokens` and
+    `counters` are updated in place. Returns (status, instruction, a, b, finished): status 0 =
+    no module can progress (done if every head reached its end), 1 = SRAM out of bounds (a =
+    memory type 0..4 with 4 = ACC read by STORE, 5..7 = ACC/INP/WGT in GEMM/ALU; b = index),
+    2 = DRAM out of bounds (a, b = byte range)."""
+    finished = 0
+    progressed = True
+    while progressed:
+        progressed = False
+        for core in range(3):
+            if core == 0:
+                pp, pn, up, un = -1, 1, -1, 0      # load: pops g2l, pushes l2g
+            elif core == 1:
+                pp, pn, up, un = 0, 3, 1, 2        # compute: pops l2g/s2g, pushes g2l/g2s
+            else:
+                pp, pn, up, un = 2, -1, 3, -1      # store: pops g2s, pushes s2g
+            h = heads[core]
+            n = qstart[core + 1] - qstart[core]
+            while h < n:
+                i = order[qstart[core] + h]
+                pop_p = m[i, _C_POPP] != 0 and pp >= 0
+                pop_n = m[i, _C_POPN] != 0 and pn >= 0
+                if (pop_p and tokens[pp] == 0) or (pop_n and tokens[pn] == 0):
+                    break
+                if pop_p:
+                    tokens[pp] -= 1
+                if pop_n:
+                    tokens[pn] -= 1
+                op = m[i, _C_OP]
+                st, a, b = 0, 0, 0
+                if op == 0 or op == 1:
+                    st, a, b = _exec_mem(m, i, op, inp_b, wgt_b, acc, acc_b, uop, dram, starts, ends,
+                                         ebytes, depths, uop_bits, counters)
+                elif op == 2 or op == 4:
+                    bgn, end, n_out, n_in = m[i, _C_BGN], m[i, _C_END], m[i, _C_IO], m[i, _C_II]
+                    cnt = n_out * n_in * (end - bgn)
+                    if cnt > 0:
+                        if op == 2:
+                            reset = m[i, _C_RESET] != 0
+                            code, idx = _gemm(acc, inp, wgt, uop, bgn, end, n_out, n_in,
+                                              m[i, _C_DFO], m[i, _C_DFI], m[i, _C_SFO], m[i, _C_SFI],
+                                              m[i, _C_WFO], m[i, _C_WFI], reset, nb, nk, no)
+                            if not reset:  # reset GEMMs do not count (sim_driver.cc RunGEMM)
+                                counters[5] += cnt
+                        else:
+                            code, idx = _alu(acc, uop, bgn, end, n_out, n_in, m[i, _C_DFO], m[i, _C_DFI],
+                                             m[i, _C_SFO], m[i, _C_SFI], m[i, _C_ALU], m[i, _C_IMM_ON] != 0,
+                                             m[i, _C_IMM])
+                            counters[6] += cnt
+                        if code:
+                            st, a, b = 1, 4 + code, idx
+                else:
+                    finished += 1
+                if st:
+                    heads[core] = h
+                    return st, i, a, b, finished
+                if m[i, _C_PUSHP] != 0 and up >= 0:
+                    tokens[up] += 1
+                if m[i, _C_PUSHN] != 0 and un >= 0:
+                    tokens[un] += 1
+                h += 1
+                progressed = True
+            heads[core] = h
+    return 0, -1, 0, 0, finished
+
+
 # -- the machine -------------------------------------------------------------------------------------
 class Machine:
     """VTA device state: SRAMs and token queues persist across `run` calls, as on the device (§3.1,
@@ -424,24 +582,7 @@ class Machine:
             self.dram[r.addr:r.end] = data
         self._starts = [r.addr for r in regions]
         self._ends = [r.end for r in regions]
-        eb = elem_bytes(self.hw)
-
-        def view(mt: int, dtype: Any) -> np.ndarray:
-            """DRAM as rows of one element (element index = byte address / element bytes)."""
-            return self.dram.view(dtype).reshape(-1, eb[mt] // np.dtype(dtype).itemsize)
-
-        # memory type -> (SRAM, name, counter, DRAM bytes per element, DRAM view)
-        self._mem = {
-            isa.MEM_UOP: (self.uop, "UOP", "uop_load_nbytes", eb[isa.MEM_UOP], view(isa.MEM_UOP, np.uint8)),
-            isa.MEM_INP: (self.inp, "INP", "inp_load_nbytes", eb[isa.MEM_INP], view(isa.MEM_INP, np.int8)),
-            isa.MEM_WGT: (self.wgt, "WGT", "wgt_load_nbytes", eb[isa.MEM_WGT], view(isa.MEM_WGT, np.int8)),
-            isa.MEM_ACC: (self.acc, "ACC", "acc_load_nbytes", eb[isa.MEM_ACC], view(isa.MEM_ACC, np.dtype("<i4"))),
-            # ACC_8BIT: int8 DRAM data sign-extended into int32 lanes (§3.2)
-            isa.MEM_ACC_8BIT: (self.acc, "ACC", "acc_load_nbytes", eb[isa.MEM_ACC_8BIT],
-                               view(isa.MEM_ACC_8BIT, np.int8)),
-        }
-        self._byte_srams = {isa.MEM_INP: self.inp.view(np.uint8), isa.MEM_WGT: self.wgt.view(np.uint8),
-                            isa.MEM_ACC: self.acc.view(np.uint8)}
+        self._dram_ranges = (np.array(self._starts, dtype=np.int64), np.array(self._ends, dtype=np.int64))
 
     def _check_dram(self, i: int, lo: int, hi: int) -> None:
         r = bisect.bisect_right(self._starts, lo) - 1
@@ -451,154 +592,66 @@ class Machine:
                 "region of the program" + (f" (nearest region starts at {self._starts[r]:#x}, ends at "
                                            f"{self._ends[r]:#x})" if r >= 0 else ""))
 
-    def _sram_check(self, i: int, what: str, hi: int, depth: int) -> None:
-        if hi > depth:
-            raise SimulationError(f"{describe(self.insns, i)}: {what} SRAM index {hi - 1} out of bounds "
-                                  f"(depth {depth})")
-
-    # -- instructions ------------------------------------------------------------------------------
-    def _load(self, i: int, row: list[int]) -> None:
-        xs = row[_C_XS]
-        if xs == 0:  # sync no-op (§3.2)
-            return
-        mt, ys, stride, sb, db = row[_C_MEM], row[_C_YS], row[_C_STRIDE], row[_C_SRAM], row[_C_DRAM]
-        yp0, yp1, xp0, xp1 = row[_C_YP0], row[_C_YP1], row[_C_XP0], row[_C_XP1]
-        xt, yt = xp0 + xs + xp1, yp0 + ys + yp1
-        sram, name, counter, nbytes, view = self._mem[mt]
-        self._sram_check(i, name, sb + xt * yt, sram.shape[0])
-        if ys:
-            self._check_dram(i, db * nbytes, (db + (ys - 1) * stride + xs) * nbytes)
-        if mt in self._byte_srams:  # INP, WGT, ACC: plain byte copy
-            _copy_in(self._byte_srams[mt], self.dram, sb, db * nbytes, ys, xs, stride * nbytes,
-                     yp0, yp1, xp0, xp1)
-        else:  # UOP (decoded on the way in) and ACC_8BIT (sign-extended); rare
-            idx = db + np.arange(ys)[:, None] * stride + np.arange(xs)[None, :]
-            data = view[idx]
-            if mt == isa.MEM_UOP:
-                data = isa.decode_uops(data.tobytes(), self.hw).reshape(ys, xs, 3)
-            block = sram[sb:sb + xt * yt].reshape(yt, xt, sram.shape[1])
-            block[...] = 0
-            block[yp0:yp0 + ys, xp0:xp0 + xs] = data
-        self.counters[counter] += xs * ys * nbytes
-
-    def _store(self, i: int, row: list[int]) -> None:
-        xs, ys = row[_C_XS], row[_C_YS]
-        if xs == 0 or ys == 0:
-            return
-        stride, sb, db = row[_C_STRIDE], row[_C_SRAM], row[_C_DRAM]
-        nbytes = self.hw.out_elem_bytes
-        self._sram_check(i, "ACC", sb + xs * ys, self.acc.shape[0])
-        self._check_dram(i, db * nbytes, (db + (ys - 1) * stride + xs) * nbytes)
-        # low OUT_WIDTH bits, two's-complement wrap, no saturation (§3.5)
-        _copy_out(self.acc, self.dram, sb, db * nbytes, ys, xs, stride * nbytes)
-        self.counters["out_store_nbytes"] += xs * ys * nbytes
-
-    def _gemm(self, i: int, row: list[int]) -> None:
-        bgn, end, n_out, n_in = row[_C_BGN], row[_C_END], row[_C_IO], row[_C_II]
-        n = n_out * n_in * (end - bgn)
-        if n <= 0:
-            return
-        reset = bool(row[_C_RESET])
-        code, idx = _gemm(self.acc, self.inp, self.wgt, self.uop, bgn, end, n_out, n_in,
-                          row[_C_DFO], row[_C_DFI], row[_C_SFO], row[_C_SFI], row[_C_WFO], row[_C_WFI],
-                          reset, self.nb, self.nk, self.no)
-        if code:
-            name, sram = (("ACC", self.acc), ("INP", self.inp), ("WGT", self.wgt))[code - 1]
-            self._sram_check(i, name, idx + 1, sram.shape[0])
-        if not reset:  # reset GEMMs do not count (sim_driver.cc RunGEMM)
-            self.counters["gemm_counter"] += n
-
-    def _alu(self, i: int, row: list[int]) -> None:
-        bgn, end, n_out, n_in = row[_C_BGN], row[_C_END], row[_C_IO], row[_C_II]
-        n = n_out * n_in * (end - bgn)
-        if n <= 0:
-            return
-        code, idx = _alu(self.acc, self.uop, bgn, end, n_out, n_in, row[_C_DFO], row[_C_DFI],
-                         row[_C_SFO], row[_C_SFI], row[_C_ALU], bool(row[_C_IMM_ON]), row[_C_IMM])
-        if code:
-            self._sram_check(i, "ACC", idx + 1, self.acc.shape[0])
-        self.counters["alu_counter"] += n
-
-    def _execute(self, i: int, row: list[int]) -> None:
-        op = row[_C_OP]
-        if op == isa.OP_LOAD:
-            self._load(i, row)
-        elif op == isa.OP_GEMM:
-            self._gemm(i, row)
-        elif op == isa.OP_ALU:
-            self._alu(i, row)
-        elif op == isa.OP_STORE:
-            self._store(i, row)
-        else:
-            self.finished += 1
-
     # -- scheduling ------------------------------------------------------------------------------
     def run(self, program: Program, inputs: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
         """Execute `program`; return the bytes of its output regions. Counters accumulate in
-        `self.counters`."""
+        `self.counters`, tokens in `self.tokens`."""
         if program.hw != self.hw:
             raise SimulationError(f"program is for {program.hw.name}, machine is {self.hw.name}")
         check_program(program)
         self._setup_dram(program, inputs)
-        self.insns = program.insns
-        rows = program.insns.tolist()
-        queue = isa.queue_of(program.insns)
-        order = [np.flatnonzero(queue == k).tolist() for k in range(3)]
-        heads = [0, 0, 0]
-        tok = self.tokens
-        finished_before = self.finished
-        progressed = True
-        while progressed:
-            progressed = False
-            for core in (isa.Q_LOAD, isa.Q_COMPUTE, isa.Q_STORE):
-                pp, pn = _POP[core]
-                up, un = _PUSH[core]
-                q, h = order[core], heads[core]
-                while h < len(q):
-                    i = q[h]
-                    row = rows[i]
-                    pop_p, pop_n = row[_C_POPP], row[_C_POPN]
-                    if (pop_p and tok[pp] == 0) or (pop_n and tok[pn] == 0):
-                        break
-                    if pop_p:
-                        tok[pp] -= 1
-                    if pop_n:
-                        tok[pn] -= 1
-                    self._execute(i, row)
-                    if row[_C_PUSHP]:
-                        tok[up] += 1
-                    if row[_C_PUSHN]:
-                        tok[un] += 1
-                    h += 1
-                    progressed = True
-                heads[core] = h
-        if any(heads[k] < len(order[k]) for k in range(3)):
-            raise SimulationError(self._stuck_message(rows, order, heads))
-        if self.finished == finished_before:  # pragma: no cover - check_program requires FINISH
+        m = self.insns = program.insns
+        queue = isa.queue_of(m)
+        order = np.argsort(queue, kind="stable").astype(np.int64)
+        qstart = np.searchsorted(queue[order], np.arange(4)).astype(np.int64)
+        heads = np.zeros(3, dtype=np.int64)
+        tokens = np.array(self.tokens, dtype=np.int64)
+        counters = np.array([self.counters[k] for k in COUNTERS], dtype=np.int64)
+        eb = elem_bytes(self.hw)
+        ebytes = np.array([eb[k] for k in range(6)], dtype=np.int64)
+        depths = np.array([self.uop.shape[0], self.wgt.shape[0], self.inp.shape[0], self.acc.shape[0],
+                           self.acc.shape[0], self.acc.shape[0]], dtype=np.int64)
+        status, i, a, b, finished = _engine(
+            m, order, qstart, heads, tokens, counters, self.inp, self.wgt, self.acc, self.uop,
+            self.inp.view(np.uint8), self.wgt.view(np.uint8), self.acc.view(np.uint8), self.dram,
+            *self._dram_ranges, ebytes, depths, np.array(isa.uop_widths(self.hw), dtype=np.int64),
+            self.nb, self.nk, self.no)
+        self.tokens = [int(t) for t in tokens]
+        self.counters = dict(zip(COUNTERS, (int(c) for c in counters)))
+        self.finished += finished
+        if status == 1:
+            name, depth = [("UOP", self.uop), ("WGT", self.wgt), ("INP", self.inp), ("ACC", self.acc),
+                           ("ACC", self.acc), ("ACC", self.acc), ("INP", self.inp), ("WGT", self.wgt)][a]
+            raise SimulationError(f"{describe(m, i)}: {name} SRAM index {b} out of bounds "
+                                  f"(depth {depth.shape[0]})")
+        if status == 2:
+            self._check_dram(i, a, b)
+        if (heads < np.diff(qstart)).any():
+            raise SimulationError(self._stuck_message(m, order, qstart, heads))
+        if not finished:  # pragma: no cover - check_program requires FINISH
             raise SimulationError("program ended without executing FINISH")
         return {r.name: self.dram[r.addr:r.end].copy() for r in program.regions if r.role == "output"}
 
-    def _stuck_message(self, rows: list[list[int]], order: list[list[int]], heads: list[int]) -> str:
+    def _stuck_message(self, m: np.ndarray, order: np.ndarray, qstart: np.ndarray, heads: np.ndarray) -> str:
         waits = []
         for core in range(3):
-            if heads[core] >= len(order[core]):
+            if heads[core] >= qstart[core + 1] - qstart[core]:
                 continue
-            i = order[core][heads[core]]
-            row = rows[i]
+            i = int(order[qstart[core] + heads[core]])
             for col, tq in ((_C_POPP, _POP[core][0]), (_C_POPN, _POP[core][1])):
-                if row[col] and self.tokens[tq] == 0:
+                if m[i, col] and self.tokens[tq] == 0:
                     waits.append((core, i, tq))
                     break
         # An empty pop: no instruction still to run in the producing module pushes that token.
         for core, i, tq in waits:
             prod = _PRODUCER[tq]
             col = _C_PUSHP if _PUSH[prod][0] == tq else _C_PUSHN
-            pending = [j for j in order[prod][heads[prod]:] if rows[j][col]]
-            if not pending:
-                return (f"{describe(self.insns, i)} in the {isa.QUEUE_NAMES[core]} module pops an empty "
+            rest = order[qstart[prod] + heads[prod]:qstart[prod + 1]]
+            if not m[rest, col].any():
+                return (f"{describe(m, i)} in the {isa.QUEUE_NAMES[core]} module pops an empty "
                         f"{TOKEN_NAMES[tq]} token queue: no remaining instruction pushes "
                         f"{TOKEN_NAMES[tq]}")
-        parts = [f"{isa.QUEUE_NAMES[core]} waits at {describe(self.insns, i)} for a "
+        parts = [f"{isa.QUEUE_NAMES[core]} waits at {describe(m, i)} for a "
                  f"{TOKEN_NAMES[tq]} token" for core, i, tq in waits]
         return "deadlock: no module can progress; " + "; ".join(parts)
 
