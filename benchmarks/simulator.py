@@ -9,7 +9,7 @@ sees after tuning) and "fine" = the sample's config with the most instructions (
 per-instruction overhead). For the ResNet-18 stack, each unique conv layer uses its "tuned"
 config and the time is weighted by how often the layer occurs.
 
-    /work/venv/bin/python benchmarks/simulator.py            # ~1 minute
+    /work/venv/bin/python benchmarks/simulator.py            # ~30 s
     /work/venv/bin/python benchmarks/simulator.py --quick    # fewer repeats, no ResNet-18 stack
 """
 

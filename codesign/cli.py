@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from codesign.errors import CodesignError
@@ -59,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"codesign {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `codesign ... | head`: the reader left; silence the flush at exit as well.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def test_simulate_functional_and_timing_only(hw):
 
 
 def test_simulate_inputs_override_and_missing_data():
-    prog, _ = small_program()
+    prog, expect = small_program()
     zeros = np.zeros(6 * 16, np.int8)
     res = simulate(prog, inputs={"data": zeros})
     assert not res.outputs["out"].any()
@@ -117,6 +117,8 @@ def test_simulate_inputs_override_and_missing_data():
         simulate(prog, inputs={"data": np.zeros(5, np.uint8)})
     with pytest.raises(SimulationError, match="unknown DRAM region 'nope'"):
         simulate(prog, inputs={"nope": zeros})
+    prog.region("uop").data = None  # the micro-op region's content is the program's uop table
+    assert np.array_equal(simulate(prog).outputs["out"], expect)
     prog.region("data").data = None
     with pytest.raises(SimulationError, match="'data' \\(input\\) has no data"):
         simulate(prog)

@@ -286,6 +286,9 @@ def tune_layer(layer: Any, hw: Any, *, tuner: str | Tuner = "xgb", budget: int =
         bar = tqdm(total=budget, desc=f"{tuner_name} {layer.name}", unit="meas", leave=False)
     try:
         while result.measurements < budget:
+            if sum(1 for i in cache if i in view.valid_set) >= len(view.valid):
+                result.stopped = "exhausted"  # every valid config is known
+                break
             want = min(getattr(tuner_obj, "batch_size", 8), budget - result.measurements)
             proposals = tuner_obj.propose(want)
             to_run, seen, feedback = [], set(), []
