@@ -165,7 +165,10 @@ def _stats(values: list[float | None], cap: float) -> dict[str, Any]:
     if arr.size == 0:
         return {"median": None, "q1": None, "q3": None, "reached": 0.0, "n": 0}
     q1, med, q3 = np.percentile(arr, [25, 50, 75], method="lower" if np.isinf(arr).any() else "linear")
-    fix = (lambda x: None if not math.isfinite(x) else float(x))
+
+    def fix(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
     return {"median": fix(med), "q1": fix(q1), "q3": fix(q3), "reached": float(np.isfinite(arr).mean()),
             "n": int(arr.size), "cap": cap}
 

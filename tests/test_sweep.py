@@ -4,6 +4,7 @@ layer, budget 4, one shared Ray session for the module."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -243,3 +244,16 @@ def test_help_teaches_with_examples(capsys):
         main(["sweep", "--help"])
     text = capsys.readouterr().out
     assert "--resume" in text and "examples:" in text and "codesign sweep --search" in text
+
+
+@pytest.mark.parametrize("flags, word", [(["--workload", "resnet19"], "resnet19"), (["--tuner", "foo"], "foo"),
+                                         (["--search", "bayes"], "bayes")])
+def test_cli_bad_options_are_one_line_and_create_nothing(tmp_path, capsys, flags, word):
+    from codesign.cli import main
+
+    with pytest.raises(SystemExit) if flags[0] == "--search" else contextlib.nullcontext():  # argparse choices
+        assert main(["sweep", *flags, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert word in err[-1] and len([e for e in err if "error" in e]) == 1
+    assert not (tmp_path / "o").exists()
+

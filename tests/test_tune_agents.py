@@ -95,3 +95,27 @@ def test_pretrain_then_warm_start_on_unseen_layer_and_hw(tmp_path):
     res = tune_layer(unseen, HW48, tuner="bandit", agent=str(path), budget=5, seed=0,
                      runner=runner_factory(unseen, HW48))
     assert res.measurements == 5 and res.best is not None
+    # layers x hws form: CONV runs at batch 4 on the 4x8 config
+    grid_agent = pretrain("bandit", [CONV], [HW, HW48], budget=5, runner_factory=runner_factory)
+    assert len(grid_agent.y) == 10 and (CONV.with_batch(4), HW48) in tables
+
+
+def test_bandit_learns_from_other_tasks_records(tmp_path):
+    """warm_start records of other layers/configs pretrain the bandit's reward model (transfer)."""
+    from codesign.tune import RecordWriter
+    from codesign.tune.records import MeasureRecord
+
+    path = tmp_path / "other.jsonl"
+    table = exhaustive_table(DENSE, HW)
+    space = ScheduleSpace(DENSE, HW)
+    with RecordWriter(path) as w:
+        for idx, (sec, cyc) in table.items():
+            w.write(MeasureRecord.make(DENSE, HW, space.get(idx), sec, cyc, None, "grid", 0))
+    from codesign.tune.base import make_tuner
+
+    cspace = ScheduleSpace(CONV, HW)
+    tuner = make_tuner("bandit", cspace, 0)
+    res = tune_layer(CONV, HW, tuner=tuner, budget=4, seed=0, warm_start=path,
+                     runner=TableRunner(exhaustive_table(CONV, HW)), space=cspace)
+    assert len(tuner.agent.y) == len(table) + 4  # other-task records + this task's measurements
+    assert tuner._pretrained and res.measurements == 4

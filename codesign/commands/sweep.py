@@ -38,8 +38,11 @@ examples:
   codesign report runs/sweep                      # print the front of a sweep again
 
 searches: nsga2 and motpe (multi-objective Optuna), random, grid (every combination, --trials
-caps it), exhaustive (every feasible config of a small space). With --address, DIR must be on a
-filesystem the Ray workers share (they append to DIR/records.jsonl).
+caps it), exhaustive (every feasible config of a small space). nsga2/motpe/random never spend a
+trial on an infeasible or already evaluated config: the search is answered at once and asked again
+(infeasible proposals are listed with the reason in DIR/skipped.jsonl), and the sweep ends early
+when every feasible config has been evaluated. The space's stock configs are evaluated first.
+With --address, DIR must be on a filesystem the Ray workers share (they append to records.jsonl).
 """
 
 

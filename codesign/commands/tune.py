@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--save-agent", metavar="PATH", help="save the RL agent after tuning (bandit/ppo/dqn)")
     p.add_argument("--records", metavar="FILE", help="append every measurement to this JSONL file")
     p.add_argument("--warm-start", metavar="FILE", action="append", default=[],
-                   help="records JSONL or AutoTVM log whose results seed the tuner (repeatable)")
+                   help="records JSONL or AutoTVM log whose results seed the tuner (repeatable); "
+                        "the bandit also learns from records of other layers and configs")
     p.add_argument("--patience", type=int, metavar="N", help="stop after N measurements without improvement")
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="measurement worker processes (default 1)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per measurement (default 60)")

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from codesign.errors import ConfigError
+from codesign.fileio import read_document
 from codesign.paths import BOARDS
 
 _REQUIRED = {
@@ -45,19 +44,14 @@ class Board:
     @classmethod
     def load(cls, path: str | Path) -> Board:
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such board file") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        data = read_document(path, "board file")
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of board fields")
         allowed = {**_REQUIRED, **_OPTIONAL}
         for key in data:
             if key not in allowed:
                 raise ConfigError(f"{path}: unknown key {key!r}; allowed: {', '.join(sorted(allowed))}")
-        for key, typ in _REQUIRED.items():
+        for key in _REQUIRED:
             if key not in data:
                 raise ConfigError(f"{path}: missing key {key!r}")
         for key, value in data.items():

@@ -7,15 +7,13 @@ and nowhere else. Source for the formulas: vta-reference §1.2 (pkg_config.py), 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from codesign.errors import ConfigError
+from codesign.fileio import read_document
 
 # Per-target FPGA defaults (reference §1.4): PL clock in MHz and AXI data width in bits.
 TARGET_DEFAULTS: dict[str, dict[str, int]] = {
@@ -357,25 +355,13 @@ class HwConfig:
         if isinstance(path_or_dict, dict):
             return cls.from_dict(path_or_dict)
         path = Path(path_or_dict)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_document(path), source=str(path))
 
     @classmethod
     def load(cls, path: str | Path) -> HwConfig:
         """Load a YAML (or JSON) hardware config file from `hw_configs/`."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-        return cls.from_dict(data or {}, source=str(path))
+        return cls.from_dict(read_document(path) or {}, source=str(path))
 
     @classmethod
     def resolve(cls, spec: str | Path | HwConfig) -> HwConfig:

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from codesign.errors import ConfigError
+from codesign.fileio import read_document
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.resources import RESOURCES, Resources, estimate
@@ -75,12 +74,7 @@ class PowerModel:
         """Read coefficients from YAML (default `hw_configs/power/default.yaml`) and fit the scales
         to its `calibration` block if it has one."""
         path = Path(path) if path is not None else DEFAULT_PATH
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such power coefficient file") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        data = read_document(path, "power coefficient file")
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping with keys {', '.join(sorted(_TOP_KEYS))}")
         for key in data:

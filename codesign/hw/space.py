@@ -33,9 +33,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from codesign.errors import ConfigError
+from codesign.fileio import read_document
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.resources import RESOURCES, estimate, infeasible_reason
@@ -148,13 +147,8 @@ class HwSpace:
         path = Path(path)
         if not path.suffix and not path.exists() and (SPACES / f"{path}.yaml").exists():
             path = SPACES / f"{path}.yaml"
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            known = ", ".join(sorted(p.stem for p in SPACES.glob("*.yaml")))
-            raise ConfigError(f"{path}: no such space file (shipped spaces: {known})") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        known = ", ".join(sorted(p.stem for p in SPACES.glob("*.yaml")))
+        data = read_document(path, "space file", f" (shipped spaces: {known})")
         return cls.from_dict(data, source=str(path))
 
     @classmethod

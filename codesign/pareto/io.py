@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from codesign import fileio
 from codesign.errors import ConfigError
 from codesign.pareto.front import OBJECTIVES, ParetoFront, dominates, objective_values
 from codesign.pareto.hypervolume import hypervolume
@@ -50,20 +49,7 @@ def _json_default(obj: Any) -> Any:
 
 
 def atomic_write_json(path: str | Path, data: dict[str, Any]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, default=_json_default)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)  # readers see the old or the new file, never half of one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return fileio.atomic_write_json(path, data, default=_json_default)
 
 
 def pareto_document(front: ParetoFront, *, reference_point: dict[str, float],

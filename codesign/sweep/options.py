@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.fileio import atomic_write_json
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
@@ -61,11 +61,7 @@ class SweepOptions:
         return cls(**kw)
 
     def save(self, out_dir: Path) -> Path:
-        path = Path(out_dir) / OPTIONS_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
-        os.replace(tmp, path)  # atomic: a crash never leaves a half-written options file
-        return path
+        return atomic_write_json(Path(out_dir) / OPTIONS_FILE, self.to_json())
 
     @classmethod
     def load(cls, out_dir: Path) -> SweepOptions:

@@ -116,7 +116,13 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, 
     from codesign.hw.space import HwSpace
 
     src = Path(space)
-    HwSpace.load(src)  # a bad space file is one clear error before anything is created
+    # User mistakes are one clear error before anything is created.
+    HwSpace.load(src)
+    _validate_tuner(options["tuner"])
+    if isinstance(workload, str):
+        from codesign.workloads import get_workload
+
+        get_workload(workload)
     if (out_dir / TRIALS_FILE).exists() or (out_dir / RAY_DIR).exists():
         raise ConfigError(f"{out_dir} already holds a sweep; continue it with `codesign sweep --resume {out_dir}` "
                           "or choose another --out")

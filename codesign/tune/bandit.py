@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.tune.base import Tuner
+from codesign.tune.base import SpaceView, Tuner
 from codesign.tune.env import PENALTY, ScheduleEnv, load_checkpoint, save_checkpoint
 
 ALGO = "bandit"
@@ -183,6 +183,39 @@ class BanditTuner(Tuner):
         if added:
             self._task_data += added
             agent.fit()
+
+    def transfer(self, records: Any, max_tasks: int = 64) -> None:
+        """Fit the reward model on records of other (layer, hw) tasks before tuning this one."""
+        from codesign.hw.config import HwConfig
+        from codesign.schedule import ScheduleSpace
+        from codesign.workloads import parse_layer
+
+        agent = self.agent
+        assert agent is not None, "set_task(layer, hw) first"
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for r in records:
+            groups.setdefault((r.layer_spec, r.hw), []).append(r)
+        added = 0
+        for (spec, hw_name), recs in list(groups.items())[:max_tasks]:
+            try:
+                layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
+                view = SpaceView(ScheduleSpace(layer, hw))
+                configs = [view.space.from_knobs(r.knobs) for r in recs]
+            except Exception:  # noqa: BLE001 - records of a layer/config we cannot rebuild: skip
+                continue
+            env = ScheduleEnv(view, layer, hw, self.rng)
+            for r, c in zip(recs, configs):
+                env.record(int(c.index), r.seconds if r.ok else None)
+            ok = [(r, c) for r, c in zip(recs, configs) if view.is_valid(int(c.index))]
+            if not ok:
+                continue
+            pos = np.asarray([view.space.positions(c) for _, c in ok], dtype=np.int64)
+            for o, (r, _) in zip(env.obs_batch(pos), ok):
+                agent.add(o, target(r.seconds if r.ok else None, env.normalizer()))
+                added += 1
+        if added:
+            agent.fit(agent.hp["fit_steps"] * 10)
+            self._pretrained = True
 
     def propose(self, n: int) -> list[Any]:
         agent = self.agent

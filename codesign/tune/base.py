@@ -228,8 +228,8 @@ def _as_results(records: Iterable[MeasureRecord], layer: Any, hw: Any, space: An
         if r.layer != layer.name or r.hw != hw.name:
             continue
         try:
-            config = space.get(r.index)
-        except Exception:  # noqa: BLE001 - a record from another space version: ignore it
+            config = space.from_knobs(r.knobs)  # knobs, not the index: robust to space changes
+        except Exception:  # noqa: BLE001 - a record that is not a candidate here: ignore it
             continue
         out.append(MeasureResult(config, r.seconds, r.cycles, r.error, measured=False))
     return out
@@ -244,7 +244,8 @@ def tune_layer(layer: Any, hw: Any, *, tuner: str | Tuner = "xgb", budget: int =
 
     `records`: JSONL path (or open `RecordWriter`) every measurement is appended to.
     `warm_start`: records (path or list) — those of this layer/hw fill the cache and are shown to
-    the tuner without being re-measured or counted. `patience`: stop after that many measurements
+    the tuner without being re-measured or counted; tuners with a `transfer(records)` method (the
+    bandit) also learn from the records of other layers and configs. `patience`: stop after that many measurements
     without improving the best. `runner` defaults to `SimulatorRunner(hw)`.
     """
     if budget < 0:
@@ -271,6 +272,9 @@ def tune_layer(layer: Any, hw: Any, *, tuner: str | Tuner = "xgb", budget: int =
             cache[int(r.config.index)] = r
         if warm:
             tuner_obj.warm_start(list(cache.values()))
+        other = [r for r in recs if r.layer != layer.name or r.hw != hw.name]
+        if other and hasattr(tuner_obj, "transfer"):
+            tuner_obj.transfer(other)  # records of other layers / configs (cross-task learning)
 
     result = TuneResult(layer, hw, tuner_name, seed, None, None, None)
     best: MeasureResult | None = None

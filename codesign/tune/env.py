@@ -253,16 +253,30 @@ def load_checkpoint(path: Any, algo: str) -> dict:
     return ckpt
 
 
-def pretrain(algo: str, tasks: list[tuple[Any, Any]], *, budget: int = 50, seed: int = 0,
-             agent: Any = None, runner_factory: Any = None, epochs: int = 1, progress: bool = False) -> Any:
-    """Train one agent across (layer, hw) tasks: tune each task with `budget` measurements,
-    keeping the agent's weights (and, for the bandit, its data) from task to task. Returns the
-    agent (save it with `agent.save(path)`). `runner_factory(layer, hw)` builds the runner
-    (default: the simulator)."""
+def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed: int = 0, agent: Any = None,
+             runner_factory: Any = None, epochs: int = 1, progress: bool = False) -> Any:
+    """Train one agent across layers and hardware configs and return it (`agent.save(path)`).
+
+    `layers` x `hws` are the tasks (each layer at the smallest batch the config's BATCH divides;
+    layers a config cannot run are skipped); with `hws=None`, `layers` is a list of (layer, hw)
+    pairs. Each task is tuned with `budget` measurements, the agent's weights (and, for the
+    bandit, its data) carried from task to task. `runner_factory(layer, hw)` builds the runner
+    (default: the simulator). `agent`: an agent object or checkpoint path to continue from.
+    """
     from codesign.schedule import ScheduleSpace
     from codesign.tune.base import make_tuner, tune_layer
     from codesign.tune.measure import SimulatorRunner
 
+    if hws is None:
+        tasks = [(layer, hw) for layer, hw in layers]
+    else:
+        tasks = []
+        for hw in hws:
+            for layer in layers:
+                if layer.batch % hw.batch:
+                    layer = layer.with_batch(math.lcm(layer.batch, hw.batch))
+                if layer.unsupported_reason(hw) is None:
+                    tasks.append((layer, hw))
     for epoch in range(epochs):
         for k, (layer, hw) in enumerate(tasks):
             space = ScheduleSpace(layer, hw)

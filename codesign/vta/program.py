@@ -15,9 +15,7 @@ to the element size of the memory type that addresses it, so `addr // elem_bytes
 from __future__ import annotations
 
 import json
-import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError
+from codesign.fileio import atomic_write_bytes
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
 
@@ -207,17 +206,7 @@ class Program:
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file + os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.to_bytes())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_bytes(path, self.to_bytes())
 
     @classmethod
     def load(cls, path: str | Path) -> Program:

@@ -53,10 +53,7 @@ The kernel is a `numba.njit(cache=True)` function over the int64 instruction mat
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -66,6 +63,7 @@ import numpy as np
 from numba import njit
 
 from codesign.errors import ConfigError, SimulationError
+from codesign.fileio import atomic_write_json, read_document
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
 from codesign.vta import isa
@@ -178,25 +176,14 @@ class TimingParams:
                 return cls()
             path = DEFAULT_PARAMS_PATH
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such timing-parameter file") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        doc = read_document(path, "timing-parameter file")
         if not isinstance(doc, dict) or "params" not in doc:
             raise ConfigError(f"{path}: expected an object with a 'params' mapping")
         return cls.from_dict(doc["params"], source=str(path))
 
     def save(self, path: str | Path, provenance: dict[str, Any]) -> None:
         """Write {"params", "provenance"} atomically (temp file + os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"params": self.to_dict(), "provenance": provenance}, indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        atomic_write_json(path, {"params": self.to_dict(), "provenance": provenance})
 
 
 @lru_cache(maxsize=8)
