@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from codesign.fileio import atomic_write_text
+
 EVAL_HWS = ("pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18")
 # Extra configs only used to pretrain transfer agents (bigger/smaller cores and buffers).
 TRAIN_HWS = ("pynq_2x16_i8w8a32_15_16_18_18", "pynq_1x32_i8w8a32_15_16_19_17",
@@ -57,10 +59,7 @@ def table_for(layer: Any, hw: Any, cache_dir: Path) -> dict[int, tuple[float, in
         return {int(k): (v[0], v[1]) for k, v in json.loads(path.read_text()).items()}
     t0 = time.perf_counter()
     table = exhaustive_table(layer, hw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({str(k): list(v) for k, v in table.items()}))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({str(k): list(v) for k, v in table.items()}))
     print(f"  exhaustive {hw.name} {layer.name}: {len(table)} configs in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr, flush=True)
     return table
@@ -309,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     md += [f"| {t['hw']} {t['layer']} | {t['valid']} | {t['opt_s'] * 1e3:.4f} |" for t in tasks]
     md.append("")
     plot_curves(tasks, tuners, budget, out / "curves.png")
-    (out / "runs.json").write_text(json.dumps(tasks))
+    atomic_write_text(out / "runs.json", json.dumps(tasks))
 
     if not args.no_transfer:
         t0 = time.perf_counter()
@@ -321,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             for fold in folds:
                 train = [(x, layers_by_hw[x][i].spec) for x in other_hws for i in layer_ids if i not in fold]
                 held = [layers_by_hw[h][i].spec for i in fold]
+                if not train or not held:
+                    continue  # e.g. a single layer: nothing to pretrain on
                 for algo in algos:
                     tjobs.append((algo, h, train, held))
         (out / "agents").mkdir(exist_ok=True)
@@ -353,10 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         result["transfer"] = transfer
     result["total_wall_s"] = time.perf_counter() - t_start
     md.append(f"total wall time {result['total_wall_s']:.0f} s")
-    tmp = out / "tuners.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, out / "tuners.json")
-    (out / "tuners.md").write_text("\n".join(md) + "\n")
+    atomic_write_text(out / "tuners.json", json.dumps(result, indent=1))
+    atomic_write_text(out / "tuners.md", "\n".join(md) + "\n")
     print("\n".join(md))
     # The JSON summary on stdout (benchmarks print one): medians only.
     brief = {name: {"n95": s["n95"]["median"], "n99": s["n99"]["median"]}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
+
+from codesign.fileio import atomic_write_text
 
 DESCRIPTION = """\
 Export results for the TVM VTA flow.
@@ -53,14 +53,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _write_atomic(path: str, text: str) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
-
-
 def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> list[tuple[Any, str]]:
     """[(best record, AutoTVM line)] per (layer, hw), in first-seen order."""
     from codesign.autotvm import format_record
@@ -96,7 +88,7 @@ def run_autotvm(args: argparse.Namespace) -> int:
         raise ConfigError("no successful records" + (f" for --hw {args.hw}" if args.hw else ""))
     text = "".join(line + "\n" for _rec, line in pairs)
     if args.output:
-        _write_atomic(args.output, text)
+        atomic_write_text(args.output, text)
     elif not args.json:
         sys.stdout.write(text)
         return 0
@@ -117,7 +109,7 @@ def run_vta_config(args: argparse.Namespace) -> int:
     if not args.output:
         sys.stdout.write(text)
         return 0
-    _write_atomic(args.output, text)
+    atomic_write_text(args.output, text)
     if args.json:
         print(json.dumps({"output": args.output, "hw": hw.name, "config": hw.to_vta_json()}))
     else:

@@ -222,17 +222,16 @@ class MultiStepTuner(Tuner):
 
 # -- checkpoints (torch.save of weights + hyper-parameters; shared by the three agents) --------
 def save_checkpoint(path: Any, algo: str, hparams: dict, obs_dim: int, state: dict) -> None:
-    import os
-    from pathlib import Path
+    import io
 
     import torch
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    from codesign.fileio import atomic_write_bytes
+
+    buf = io.BytesIO()
     torch.save({"algo": algo, "hparams": hparams, "obs_dim": obs_dim, "max_knobs": MAX_KNOBS,
-                "state": state}, tmp)
-    os.replace(tmp, path)  # atomic: a crash never leaves half a checkpoint
+                "state": state}, buf)
+    atomic_write_bytes(path, buf.getvalue())  # a crash never leaves half a checkpoint
 
 
 def load_checkpoint(path: Any, algo: str) -> dict:
