@@ -122,23 +122,9 @@ class DQNAgent:
 class DQNTuner(MultiStepTuner):
     name = ALGO
 
-    def __init__(self, space: Any, seed: int = 0, view: Any = None, agent: Any = None,
-                 hparams: dict | None = None) -> None:
-        super().__init__(space, seed, view)
-        self.agent: DQNAgent | None = DQNAgent.load(agent) if isinstance(agent, (str, Path)) else agent
-        self.hparams = hparams
-        self.learn_every = int((self.agent.hp if self.agent else dict(HPARAMS, **(hparams or {})))["learn_every"])
-
-    def on_task(self) -> None:
-        from codesign.errors import ConfigError
-
-        assert self.env is not None
-        if self.agent is None:
-            self.agent = DQNAgent(self.env.obs_dim, self.hparams, self.seed)
-        elif self.agent.obs_dim != self.env.obs_dim:
-            raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
-                              "space (agent trained with another feature set); retrain it")
-        _torch().manual_seed(self.seed)
+    agent_cls = DQNAgent
+    hparams_defaults = HPARAMS
+    learn_every_key = "learn_every"
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         assert self.agent is not None

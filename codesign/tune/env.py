@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from codesign.errors import ConfigError
 from codesign.tune.base import SpaceView, Tuner, index_of, positions_of, squash
 
 MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (reference §7.2); pad to the larger
@@ -155,13 +157,22 @@ class MultiStepTuner(Tuner):
     batch_size = 4
     max_steps_per_propose = 200
     learn_every = 64  # transitions between learning calls
+    agent_cls: Any = None  # the algorithm's agent class (save/load, obs_dim, hp)
+    hparams_defaults: dict[str, Any] = {}
+    learn_every_key = "learn_every"  # which hyper-parameter sets `learn_every`
 
-    def __init__(self, space: Any, seed: int = 0, view: SpaceView | None = None) -> None:
+    def __init__(self, space: Any, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
+                 hparams: dict | None = None) -> None:
         super().__init__(space, seed, view)
         self.env: ScheduleEnv | None = None
         self.pos: np.ndarray | None = None
         self.t = 0
         self.buffer: list[Transition] = []
+        # `agent` is a trained agent or a checkpoint path (warm start), else one is built per task.
+        self.agent = self.agent_cls.load(agent) if isinstance(agent, (str, Path)) else agent
+        self.hparams = hparams
+        hp = self.agent.hp if self.agent else dict(self.hparams_defaults, **(hparams or {}))
+        self.learn_every = int(hp[self.learn_every_key])
 
     def set_task(self, layer: Any, hw: Any) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
@@ -170,7 +181,16 @@ class MultiStepTuner(Tuner):
         self.on_task()
 
     def on_task(self) -> None:
-        """Hook: build or check the network once the observation size is known."""
+        """Build the agent, or check a loaded one fits, once the observation size is known."""
+        assert self.env is not None
+        if self.agent is None:
+            self.agent = self.agent_cls(self.env.obs_dim, self.hparams, self.seed)
+        elif self.agent.obs_dim != self.env.obs_dim:
+            raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
+                              "space (agent trained with another feature set); retrain it")
+        import torch
+
+        torch.manual_seed(self.seed)
 
     def observe(self, results: Any) -> None:
         super().observe(results)
