@@ -77,3 +77,20 @@ def test_export_empty_records_is_one_line_error(tmp_path, capsys):
     assert main(["export", "autotvm", str(empty)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("codesign export: error:") and err.count("\n") == 1
+
+
+def test_export_refuses_configs_that_share_an_autotvm_model(tmp_path, capsys):
+    """-model= carries no clock: two clocks of one bitstream name would collide in the TVM flow."""
+    fast = HW.with_(clock_mhz=200)
+    path = tmp_path / "r.jsonl"
+    cfg = ScheduleSpace(CONV, HW).valid_configs()[0]
+    with RecordWriter(path) as w:
+        w.write_all([MeasureRecord.make(CONV, hw, cfg, s, 5, None, "xgb", 0, timestamp=1.0)
+                     for hw, s in ((HW, 0.02), (fast, 0.01))])
+    assert main(["export", "autotvm", str(path), "-o", str(tmp_path / "x.log")]) == 2
+    err = capsys.readouterr().err
+    assert HW.vta_model in err and fast.name in err and "--hw" in err
+    assert not (tmp_path / "x.log").exists()
+    assert main(["export", "autotvm", str(path), "--hw", fast.name, "-o", str(tmp_path / "y.log")]) == 0
+    rec = autotvm.parse_line((tmp_path / "y.log").read_text().splitlines()[0])
+    assert rec.costs == [0.01]

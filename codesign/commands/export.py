@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> list[tuple[Any, str]]:
     """[(best record, AutoTVM line)] per (layer, hw), in first-seen order."""
     from codesign.autotvm import format_record
+    from codesign.errors import ConfigError
     from codesign.hw.config import HwConfig
     from codesign.schedule import ScheduleSpace
     from codesign.tune.records import best_records
@@ -63,9 +64,19 @@ def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> li
 
     out = []
     hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
-    for (_layer, hw), rec in best_records(records).items():
-        if hw_name is not None and hw != hw_name:
-            continue
+    best = {key: rec for key, rec in best_records(records).items() if hw_name in (None, key[1])}
+    # AutoTVM keys a log on `-model=` (VTA's TARGET_BITSTREAM), which carries no clock or bus width:
+    # two of our configs that differ only there would collide, and the TVM flow would mix their
+    # schedules. Make the user pick one.
+    by_model: dict[str, set[str]] = {}
+    for _layer, hw in best:
+        by_model.setdefault(HwConfig.resolve(hw).vta_model, set()).add(hw)
+    for model, names in by_model.items():
+        if len(names) > 1:
+            raise ConfigError(
+                f"records hold {len(names)} configs that share the AutoTVM model {model} (they differ "
+                f"only in clock or AXI width: {', '.join(sorted(names))}); export one with --hw NAME")
+    for (_layer, hw), rec in best.items():
         hwc = HwConfig.resolve(hw)
         layer = parse_layer(rec.layer_spec)
         config = ScheduleSpace(layer, hwc).from_knobs(rec.knobs)

@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {s.file}:{s.line}: {s.reason}")
     print(f"\nrecords {summary['records']}, replayed {summary['replayed']}, skipped {summary['skipped']}, "
           f"invalid {summary['invalid']}, index mismatches {summary['index_mismatch']}")
+    if not summary["replayed"]:
+        print("nothing to compare: no record of this log could be replayed (reasons above)")
+        return 0
     print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   "
           f"(params: {summary['params']})")
     if summary["ranking"]:
