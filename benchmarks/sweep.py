@@ -1,13 +1,17 @@
 """Benchmark of the co-design sweep (issue 5 §6). Prints one JSON summary on stdout.
 
-(a) search quality: on the enumerable `pynq-z1-small` space, hypervolume of the NSGA-II / MOTPE
+(a) search quality: on an enumerable space (default `pynq-z1-medium`, 256 usable configs, so 50
+    evaluations see a fifth of it; `--space-a` picks another), hypervolume of the NSGA-II / MOTPE
     (and random) fronts after 10, 25, 50 hardware evaluations divided by the hypervolume of the
-    exhaustive front, median over seeds. To make many seeds affordable, every grid point is
-    evaluated ONCE with inner tuning (an exhaustive Ray sweep; its trials.jsonl is the cache) and
-    the searchers are then driven over the cached objectives through the same Ray Tune searcher
-    objects the sweep uses (`codesign.sweep.search.build_search`: Ray's OptunaSearch with Optuna's
-    NSGAIISampler / TPESampler), sequentially via their suggest / on_trial_complete interface
-    (one trial at a time, no Ray workers). Random = uniform choice per parameter.
+    exhaustive front, median and quartiles over seeds. To make many seeds affordable, every usable
+    config is evaluated ONCE with inner tuning (an exhaustive Ray sweep, modest budget `--budget-a`)
+    and its objectives are cached in the output directory (reused on the next run); the searchers
+    are then driven over the cached objectives through the very Ray Tune searcher the sweep builds
+    (`codesign.sweep.search.build_search`: Ray's OptunaSearch with Optuna's NSGAIISampler /
+    TPESampler / RandomSampler behind `FeasibleSearch`), sequentially via their suggest /
+    on_trial_complete interface (one trial at a time, no Ray workers). As in the sweep, an
+    evaluation is one trial on a new usable config (infeasible and repeated suggestions are answered
+    without a trial). Random = Optuna's uniform choice per parameter, behind the same filter.
 (b) wall time of a ResNet-18 sweep of N hardware configs (default 50) with inner tuning on this
     machine's cores, and its scaling with Ray workers (1 vs 2 concurrent trials, on a shorter sweep).
 (c) the best feasible PYNQ-Z1 design of sweep (b) vs the stock 1x16 config evaluated with the same
@@ -22,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -49,85 +54,149 @@ def _front(points: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
 
 
 # -- (a) -------------------------------------------------------------------------------------------
-def search_quality(out: Path, *, seeds: int, budget: int, tuner: str, evals: int) -> dict:
+def _space_path(name: str) -> Path:
+    """A space name in hw_configs/spaces/ (e.g. pynq-z1-medium) or a path to a space YAML."""
+    p = Path(name)
+    if p.suffix and p.exists():
+        return p.resolve()
+    return SPACES / f"{p.stem if p.suffix else name}.yaml"
+
+
+def exhaustive_objectives(out: Path, space_path: Path, *, budget: int, tuner: str) -> dict:
+    """Objectives (latency_ms, area, power_w) of every usable config of the space, each evaluated
+    once with inner tuning of every ResNet-18 layer by an exhaustive `codesign sweep` (Ray, one
+    trial per config). Cached in `out/a_objectives_<space>_<tuner>_b<budget>.json` and reused if
+    the space file is unchanged; an interrupted exhaustive sweep resumes from its directory."""
     from codesign.hw.space import HwSpace
-    from codesign.pareto import hypervolume, read_pareto_json
+    from codesign.pareto import read_pareto_json
     from codesign.sweep import run_sweep
     from codesign.sweep.results import read_trials
-    from codesign.sweep.search import build_search, grid_points
 
-    space_path = SPACES / "pynq-z1-small.yaml"
-    space = HwSpace.load(space_path)
-    exh_dir = out / "a_exhaustive"
+    tag = f"{space_path.stem}_{tuner}_b{budget}"
+    cache = out / f"a_objectives_{tag}.json"
+    digest = hashlib.sha256(space_path.read_bytes()).hexdigest()
+    if cache.exists():
+        doc = json.loads(cache.read_text())
+        if doc.get("space_sha256") == digest:
+            _log(f"(a) cached objectives of {len(doc['objectives'])} configs: {cache}")
+            doc["from_cache"] = True
+            return doc
+        _log(f"(a) {cache} is for another version of {space_path.name}; re-evaluating")
+    exh_dir = out / f"a_exhaustive_{tag}"
+    usable = len(HwSpace.load(space_path).enumerate())
+    _log(f"(a) exhaustive sweep of {space_path.name}: {usable} usable configs, {tuner} budget {budget} per layer")
     t0 = time.perf_counter()
     if (exh_dir / "sweep.json").exists():
         run_sweep(None, None, exh_dir, resume=True, progress=False)
     else:
         run_sweep(space_path, "resnet18", exh_dir, trials=None, budget=budget, tuner=tuner,
-                        search="exhaustive", seed=0, progress=False)
-    exh_wall = time.perf_counter() - t0
-    table: dict[str, tuple[float, float, float]] = {}
-    for row in read_trials(exh_dir):
-        if row.get("status") == "ok" and row.get("feasible"):
-            table[row["config"]] = tuple(float(row[k]) for k in OBJECTIVES)
+                  search="exhaustive", seed=0, progress=False)
+    wall = time.perf_counter() - t0
+    objectives = {row["config"]: [float(row[k]) for k in OBJECTIVES] for row in read_trials(exh_dir)
+                  if row.get("status") == "ok" and row.get("feasible")}
+    pareto = read_pareto_json(exh_dir)  # the sweep's reference point rule and exhaustive hypervolume
+    doc = {"space": str(space_path), "space_sha256": digest, "workload": "resnet18", "tuner": tuner,
+           "budget": budget, "usable": usable, "objectives": objectives,
+           "reference_point": pareto["reference_point"], "hypervolume": pareto["hypervolume"],
+           "exhaustive_sweep_dir": str(exh_dir), "exhaustive_sweep_wall_s": round(wall, 1)}
+    cache.write_text(json.dumps(doc, indent=1))
+    doc["from_cache"] = False
+    return doc
+
+
+def _stats(xs: list[float]) -> dict:
+    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else (xs[0],) * 3
+    return {"median": statistics.median(xs), "q1": q1, "q3": q3, "iqr": q3 - q1, "min": min(xs), "max": max(xs)}
+
+
+def search_quality(out: Path, *, space_name: str, seeds: int, budget: int, tuner: str) -> dict:
+    from codesign.hw.space import HwSpace
+    from codesign.pareto import hypervolume
+    from codesign.sweep.search import build_search
+
+    space_path = _space_path(space_name)
+    space = HwSpace.load(space_path)
+    usable = len(space.enumerate())
+    evals = max(CHECKPOINTS)
+    if usable <= evals:
+        _log(f"(a) warning: {space_path.name} has only {usable} usable configs; {evals} evaluations enumerate it")
+    cached = exhaustive_objectives(out, space_path, budget=budget, tuner=tuner)
+    table = {name: tuple(v) for name, v in cached["objectives"].items()}
+    if len(table) != usable:
+        _log(f"(a) warning: {len(table)} of {usable} usable configs have objectives (failed trials count as "
+             "infeasible)")
     penalty = (INFEASIBLE_LATENCY_MS, INFEASIBLE_AREA, INFEASIBLE_POWER_W)
-    doc = read_pareto_json(exh_dir)  # the sweep's reference point rule and exhaustive hypervolume
-    ref = doc["reference_point"]
+    ref = cached["reference_point"]
     true_front = _front(list(table.values()))
     hv_true = hypervolume(true_front, ref)
-    assert abs(hv_true - doc["hypervolume"]) <= 1e-9 * max(1.0, hv_true)
+    assert abs(hv_true - cached["hypervolume"]) <= 1e-9 * max(1.0, hv_true)
 
-    def lookup(params: dict) -> tuple[tuple[float, ...], bool]:
+    def lookup(params: dict) -> tuple[float, ...]:
         hw, reason = space.check(params)
         if hw is None or reason is not None or hw.name not in table:
-            return penalty, False
-        return table[hw.name], True
+            return penalty
+        return table[hw.name]
 
-    grid = grid_points(space)
+    def ratio(found: list[tuple[float, ...]]) -> float:
+        return hypervolume(_front(found), ref) / hv_true if found else 0.0
+
+    t0 = time.perf_counter()
     curves: dict[str, list[list[float]]] = {}
+    suggestions: dict[str, list[int]] = {}
     for search in ("nsga2", "motpe", "random"):
-        for filtered in (True, False):
-            key = search if filtered else f"{search}_unfiltered"
-            curves[key] = []
-            for seed in range(seeds):
-                plan = build_search(search, space, trials=evals, seed=seed)
-                # Filtered: the sweep's searcher (infeasible / known configs answered without a
-                # trial). Unfiltered: the bare Optuna searcher, every suggestion costs a trial.
-                alg = plan.search_alg if filtered else plan.search_alg.inner
-                found: list[tuple[float, ...]] = []
-                ratios = []
-                for k in range(1, evals + 1):
-                    tid = f"t{k}"
-                    params = alg.suggest(tid)
-                    if params is None or params == "FINISHED":  # every usable config evaluated
-                        final = hypervolume(_front(found), ref) / hv_true if found else 0.0
-                        ratios.extend([final] * sum(1 for c in CHECKPOINTS if c >= k))
-                        break
-                    obj, ok = lookup(params)
-                    if ok:
-                        found.append(obj)
-                    alg.on_trial_complete(tid, dict(zip(OBJECTIVES, obj)))
-                    if k in CHECKPOINTS:
-                        ratios.append(hypervolume(_front(found), ref) / hv_true if found else 0.0)
-                curves[key].append(ratios)
-            _log(f"(a) {key}: median hv ratio at {CHECKPOINTS}: "
-                 f"{[round(statistics.median(c[i] for c in curves[key]), 4) for i in range(len(CHECKPOINTS))]}")
+        curves[search], suggestions[search] = [], []
+        for seed in range(seeds):
+            # Exactly the searcher `codesign sweep --search <search>` builds: Ray's OptunaSearch
+            # behind FeasibleSearch, which answers infeasible and already-evaluated suggestions
+            # without a trial, so every evaluation below is a new usable config.
+            alg = build_search(search, space, trials=evals, seed=seed).search_alg
+            found: list[tuple[float, ...]] = []
+            ratios: list[float] = []
+            for k in range(1, evals + 1):
+                tid = f"t{k}"
+                params = alg.suggest(tid)
+                if params is None or params == "FINISHED":  # every usable config evaluated
+                    ratios.extend([ratio(found)] * sum(1 for c in CHECKPOINTS if c >= k))
+                    break
+                obj = lookup(params)
+                if obj != penalty:
+                    found.append(obj)
+                alg.on_trial_complete(tid, dict(zip(OBJECTIVES, obj)))
+                if k in CHECKPOINTS:
+                    ratios.append(ratio(found))
+            curves[search].append(ratios)
+            suggestions[search].append(alg.suggestions)
+        _log(f"(a) {search}: median hv ratio at {CHECKPOINTS}: "
+             f"{[round(statistics.median(c[i] for c in curves[search]), 4) for i in range(len(CHECKPOINTS))]}")
     summary = {
-        search: {str(n): {"median": statistics.median(c[i] for c in runs),
-                          "min": min(c[i] for c in runs), "max": max(c[i] for c in runs)}
-                 for i, n in enumerate(CHECKPOINTS) if n <= evals}
+        search: {
+            **{str(n): _stats([c[i] for c in runs]) for i, n in enumerate(CHECKPOINTS)},
+            "per_seed": {str(n): [round(c[i], 4) for c in runs] for i, n in enumerate(CHECKPOINTS)},
+            "median_suggestions_for_50": statistics.median(suggestions[search]),
+        }
         for search, runs in curves.items()
     }
+    try:
+        space_rel = str(space_path.relative_to(SPACES.parent.parent))
+    except ValueError:
+        space_rel = str(space_path)
     return {
-        "space": "hw_configs/spaces/pynq-z1-small.yaml", "grid_points": len(grid), "usable": len(table),
+        "space": space_rel, "grid_points": space.size, "usable_configs": usable,
+        "configs_with_objectives": len(table), "evaluations_as_fraction_of_usable": round(evals / usable, 3),
+        "workload": "resnet18", "inner_tuner": tuner, "inner_budget_per_layer": budget,
         "exhaustive_front": len(true_front), "hypervolume_exhaustive": hv_true, "reference_point": ref,
-        "exhaustive_sweep_wall_s": round(exh_wall, 1), "seeds": seeds, "hv_ratio": summary,
-        "target": "nsga2/motpe >= 0.95 at 50 evaluations",
-        "method": "objectives cached from one exhaustive sweep (inner tuning once per config); searchers "
-                  "driven sequentially through the sweep's Ray Tune searchers (suggest/on_trial_complete). "
-                  "Filtered = as the sweep runs them: infeasible or already-evaluated suggestions are "
-                  "answered without a trial, so with 50 >= usable configs the 50 column is exhaustive by "
-                  "construction; unfiltered = bare Optuna samplers, every suggestion is an evaluation.",
+        "objectives_from_cache": cached["from_cache"], "objectives_cache_dir": str(out),
+        "exhaustive_sweep_wall_s": cached["exhaustive_sweep_wall_s"], "search_wall_s": round(time.perf_counter() - t0, 1),
+        "seeds": seeds, "hv_ratio": summary,
+        "target": "nsga2/motpe median >= 0.95 at 50 evaluations",
+        "method": "Every usable config evaluated once with inner tuning (an exhaustive Ray sweep; objectives "
+                  "cached); each searcher then driven sequentially over the cached objectives through the "
+                  "Ray Tune searcher `codesign sweep` builds (codesign.sweep.search.build_search: OptunaSearch "
+                  "with NSGAIISampler / multi-objective TPESampler / RandomSampler, wrapped in FeasibleSearch), "
+                  "via suggest/on_trial_complete, stock configs first. An evaluation = one trial = one new "
+                  "usable config, as in the sweep: infeasible or repeated suggestions are answered without a "
+                  "trial (median_suggestions_for_50 counts every proposal). hv ratio = hypervolume of the "
+                  "front found / hypervolume of the exhaustive front, same reference point; quartiles over seeds.",
     }
 
 
@@ -201,11 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=None, help="measurements per layer (default 16, quick 8)")
     ap.add_argument("--trials", type=int, default=None, help="(b) hardware configs (default 50, quick 12)")
     ap.add_argument("--seeds", type=int, default=None, help="(a) seeds (default 10, quick 3)")
+    ap.add_argument("--space-a", default="pynq-z1-medium",
+                    help="(a) space name in hw_configs/spaces/ or a YAML path (default pynq-z1-medium)")
+    ap.add_argument("--budget-a", type=int, default=None,
+                    help="(a) measurements per layer of the exhaustive evaluation (default 12, quick 8)")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     budget = args.budget or (8 if args.quick else 16)
     trials = args.trials or (12 if args.quick else 50)
     seeds = args.seeds or (3 if args.quick else 10)
+    budget_a = args.budget_a or (8 if args.quick else 12)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -216,9 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                      "loadavg_at_start": os.getloadavg()}
     try:
         if "a" in parts:
-            _log("(a) exhaustive sweep of pynq-z1-small, then searchers over cached objectives")
-            summary["a_search_quality"] = search_quality(out, seeds=seeds, budget=budget, tuner=args.tuner,
-                                                         evals=50)
+            summary["a_search_quality"] = search_quality(out, space_name=args.space_a, seeds=seeds,
+                                                         budget=budget_a, tuner=args.tuner)
         if "b" in parts or "c" in parts:
             _log(f"(b) ResNet-18 sweep of {trials} configs, 2 concurrent trials")
             wall2, res2 = timed_sweep(out, f"b_sweep_{trials}_c2", trials=trials, budget=budget, tuner=args.tuner,

@@ -150,10 +150,11 @@ def test_resume_after_interrupt_finishes_without_duplicates(ray_session, space_f
 
     out = tmp_path / "sweep"
     first = run_sweep(space_file, workload, out, trials=4, budget=BUDGET, tuner="random", search="nsga2", seed=1,
-                      max_concurrent=1, progress=False, callbacks=[Interrupt(str(tmp_path / "fired"), 2)])
+                      max_concurrent=1, progress=False, callbacks=[Interrupt(str(tmp_path / "fired"), 1)])
     before = _lines(out / "trials.jsonl")
     assert (tmp_path / "fired").exists()
-    assert not first.complete and 2 <= len(before) < 4
+    # Ray handles SIGINT between trials; firing after the first leaves slack for a loaded machine.
+    assert not first.complete and 1 <= len(before) < 4
     resumed = run_sweep(None, None, out, resume=True, progress=False)  # every option from sweep.json
     rows = _lines(out / "trials.jsonl")
     assert resumed.complete and len(rows) == 4
