@@ -28,7 +28,7 @@ class SweepOptions:
     trials: int | None = DEFAULT_TRIALS
     budget: int = DEFAULT_BUDGET
     tuner: str = DEFAULT_TUNER
-    search: str = "nsga2"
+    search: str = "motpe"
     seed: int = 0
     max_concurrent: int | None = None
     # Custom workloads (tests, benchmarks): [(layer_spec, count), ...] in `parse_layer` syntax.

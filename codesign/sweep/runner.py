@@ -142,7 +142,7 @@ def run_sweep(
     trials: int | None = DEFAULT_TRIALS,
     budget: int = DEFAULT_BUDGET,
     tuner: str = DEFAULT_TUNER,
-    search: str = "nsga2",
+    search: str = "motpe",
     seed: int = 0,
     address: str | None = None,
     resume: bool = False,
