@@ -209,10 +209,9 @@ def markdown(summary: dict, budget: int, title: str) -> str:
 
 
 def plot_curves(tasks: list[dict], tuners: tuple[str, ...], budget: int, path: Path) -> None:
-    import matplotlib
+    from codesign.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     hws = sorted({t["hw"] for t in tasks})
     fig, axes = plt.subplots(1, len(hws), figsize=(6 * len(hws), 4.2), squeeze=False)
@@ -243,9 +242,7 @@ def plot_curves(tasks: list[dict], tuners: tuple[str, ...], budget: int, path: P
         ax.set_title(hw)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:

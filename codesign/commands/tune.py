@@ -164,10 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -> None:
-    import matplotlib
+    from codesign.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     single = len(results) == 1
@@ -183,7 +182,4 @@ def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -
     ax.set_title(f"{tuner} on {hw.name}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)

@@ -8,17 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from codesign.pareto.front import OBJECTIVES
+from codesign.plotting import pyplot, save_figure
 
 _LABELS = {"latency_ms": "latency (ms)", "area": "area (scarcest resource fraction)", "power_w": "power (W)"}
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; never needs a display
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
@@ -26,7 +18,7 @@ def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
                objectives: Sequence[str] = OBJECTIVES, title: str = "") -> Path:
     """One panel per objective pair (latency-area, latency-power, area-power): every evaluated
     design in grey, the front in colour, stock configs as labelled stars."""
-    plt = _pyplot()
+    plt = pyplot()
     pairs = list(combinations(objectives, 2))
     fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4.2), squeeze=False)
     others = list(all_points)
@@ -47,19 +39,14 @@ def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
     axes[0][0].legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv: float | None = None,
                      title: str = "") -> Path:
     """Hypervolume after each hardware evaluation; optional horizontal line for a reference
     (e.g. the exhaustive front's hypervolume)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(range(1, len(history) + 1), list(history), marker="o", ms=3, label="search")
     if reference_hv is not None:
@@ -70,12 +57,7 @@ def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["plot_front", "plot_hypervolume"]

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from codesign.plotting import pyplot, save_figure
+
 
 def write_plots(out: Path, rows: list[dict[str, Any]], doc: dict[str, Any]) -> list[Path]:
     """Write the plot files into `out` from the trials and pareto.json; returns their paths."""
@@ -34,10 +36,7 @@ def _shape(layer_name: str) -> str:
 
 def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8) -> Path:
     """Grouped bars: ms per image spent in each layer (x its multiplicity) by each front design."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pts = sorted(points, key=lambda p: p["latency_ms"])[:max_designs]
     names: list[str] = []  # layer shapes without the batch (designs with BATCH > 1 run batch 2, 4)
@@ -57,7 +56,4 @@ def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8) 
     ax.set_title("per-layer latency of the Pareto designs (fastest first)")
     ax.legend(fontsize=6)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
