@@ -46,13 +46,14 @@ def _fmt(value: Any, spec: str) -> str:
 def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, p.get(sort, 0)))
     dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
-    header = ["", "config", "latency_ms", "area", "power_w", "energy_j", "LUT", "FF", "BRAM18", "DSP"]
+    header = ["", "config", "latency_ms", "area", "power_w", "energy_j", "LUT", "FF", "BRAM18", "DSP", "clock"]
     rows = [header]
     for p in points:
         rows.append([
             "*" if p["config"] in dominators else "", str(p["config"]), _fmt(p["latency_ms"], ".3f"),
             _fmt(p["area"], ".3f"), _fmt(p["power_w"], ".3f"), _fmt(p.get("energy_j"), ".4f"),
             _pct(p, "lut"), _pct(p, "ff"), _pct(p, "bram18"), _pct(p, "dsp"),
+            "unverified" if p.get("clock_verified") is False else "ok",
         ])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     left = {0, 1}
@@ -75,6 +76,11 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
             out.append(f"stock {name} ({where}): {state}")
     if not comparison:
         out.append("no stock configs evaluated in this sweep")
+    unverified = [p for p in points if p.get("clock_verified") is False]
+    if unverified:
+        out.append(f"clock 'unverified': {len(unverified)} front design(s) run above the highest clock a VTA "
+                   "build is known to close timing at on this board; timing closure is not modelled, so "
+                   "treat their latency as optimistic")
     return "\n".join(out)
 
 

@@ -14,7 +14,8 @@ _REQUIRED = {
     "name": str, "fpga_part": str, "target": str, "lut": int, "ff": int, "bram36": int, "dsp": int,
     "pl_clocks_mhz": list, "axi_bits": int, "dram_bandwidth_gbps": (int, float),
 }
-_OPTIONAL = {"description": str, "source": str, "dsp_kind": str, "static_power_w": (int, float)}
+_OPTIONAL = {"description": str, "source": str, "dsp_kind": str, "static_power_w": (int, float),
+             "verified_clock_mhz": (int, float)}
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class Board:
     source: str = ""
     dsp_kind: str = "DSP48E1"
     static_power_w: float | None = None
+    # Highest PL clock at which a VTA build is known to close timing and compute correctly on this
+    # board. Designs above it are still explored (timing closure is not modelled) but flagged.
+    verified_clock_mhz: float | None = None
+
+    def clock_verified(self, clock_mhz: float) -> bool:
+        return self.verified_clock_mhz is None or clock_mhz <= self.verified_clock_mhz
 
     @property
     def bram18(self) -> int:

@@ -31,6 +31,8 @@ def design_point(hw: HwConfig, board: Board, latency_ms: float, activity: dict[s
         "resources": res.to_json(board),
         "activity": act,
         "hw": hw.to_dict(),
+        # False: above the board's highest clock known to close timing (latency is optimistic)
+        "clock_verified": board.clock_verified(float(hw.clock_mhz)),
     }
     point.update(extra)
     return point
