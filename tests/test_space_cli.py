@@ -1,11 +1,10 @@
-"""`codesign space`: text and JSON output, --workload, --exhaustive (through codesign.tune or the
-fallback over codesign.vta.run.measure_seconds)."""
+"""`codesign space`: text and JSON output, --workload, --exhaustive (through codesign.tune),
+--save-program."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pytest
 
@@ -87,21 +86,26 @@ def test_exhaustive_uses_tune(monkeypatch, capsys):
     assert best == {"knobs": sp.get(want).knobs, "index": want, "seconds": fake_seconds(want)}
 
 
-def test_exhaustive_fallback_without_tune(monkeypatch, capsys):
-    import codesign.vta.run as vrun
+def test_save_program_runs_bit_exact_in_simulate(tmp_path, capsys):
+    import numpy as np
 
-    monkeypatch.setitem(sys.modules, "codesign.tune", None)  # import fails
-    calls = []
+    from codesign.cli import main
+    from codesign.schedule import get_space
+    from codesign.vta.program import Program
+    from codesign.vta.run import random_inputs
+    from codesign.vta.simulator import simulate
+    from codesign.workloads import parse_layer
 
-    def fake_measure(layer, config, hw, params=None):
-        calls.append(config.index)
-        return fake_seconds(config.index), 100
-
-    monkeypatch.setattr(vrun, "measure_seconds", fake_measure)
-    sp = ScheduleSpace(SPEC, "pynq_1x16")
-    code, out = run(["--layer", SPEC, "--json", "--exhaustive"], capsys)
-    best = json.loads(out)["best"]
-    assert sorted(calls) == sp.valid_indices().tolist()
-    want = min(sp.valid_indices().tolist(), key=lambda i: (fake_seconds(i), i))
-    assert best["index"] == want and best["seconds"] == fake_seconds(want)
-    assert set(json.loads(out)) >= {"size", "valid", "best"}
+    spec = "conv2d:1,32,8,8,32,3,3,1,1"
+    path = tmp_path / "p.vtaprog"
+    assert main(["space", "--layer", spec, "--save-program", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    layer = parse_layer(spec)
+    program = Program.load(path)
+    assert program.meta["index"] == info["program"]["index"] == int(get_space(layer, program.hw).valid_indices()[0])
+    out = simulate(program).outputs["output"]
+    got = layer.unpack_output(np.frombuffer(out.tobytes(), dtype=np.int8), program.hw)
+    data, weight = random_inputs(layer)
+    assert np.array_equal(got, layer.reference(data, weight))
+    assert main(["space", "--layer", spec, "--save-program", str(path), "--index", "-1"]) == 2
+    assert "--index -1" in capsys.readouterr().err

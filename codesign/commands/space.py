@@ -30,6 +30,8 @@ examples:
   codesign space --layer dense:16,512,2048 --hw pynq_1x16 --exhaustive
   codesign space --workload resnet18 --hw pynq_4x8
   codesign space --layer conv2d:1,512,7,7,512,3,3,1,1 --hw pynq_1x16 --exhaustive --json | jq .best
+  codesign space --layer conv2d:1,64,14,14,64,3,3,1,1 --exhaustive --save-program best.vtaprog
+  codesign simulate best.vtaprog                    # run that program (random int8 inputs embedded)
 """
 
 
@@ -44,38 +46,44 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "(default: %(default)s)")
     p.add_argument("--exhaustive", action="store_true",
                    help="time every valid config in timing mode and report the best")
+    p.add_argument("--save-program", metavar="FILE",
+                   help="compile one config of --layer (with fixed-seed random int8 inputs) to a VTA "
+                        "program file for `codesign simulate`")
+    p.add_argument("--index", type=int, metavar="N",
+                   help="with --save-program: the config index (default: the --exhaustive best, "
+                        "else the first valid config)")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
 
 
 def _exhaustive(layer: Any, hw: Any, space: Any, progress: bool) -> dict[str, Any]:
-    """Best config over every valid config: `codesign.tune.exhaustive` when available, else our
-    own loop over `codesign.vta.run.measure_seconds`."""
-    from codesign.errors import InvalidSchedule
+    """Best of every valid config in timing mode (`codesign.tune.exhaustive`)."""
+    from codesign.tune import exhaustive
 
-    try:
-        from codesign.tune import exhaustive
-    except ImportError:
-        exhaustive = None
-    if exhaustive is not None:
-        config, seconds = exhaustive(layer, hw, progress=progress)
-    else:
-        from codesign.vta.run import measure_seconds
-
-        indices = space.valid_indices().tolist()
-        if progress:
-            from tqdm import tqdm
-
-            indices = tqdm(indices, desc=f"exhaustive {layer.name}", unit="cfg", leave=False)
-        best: tuple[float, int] | None = None
-        for idx in indices:
-            seconds, _ = measure_seconds(layer, space.get(idx), hw)
-            if best is None or (seconds, idx) < best:
-                best = (float(seconds), int(idx))
-        if best is None:
-            raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to time")
-        config, seconds = space.get(best[1]), best[0]
+    config, seconds = exhaustive(layer, hw, progress=progress)
     return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds)}
+
+
+def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, path: str) -> dict[str, Any]:
+    from codesign.errors import ConfigError, InvalidSchedule
+    from codesign.schedule import get_space
+    from codesign.vta.compiler import compile_layer
+    from codesign.vta.run import random_inputs
+
+    if not info["valid"]:
+        raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to compile")
+    space = get_space(layer, hw)
+    if index is None:
+        index = info["best"]["index"] if info.get("best") else int(space.valid_indices()[0])
+    if not 0 <= index < space.size:
+        raise ConfigError(f"--index {index}: the space has indices 0..{space.size - 1}")
+    reason = space.why_invalid(space.get(index))
+    if reason is not None:
+        raise InvalidSchedule(f"--index {index} is not a valid schedule: {reason}")
+    data, weight = random_inputs(layer)
+    program = compile_layer(layer, space.get(index), hw, data=data, weight=weight)
+    program.save(path)
+    return {"path": path, "index": index, "n_insns": program.n_insns}
 
 
 def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
@@ -113,6 +121,10 @@ def _print_layer(info: dict[str, Any]) -> None:
         b = info["best"]
         knobs = ", ".join(f"{k}={str(v).replace(' ', '')}" for k, v in b["knobs"].items())
         print(f"best      index {b['index']}  {b['seconds'] * 1e3:.4f} ms  ({knobs})")
+    if "program" in info:
+        prog = info["program"]
+        print(f"program   index {prog['index']} ({prog['n_insns']} instructions) written to {prog['path']}; "
+              f"run it with: codesign simulate {prog['path']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,12 +141,18 @@ def run(args: argparse.Namespace) -> int:
             info["best"] = _exhaustive(layer, hw, get_space(layer, hw), progress)
         elif args.exhaustive:
             info["best"] = None
+        if args.save_program:
+            info["program"] = _save_program(layer, hw, info, args.index, args.save_program)
         if args.json:
             print(json.dumps(info))
         else:
             _print_layer(info)
         return 0
 
+    if args.save_program:
+        from codesign.errors import ConfigError
+
+        raise ConfigError("--save-program needs --layer (one layer per program file)")
     workload = get_workload(args.workload).for_hw(hw)
     rows = []
     for layer, count in workload.unique_layers():
