@@ -46,18 +46,18 @@ def _shape_error(what: str, got: tuple[int, ...], want: tuple[int, ...]) -> Conf
     return ConfigError(f"{what} has shape {tuple(got)}, expected {tuple(want)}")
 
 
-def _pack4(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
-    """(A, B, H, W) -> (A/outer, B/inner, H, W, outer, inner): reference §7.1's
-    `reshape(A/o, o, B/i, i, H, W).transpose(0, 2, 4, 5, 1, 3)`."""
-    a, b, h, w = arr.shape
-    return np.ascontiguousarray(
-        arr.reshape(a // outer, outer, b // inner, inner, h, w).transpose(0, 2, 4, 5, 1, 3))
+def _packed_shape(shape: tuple[int, ...], outer: int, inner: int) -> tuple[int, ...]:
+    a, b, *rest = shape
+    return (a // outer, b // inner, *rest, outer, inner)
 
 
-def _pack2(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
-    """(A, B) -> (A/outer, B/inner, outer, inner)."""
-    a, b = arr.shape
-    return np.ascontiguousarray(arr.reshape(a // outer, outer, b // inner, inner).transpose(0, 2, 1, 3))
+def _pack(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """(A, B, *rest) -> (A/outer, B/inner, *rest, outer, inner): reference §7.1's
+    `reshape(A/o, o, B/i, i, ...)` then moving the two block axes innermost."""
+    a, b, *rest = arr.shape
+    nd = len(rest)
+    blocked = arr.reshape(a // outer, outer, b // inner, inner, *rest)
+    return np.ascontiguousarray(blocked.transpose(0, 2, *range(4, 4 + nd), 1, 3))
 
 
 def _requant(acc: np.ndarray, shift: int) -> np.ndarray:
@@ -76,8 +76,74 @@ def _as_int_array(arr: np.ndarray, what: str) -> np.ndarray:
     return arr
 
 
+class _PackedLayer:
+    """What Conv2D and Dense share: packing to VTA layouts, support checks, the NumPy reference.
+    Subclasses give the shapes, `_structural_reason` and `accumulate`."""
+
+    def __str__(self) -> str:
+        return self.name  # type: ignore[attr-defined]
+
+    def unsupported_reason(self, hw: HwConfig) -> str | None:
+        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
+        reason = self._structural_reason(hw)
+        if reason is None:
+            reason = _no_schedule_reason(self, hw)  # type: ignore[arg-type]
+        return reason
+
+    def _need_supported(self, hw: HwConfig) -> None:
+        reason = self._structural_reason(hw)
+        if reason is not None:
+            raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
+
+    def _checked(self, arr: np.ndarray, what: str, want: tuple[int, ...]) -> np.ndarray:
+        arr = np.asarray(arr)
+        if arr.shape != want:
+            raise _shape_error(f"{self.name} {what}", arr.shape, want)
+        return arr
+
+    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return _packed_shape(self.data_shape(), hw.batch, hw.block_in)
+
+    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return _packed_shape(self.weight_shape(), hw.block_out, hw.block_in)
+
+    def packed_output_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return _packed_shape(self.output_shape(), hw.batch, hw.block_out)
+
+    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        return _pack(self._checked(arr, "data", self.data_shape()), hw.batch, hw.block_in)
+
+    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        return _pack(self._checked(arr, "weight", self.weight_shape()), hw.block_out, hw.block_in)
+
+    def pack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        return _pack(self._checked(arr, "output", self.output_shape()), hw.batch, hw.block_out)
+
+    def unpack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        """Packed (N/b, O/bo, *spatial, b, bo) -> the layer's output layout."""
+        arr = np.asarray(arr)
+        want = self.packed_output_shape(hw)
+        if arr.size != int(np.prod(want)):
+            raise _shape_error(f"{self.name} packed output", arr.shape, want)
+        nd = len(want) - 4
+        order = (0, nd + 2, 1, nd + 3, *range(2, 2 + nd))
+        return np.ascontiguousarray(arr.reshape(want).transpose(order)).reshape(self.output_shape())
+
+    def _operands(self, data: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        data = self._checked(_as_int_array(data, f"{self.name} data"), "data", self.data_shape())
+        weight = self._checked(_as_int_array(weight, f"{self.name} weight"), "weight", self.weight_shape())
+        return data, weight
+
+    def reference(self, data: np.ndarray, weight: np.ndarray, shift: int = 8) -> np.ndarray:
+        """int8 output: `clip(layer(data, weight) >> shift, 0, 127)` with int32 accumulation."""
+        return np.ascontiguousarray(_requant(self.accumulate(data, weight), shift))
+
+
 @dataclass(frozen=True)
-class Conv2D:
+class Conv2D(_PackedLayer):
     """A 2-D convolution, NCHW data and OIHW weights; square stride and padding."""
 
     batch: int
@@ -140,9 +206,6 @@ class Conv2D:
             spec += f",{self.dilation},{self.groups}"
         return spec
 
-    def __str__(self) -> str:
-        return self.name
-
     def with_batch(self, n: int) -> Conv2D:
         return Conv2D(**{**self._asdict(), "batch": n})
 
@@ -150,13 +213,6 @@ class Conv2D:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     # -- hardware support ----------------------------------------------------------------------
-    def unsupported_reason(self, hw: HwConfig) -> str | None:
-        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
-        reason = self._structural_reason(hw)
-        if reason is None:
-            reason = _no_schedule_reason(self, hw)
-        return reason
-
     def _structural_reason(self, hw: HwConfig) -> str | None:
         if self.groups != 1:
             return f"groups={self.groups}: conv2d_packed.vta handles only groups=1"
@@ -185,60 +241,9 @@ class Conv2D:
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.out_channels, self.out_height, self.out_width)
 
-    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        n, c, h, w = self.data_shape()
-        return (n // hw.batch, c // hw.block_in, h, w, hw.batch, hw.block_in)
-
-    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        o, i, kh, kw = self.weight_shape()
-        return (o // hw.block_out, i // hw.block_in, kh, kw, hw.block_out, hw.block_in)
-
-    def packed_output_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        n, o, oh, ow = self.output_shape()
-        return (n // hw.batch, o // hw.block_out, oh, ow, hw.batch, hw.block_out)
-
-    def _need_supported(self, hw: HwConfig) -> None:
-        reason = self._structural_reason(hw)
-        if reason is not None:
-            raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
-
-    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.data_shape():
-            raise _shape_error(f"{self.name} data", arr.shape, self.data_shape())
-        return _pack4(arr, hw.batch, hw.block_in)
-
-    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.weight_shape():
-            raise _shape_error(f"{self.name} weight", arr.shape, self.weight_shape())
-        return _pack4(arr, hw.block_out, hw.block_in)
-
-    def pack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.output_shape():
-            raise _shape_error(f"{self.name} output", arr.shape, self.output_shape())
-        return _pack4(arr, hw.batch, hw.block_out)
-
-    def unpack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        arr = np.asarray(arr)
-        want = self.packed_output_shape(hw)
-        if arr.size != int(np.prod(want)):
-            raise _shape_error(f"{self.name} packed output", arr.shape, want)
-        return np.ascontiguousarray(arr.reshape(want).transpose(0, 4, 1, 5, 2, 3)).reshape(self.output_shape())
-
-    # -- reference -------------------------------------------------------------------------------
     def accumulate(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Exact int64 convolution sums (no requantization), NCHW."""
-        data = _as_int_array(data, f"{self.name} data")
-        weight = _as_int_array(weight, f"{self.name} weight")
-        if data.shape != self.data_shape():
-            raise _shape_error(f"{self.name} data", data.shape, self.data_shape())
-        if weight.shape != self.weight_shape():
-            raise _shape_error(f"{self.name} weight", weight.shape, self.weight_shape())
+        data, weight = self._operands(data, weight)
         if self.out_height < 1 or self.out_width < 1:
             raise ConfigError(f"layer {self.name} has an empty output")
         p, s, d, g = self.padding, self.stride, self.dilation, self.groups
@@ -261,13 +266,9 @@ class Conv2D:
                     out[n, gi * og:(gi + 1) * og, r0:r0 + rows] = res.T.reshape(og, -1, ow)
         return out
 
-    def reference(self, data: np.ndarray, weight: np.ndarray, shift: int = 8) -> np.ndarray:
-        """int8 NCHW: `clip(conv2d(data, weight) >> shift, 0, 127)` with int32 accumulation."""
-        return np.ascontiguousarray(_requant(self.accumulate(data, weight), shift))
-
 
 @dataclass(frozen=True)
-class Dense:
+class Dense(_PackedLayer):
     """A fully connected layer: data (N, IN), weight (OUT, IN), output (N, OUT)."""
 
     batch: int
@@ -306,18 +307,8 @@ class Dense:
     def spec(self) -> str:
         return f"dense:{self.batch},{self.in_features},{self.out_features}"
 
-    def __str__(self) -> str:
-        return self.name
-
     def with_batch(self, n: int) -> Dense:
         return Dense(n, self.in_features, self.out_features)
-
-    def unsupported_reason(self, hw: HwConfig) -> str | None:
-        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
-        reason = self._structural_reason(hw)
-        if reason is None:
-            reason = _no_schedule_reason(self, hw)
-        return reason
 
     def _structural_reason(self, hw: HwConfig) -> str | None:
         if self.batch % hw.batch:
@@ -337,62 +328,11 @@ class Dense:
     def output_shape(self) -> tuple[int, int]:
         return (self.batch, self.out_features)
 
-    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        return (self.batch // hw.batch, self.in_features // hw.block_in, hw.batch, hw.block_in)
-
-    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        return (self.out_features // hw.block_out, self.in_features // hw.block_in, hw.block_out, hw.block_in)
-
-    def packed_output_shape(self, hw: HwConfig) -> tuple[int, ...]:
-        return (self.batch // hw.batch, self.out_features // hw.block_out, hw.batch, hw.block_out)
-
-    def _need_supported(self, hw: HwConfig) -> None:
-        reason = self._structural_reason(hw)
-        if reason is not None:
-            raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
-
-    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.data_shape():
-            raise _shape_error(f"{self.name} data", arr.shape, self.data_shape())
-        return _pack2(arr, hw.batch, hw.block_in)
-
-    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.weight_shape():
-            raise _shape_error(f"{self.name} weight", arr.shape, self.weight_shape())
-        return _pack2(arr, hw.block_out, hw.block_in)
-
-    def pack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        self._need_supported(hw)
-        arr = np.asarray(arr)
-        if arr.shape != self.output_shape():
-            raise _shape_error(f"{self.name} output", arr.shape, self.output_shape())
-        return _pack2(arr, hw.batch, hw.block_out)
-
-    def unpack_output(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
-        arr = np.asarray(arr)
-        want = self.packed_output_shape(hw)
-        if arr.size != int(np.prod(want)):
-            raise _shape_error(f"{self.name} packed output", arr.shape, want)
-        return np.ascontiguousarray(arr.reshape(want).transpose(0, 2, 1, 3)).reshape(self.output_shape())
-
     def accumulate(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Exact int64 sums data @ weight.T, shape (N, OUT)."""
-        data = _as_int_array(data, f"{self.name} data")
-        weight = _as_int_array(weight, f"{self.name} weight")
-        if data.shape != self.data_shape():
-            raise _shape_error(f"{self.name} data", data.shape, self.data_shape())
-        if weight.shape != self.weight_shape():
-            raise _shape_error(f"{self.name} weight", weight.shape, self.weight_shape())
+        data, weight = self._operands(data, weight)
         # float64 BLAS is exact for int8 operands (sums far below 2^53).
         return np.rint(data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
-
-    def reference(self, data: np.ndarray, weight: np.ndarray, shift: int = 8) -> np.ndarray:
-        """int8 (N, OUT): `clip((data @ weight.T) >> shift, 0, 127)` with int32 accumulation."""
-        return np.ascontiguousarray(_requant(self.accumulate(data, weight), shift))
 
 
 Layer = Conv2D | Dense
