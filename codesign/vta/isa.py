@@ -228,6 +228,12 @@ def insns_to_dicts(matrix: np.ndarray, hw: HwConfig) -> list[dict[str, int]]:
     return [{f.name: int(row[COL[f.name]]) for f in layout(row[COL["opcode"]], hw)} for row in m]
 
 
+def _check_opcodes(ops: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isin(ops, list(OPCODE_NAMES)))
+    if bad.size:
+        raise ValueError(f"instruction {bad[0]}: opcode={ops[bad[0]]} unknown; allowed 0..4")
+
+
 def check_insns(matrix: np.ndarray, hw: HwConfig) -> None:
     """ValueError naming the first field and instruction index whose value does not fit, or a
     non-zero value in a column that the row's opcode does not have."""
@@ -235,9 +241,7 @@ def check_insns(matrix: np.ndarray, hw: HwConfig) -> None:
     if m.ndim != 2 or m.shape[1] != N_FIELDS:
         raise ValueError(f"instruction matrix must have shape (n, {N_FIELDS}), got {m.shape}")
     ops = m[:, COL["opcode"]]
-    bad = np.flatnonzero(~np.isin(ops, list(OPCODE_NAMES)))
-    if bad.size:
-        raise ValueError(f"instruction {bad[0]}: opcode={ops[bad[0]]} unknown; allowed 0..4")
+    _check_opcodes(ops)
     for op, lay in layouts(hw).items():
         rows = np.flatnonzero(ops == op)
         if not rows.size:
@@ -288,9 +292,7 @@ def decode_insns(data: bytes, hw: HwConfig) -> np.ndarray:
     words = np.frombuffer(bytes(data), dtype="<u8").reshape(-1, 2)
     out = empty_insns(words.shape[0])
     ops = (words[:, 0] & np.uint64(7)).astype(np.int64)
-    bad = np.flatnonzero(~np.isin(ops, list(OPCODE_NAMES)))
-    if bad.size:
-        raise ValueError(f"instruction {bad[0]}: opcode={ops[bad[0]]} unknown; allowed 0..4")
+    _check_opcodes(ops)
     for op, lay in layouts(hw).items():
         rows = np.flatnonzero(ops == op)
         if not rows.size:
