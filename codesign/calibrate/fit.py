@@ -37,6 +37,8 @@ BOUNDS: dict[str, tuple[float, float, float]] = {
     "alu_loop_overhead": (0.0, 100.0, 5.0),
     "host_call_s": (1e-6, 20e-3, 1e-4),
     "host_per_insn_s": (0.0, 100e-6, 1e-6),
+    "host_per_in_byte_s": (0.0, 1e-6, 1e-9),
+    "host_per_out_byte_s": (0.0, 1e-6, 1e-9),
 }
 FIT_PARAMS: tuple[str, ...] = (
     "dma_bytes_per_cycle_efficiency", "dma_dram_efficiency", "dma_insn_latency", "dma_row_overhead",
@@ -65,6 +67,8 @@ class FitCase:
     case: Case
     insns: np.ndarray
     n_insns: int
+    in_bytes: int = 0
+    out_bytes: int = 0
 
     @property
     def measured_s(self) -> float:
@@ -72,7 +76,7 @@ class FitCase:
 
     def predict(self, params: TimingParams) -> float:
         cycles = time_program(self.insns, self.case.hw, params).cycles
-        return predict_seconds(cycles, self.n_insns, self.case.hw, params)
+        return predict_seconds(cycles, self.n_insns, self.case.hw, params, self.in_bytes, self.out_bytes)
 
 
 @dataclass
@@ -90,6 +94,7 @@ class FitResult:
 def prepare(cases: Sequence[Case]) -> tuple[list[FitCase], list[Skip]]:
     """Compile every valid case in timing mode; invalid ones are skipped with the rule."""
     from codesign.vta.compiler import compile_insns
+    from codesign.vta.run import layer_io_bytes
 
     out: list[FitCase] = []
     skipped: list[Skip] = []
@@ -103,7 +108,7 @@ def prepare(cases: Sequence[Case]) -> tuple[list[FitCase], list[Skip]]:
             skipped.append(Skip(case.file, case.record.line, f"compile failed: {exc}"))
             continue
         insns = np.ascontiguousarray(insns, dtype=np.int64)
-        out.append(FitCase(case, insns, int(insns.shape[0])))
+        out.append(FitCase(case, insns, int(insns.shape[0]), *layer_io_bytes(case.layer)))
     return out, skipped
 
 
@@ -127,6 +132,19 @@ def _check_names(names: Sequence[str]) -> tuple[str, ...]:
         if n not in BOUNDS:
             raise ConfigError(f"cannot fit timing parameter {n!r}; fittable: {', '.join(BOUNDS)}")
     return tuple(names)
+
+
+def check_pinnable(n_records: int, names: Sequence[str]) -> None:
+    """Refuse a fit with more free parameters than the records can pin. Parameters with a prior
+    (PRIORS) are held by it; every other one needs a record of its own, plus one left over so the
+    fit has a residual (and leave-one-out has something to predict)."""
+    free = [n for n in names if n not in PRIORS]
+    need = len(free) + 1
+    if n_records < need:
+        raise ConfigError(
+            f"{n_records} usable record(s) cannot pin {len(free)} free parameter(s) "
+            f"({', '.join(free)}); at least {need} records are needed. Fit fewer with --fit NAMES, "
+            "or fit only the host terms with --profile NAME")
 
 
 def fit(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str] = FIT_PARAMS,
@@ -253,6 +271,7 @@ def calibrate(paths: Sequence[str | Path], base: TimingParams | None = None,
     if not fcases:
         raise ConfigError("no usable records in " + ", ".join(str(p) for p in paths)
                           + (f" (first skip reason: {skipped[0].reason})" if skipped else ""))
+    check_pinnable(len(fcases), names)
     measured = np.array([fc.measured_s for fc in fcases])
     pred_before = predict_all(fcases, base)
     # Two starts: the given parameters and the documented physical defaults.
@@ -289,5 +308,5 @@ def calibrate(paths: Sequence[str | Path], base: TimingParams | None = None,
     return result.params, report
 
 
-__all__ = ["BOUNDS", "FIT_PARAMS", "PRIORS", "DATA_SIGMA", "FitCase", "FitResult", "prepare", "predict_all", "metrics", "fit",
+__all__ = ["BOUNDS", "FIT_PARAMS", "check_pinnable", "PRIORS", "DATA_SIGMA", "FitCase", "FitResult", "prepare", "predict_all", "metrics", "fit",
            "leave_one_out", "cross_config", "calibrate", "per_record"]

@@ -1,12 +1,15 @@
-"""`codesign calibrate LOG...`: fit the timing model's physical parameters to measured records."""
+"""`codesign calibrate LOG... (-o FILE | --profile NAME)`: fit the timing model's physical
+parameters, or a profile's host terms, to measured records. Never writes over shipped files."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from codesign.commands.replay import _clean
+from codesign.errors import ConfigError
 
 DESCRIPTION = """\
 Fit the few physical parameters of the timing model (DMA port efficiency, per-DMA and per-row
@@ -16,11 +19,24 @@ The measured costs time the whole operator call on the board, so host overhead i
 term (host_call_s + host_per_insn_s * instructions). Writes the parameters with their
 provenance (data files and sha256, record count, date, before/after error, leave-one-out
 error) and prints the before/after MAPE and Spearman rho.
+
+With --profile NAME it fits a calibration profile instead: only the environment (host/runtime)
+terms -- per call, per instruction, per input byte, per output byte -- on top of the shipped
+device parameters, and only those the records can pin (each has a prior; see
+docs/calibration-profiles.md). --device refits the device parameters too. Profiles are written
+to $CODESIGN_PROFILE_DIR (default ~/.local/share/vta-codesign/profiles); the shipped ones in
+sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
+
+A fit with more free parameters than the records can pin is refused, naming them and how many
+records would be needed.
 """
 
 EPILOG = """\
 examples:
-  codesign calibrate sim/calibration/pynq_resnet18.log            # writes sim/timing_params.json
+  codesign calibrate sim/calibration/pynq_resnet18.log -o /tmp/params.json
+  codesign calibrate --profile lab-pynq session.log              # host terms the data pin
+  codesign calibrate --profile lab-pynq session.log --terms host_call_s,host_per_out_byte_s
+  codesign replay session.log --profile lab-pynq                 # use it (also tune/sweep/run)
   codesign calibrate a.log b.log -o /tmp/params.json --no-loo
   codesign calibrate sim/calibration/pynq_resnet18.log --fit host_call_s,host_per_insn_s --json
   codesign replay my.log --params /tmp/params.json                # use the new parameters
@@ -34,7 +50,16 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("log", nargs="+", metavar="LOG", help="AutoTVM v0.2 log file(s) with board measurements")
     p.add_argument("-o", "--output", metavar="FILE", default=None,
-                   help="where to write the fitted parameters (default: sim/timing_params.json)")
+                   help="where to write the fitted parameters (required unless --profile; the shipped "
+                        "sim/timing_params.json is never overwritten)")
+    p.add_argument("--profile", metavar="NAME", default=None,
+                   help="fit a calibration profile (host terms on top of the shipped device model) "
+                        "and save it under this name")
+    p.add_argument("--terms", metavar="NAMES", default=None,
+                   help="with --profile: environment terms to fit (default: every term the data pin; "
+                        "host_call_s,host_per_insn_s,host_per_in_byte_s,host_per_out_byte_s)")
+    p.add_argument("--device", action="store_true",
+                   help="with --profile: refit the device parameters too")
     p.add_argument("--params", metavar="FILE", default=None,
                    help="starting values and values of the parameters not fitted (default: the "
                         "documented defaults of TimingParams, so a fit is reproducible; "
@@ -47,8 +72,24 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codesign.calibrate.profiles import is_protected
+
+    if args.profile:
+        return _run_profile(args)
+    if args.terms or args.device:
+        raise ConfigError("--terms and --device go with --profile NAME")
+    if not args.output:
+        raise ConfigError("say where to write the fit: -o FILE, or --profile NAME for host terms "
+                          "(the shipped sim/timing_params.json is never overwritten)")
+    if is_protected(Path(args.output)):
+        raise ConfigError(f"-o {args.output}: a shipped file is never overwritten; write elsewhere and pass "
+                          "it with --params, or use --profile NAME")
+    return _run_device(args)
+
+
+def _run_device(args: argparse.Namespace) -> int:
     from codesign.calibrate.fit import FIT_PARAMS, calibrate
-    from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams
+    from codesign.vta.timing import TimingParams
 
     if args.params is None:
         base, start = TimingParams(), "documented defaults (TimingParams())"
@@ -75,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         f" --fit {args.fit}" if args.fit != ",".join(FIT_PARAMS) else "") + (" --no-loo" if args.no_loo else "")
     if bar is not None:
         bar.close()
-    out = args.output or DEFAULT_PARAMS_PATH
+    out = args.output
     params.save(out, _clean(report))
     if args.json:
         print(json.dumps(_clean({"output": str(out), "params": params.to_dict(), "report": report})))
@@ -97,3 +138,48 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {n:<32} {getattr(params, n):.6g}")
     print(f"wrote {out}")
     return 0
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    from codesign.calibrate.profiles import calibrate_profile, save_profile, write_path
+
+    if args.output or args.params or args.fit != _default_fit():
+        raise ConfigError("--profile fits host terms on the shipped device parameters: -o, --params and "
+                          "--fit do not apply (use --terms, --device)")
+    write_path(args.profile)  # refuse a shipped name before any work
+    terms = [t.strip() for t in args.terms.split(",") if t.strip()] if args.terms else None
+    _params, doc = calibrate_profile(args.log, args.profile, terms=terms, device=args.device)
+    prov = doc["provenance"]
+    prov["command"] = "codesign calibrate --profile " + args.profile + " " + " ".join(args.log) + (
+        f" --terms {args.terms}" if args.terms else "") + (" --device" if args.device else "")
+    path = save_profile(_clean(doc), args.profile)
+    if args.json:
+        print(json.dumps(_clean({"output": str(path), **doc})))
+        return 0
+    print(f"records used: {prov['records_used']}  skipped: {len(prov['records_skipped'])}  "
+          f"(with device time: {prov['records_with_device_time']})")
+    for s in prov["records_skipped"]:
+        print(f"  skipped {s['file']}:{s['line']}: {s['reason']}")
+    print(f"{'term':<22} {'value':>11} {'posterior sd':>12} {'prior sd':>9} {'pinned':>9} "
+          f"{'LOO MAPE without':>16}")
+    for t, row in prov["terms"].items():
+        pinned = "yes" if row.get("pinned") else ("no" if "pinned" in row else "not asked")
+        without = f"{row['loo_mape_without']:.2f}%" if "loo_mape_without" in row else "-"
+        post = f"{row['posterior_sd']:.3g}" if "posterior_sd" in row else "-"
+        print(f"{t:<22} {row['value']:>11.4g} {post:>12} {row['prior_sd']:>9.3g} {pinned:>9} {without:>16}")
+        if not row.get("pinned") and row.get("records_needed"):
+            print(f"{'':<22} not pinned: about {row['records_needed']} records with this spread would pin it")
+    b, a = prov["before"], prov["after"]
+    print(f"before (shipped host terms): MAPE {b['mape']:6.2f}%  max |err| {b['max_abs_error_pct']:.1f}%")
+    print(f"after:                       MAPE {a['mape']:6.2f}%  max |err| {a['max_abs_error_pct']:.1f}%")
+    if "leave_one_out" in prov:
+        lo = prov["leave_one_out"]
+        print(f"leave-one-out:               MAPE {lo['mape']:6.2f}%  max |err| {lo['max_abs_error_pct']:.1f}%")
+    print(f"wrote profile {doc['name']} to {path}")
+    return 0
+
+
+def _default_fit() -> str:
+    from codesign.calibrate.fit import FIT_PARAMS
+
+    return ",".join(FIT_PARAMS)

@@ -22,6 +22,7 @@ examples:
   codesign replay sim/calibration/pynq_resnet18.log
   codesign replay sim/calibration/pynq_resnet18.log --json | jq .summary
   codesign replay my_tuning.log --params my_timing_params.json
+  codesign replay session.log --profile tophub-2019            # a calibration profile
   codesign replay sim/calibration/pynq_resnet18.log --rank   # does the model rank tuned configs first?
 """
 
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("log", nargs="+", metavar="LOG", help="AutoTVM v0.2 log file(s)")
     p.add_argument("--params", metavar="FILE", default=None,
                    help="timing parameters JSON (default: the shipped sim/timing_params.json)")
+    p.add_argument("--profile", metavar="NAME", default=None,
+                   help="calibration profile (sim/profiles/ or yours, see `codesign calibrate --profile`)")
     p.add_argument("--rank", action="store_true",
                    help="also time every valid config of each record's layer and report where the "
                         "model ranks the recorded (board-tuned) config (slower)")
@@ -55,10 +58,10 @@ def _clean(obj: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codesign.calibrate.profiles import resolve_params
     from codesign.calibrate.replay import replay
-    from codesign.vta.timing import TimingParams
 
-    params = TimingParams.load(args.params)
+    params, source = resolve_params(args.profile, args.params)
     bar = None
     if not args.json and sys.stderr.isatty():
         from tqdm import tqdm
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     rows, skipped, summary = replay(args.log, params, on_case=on_case, rank=args.rank)
     if bar is not None:
         bar.close()
-    summary["params"] = args.params or "sim/timing_params.json (shipped)"
+    summary["params"] = source
     if args.json:
         out = {"records": [r.to_dict() for r in rows],
                "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],

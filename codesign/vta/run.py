@@ -64,6 +64,13 @@ def random_inputs(layer: Any, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.
     return data, weight
 
 
+def layer_io_bytes(layer: Any) -> tuple[int, int]:
+    """(input bytes, output bytes) of one operator call: int8 data + weights in, int8 output out.
+    The per-byte host terms of a calibration profile scale with these."""
+    n_in = int(np.prod(layer.data_shape())) + int(np.prod(layer.weight_shape()))
+    return n_in, int(np.prod(layer.output_shape()))
+
+
 def _params(params: Any) -> timing.TimingParams:
     return timing.default_params() if params is None else params
 
@@ -93,7 +100,7 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
     if functional:
         packed = np.asarray(res.outputs["output"]).view(np.int8)
         output = layer.unpack_output(packed, hw)
-    seconds = timing.predict_seconds(res.cycles, res.n_insns, hw, params)
+    seconds = timing.predict_seconds(res.cycles, res.n_insns, hw, params, *layer_io_bytes(layer))
     return LayerRun(output=output, cycles=int(res.cycles), seconds=float(seconds),
                     counters=dict(res.counters), busy=dict(res.busy), n_insns=int(res.n_insns),
                     program=program, config=config)
@@ -113,7 +120,7 @@ def measure_seconds(layer: Any, config: Any, hw: HwConfig,
     insns = compile_insns(layer, config, hw, scratch=scratch).insns
     res = timing.time_program(insns, hw, params)
     n = int(insns.shape[0])
-    return float(timing.predict_seconds(res.cycles, n, hw, params)), int(res.cycles)
+    return float(timing.predict_seconds(res.cycles, n, hw, params, *layer_io_bytes(layer))), int(res.cycles)
 
 
-__all__ = ["LayerRun", "run_layer", "measure_seconds", "resolve_config", "random_inputs"]
+__all__ = ["LayerRun", "run_layer", "measure_seconds", "resolve_config", "random_inputs", "layer_io_bytes"]

@@ -126,6 +126,13 @@ class TimingParams:
     host_call_s: float = 100e-6
     #: Host CPU seconds per instruction generated at run time by the JIT runtime. fitted.
     host_per_insn_s: float = 1e-6
+    #: Host seconds per byte of the operator's inputs (data + weights) and per byte of its output:
+    #: cache maintenance (flush before, invalidate after the call) and copies on the ARM side,
+    #: which scale with the buffers, not with the device program. These are environment terms of
+    #: a calibration profile (`sim/profiles/`, `codesign calibrate --profile`); 0 in the shipped
+    #: fit, whose 20 tophub records cannot separate them from the DMA terms.
+    host_per_in_byte_s: float = 0.0
+    host_per_out_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -513,13 +520,21 @@ def port_efficiency(hw: HwConfig, footprint_bytes: float, params: TimingParams |
                                  float(footprint_bytes)))
 
 
-def predict_seconds(cycles: int | float, n_insns: int, hw: HwConfig, params: TimingParams | None = None) -> float:
+def host_seconds(n_insns: int, params: TimingParams, in_bytes: int = 0, out_bytes: int = 0) -> float:
+    """Host-side seconds of one operator call (§4.7): per call, per instruction, per byte in/out."""
+    return (params.host_call_s + params.host_per_insn_s * float(n_insns)
+            + params.host_per_in_byte_s * float(in_bytes) + params.host_per_out_byte_s * float(out_bytes))
+
+
+def predict_seconds(cycles: int | float, n_insns: int, hw: HwConfig, params: TimingParams | None = None,
+                    in_bytes: int = 0, out_bytes: int = 0) -> float:
     """Operator seconds = device cycles at the config clock + host overhead (§4.7). The ONE place
-    where device cycles become the seconds a user or an AutoTVM log sees."""
+    where device cycles become the seconds a user or an AutoTVM log sees. `in_bytes`/`out_bytes`
+    (the operator's input and output buffers) feed the per-byte host terms of a profile."""
     params = default_params() if params is None else params
-    return float(cycles) / hw.clock_hz + params.host_call_s + params.host_per_insn_s * float(n_insns)
+    return float(cycles) / hw.clock_hz + host_seconds(n_insns, params, in_bytes, out_bytes)
 
 
-__all__ = ["TimingParams", "TimingResult", "time_program", "predict_seconds", "port_efficiency",
+__all__ = ["TimingParams", "TimingResult", "time_program", "predict_seconds", "host_seconds", "port_efficiency",
            "default_params",
            "DEFAULT_PARAMS_PATH"]

@@ -1,0 +1,486 @@
+"""Calibration profiles: host/runtime ("environment") terms fitted on top of the device model.
+
+Measurements of the same layer and schedule on the same board taken in different sessions
+differ by tens of percent, in proportion to the bytes moved, while the device physics does not
+change: the host side (driver, cache maintenance, Python runtime) does. A profile therefore
+keeps the shipped device parameters (`sim/timing_params.json`) and fits only the environment
+terms of `timing.host_seconds` — per call, per instruction, per input byte, per output byte —
+and only those the data can pin.
+
+The environment terms enter the predicted seconds linearly:
+    measured_i = device_i + sum_k x_ik * theta_k,
+    x_i = (1, n_insns, in_bytes, out_bytes),
+so the fit is a weighted linear least-squares problem (relative errors: each record's residual
+is divided by DATA_SIGMA * measured_i) with a Gaussian prior per term and theta >= 0. `device_i`
+is the device time the record carries when our own board runtime measured it (device time and
+call time separately), otherwise the device model's prediction.
+
+A term is *pinned* when the data shrink its posterior standard deviation to at most half its
+prior standard deviation (the data carry at least 3/4 of the information). Unpinned terms stay at
+their base value; asking for them explicitly is refused with the number of records of the same
+spread that would pin them (information grows linearly with the records).
+
+Profiles live in `sim/profiles/` (shipped, never overwritten: `tophub-2019` is the fit on the
+shipped tophub data) and in the user's profile folder (`$CODESIGN_PROFILE_DIR`, default
+`~/.local/share/vta-codesign/profiles`), where `codesign calibrate --profile NAME` writes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.calibrate.fit import DATA_SIGMA, PRIORS, metrics
+from codesign.calibrate.replay import load_cases
+from codesign.errors import CodesignError, ConfigError
+from codesign.fileio import atomic_write_json, read_document
+from codesign.hw.config import HwConfig
+from codesign.paths import SIM_DATA
+from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams, default_params, time_program
+
+SHIPPED_DIR = SIM_DATA / "profiles"
+PROFILE_DIR_ENV = "CODESIGN_PROFILE_DIR"
+
+# Environment terms, the feature they multiply, and their prior (mean, standard deviation, source).
+ENV_TERMS: tuple[str, ...] = ("host_call_s", "host_per_insn_s", "host_per_in_byte_s", "host_per_out_byte_s")
+FEATURES = {"host_call_s": "calls", "host_per_insn_s": "instructions", "host_per_in_byte_s": "input bytes",
+            "host_per_out_byte_s": "output bytes"}
+ENV_PRIORS: dict[str, tuple[float, float, str]] = {
+    "host_call_s": (PRIORS["host_call_s"][0], PRIORS["host_call_s"][0], PRIORS["host_call_s"][2]),
+    "host_per_insn_s": (
+        1e-6, 2e-6,
+        "vta-reference §4.7: the JIT runtime builds each instruction on the ARM CPU in C++; of "
+        "order a microsecond per instruction on a 650 MHz Cortex-A9"),
+    "host_per_in_byte_s": (
+        0.0, 2e-9,
+        "vta-reference §4.7: buffers are flushed from the CPU caches before a call; cleaning a "
+        "32-byte line costs tens of CPU cycles, so of order 1 ns per byte at most"),
+    "host_per_out_byte_s": (
+        0.0, 2e-9,
+        "vta-reference §4.7: output buffers are invalidated in the CPU caches after a call; same "
+        "order as the input side"),
+}
+PIN_SHRINK = 0.5  # pinned: posterior sd <= PIN_SHRINK * prior sd
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured operator call, reduced to what the environment fit needs."""
+
+    file: str
+    line: int
+    label: str
+    hw: HwConfig
+    n_insns: int
+    in_bytes: int
+    out_bytes: int
+    device_s: float  # measured device time if the record has it, else the device model's
+    measured_s: float
+    device_measured: bool
+
+    def features(self) -> np.ndarray:
+        return np.array([1.0, self.n_insns, self.in_bytes, self.out_bytes], dtype=np.float64)
+
+
+# -- reading data -------------------------------------------------------------------------------
+def _first_json(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such log or records file") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise ConfigError(f"{path}: cannot read this log or records file ({exc.__class__.__name__})") from None
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                return None
+            return obj if isinstance(obj, dict) else None
+    return None
+
+
+def _device_seconds(layer: Any, config: Any, hw: HwConfig, params: TimingParams) -> tuple[float, int]:
+    from codesign.vta.compiler import compile_insns
+
+    insns = compile_insns(layer, config, hw).insns
+    cycles = time_program(insns, hw, params).cycles
+    return cycles / hw.clock_hz, int(insns.shape[0])
+
+
+def _from_autotvm(path: Path, params: TimingParams, skipped: list[dict[str, Any]]) -> list[Observation]:
+    from codesign.vta.run import layer_io_bytes
+
+    cases, skips = load_cases(path)
+    skipped += [{"file": s.file, "line": s.line, "reason": s.reason} for s in skips]
+    out = []
+    for c in cases:
+        if not c.valid:
+            skipped.append({"file": c.file, "line": c.record.line, "reason": f"schedule invalid here: {c.why_invalid}"})
+            continue
+        try:
+            dev, n = _device_seconds(c.layer, c.config, c.hw, params)
+        except CodesignError as exc:
+            skipped.append({"file": c.file, "line": c.record.line, "reason": f"compile failed: {exc}"})
+            continue
+        i, o = layer_io_bytes(c.layer)
+        out.append(Observation(c.file, c.record.line, f"{c.record.model} {c.layer.name}", c.hw, n, i, o,
+                               dev, c.measured_s, False))
+    return out
+
+
+def _from_records(path: Path, params: TimingParams, skipped: list[dict[str, Any]]) -> list[Observation]:
+    """Our records JSONL (`codesign.tune.records`); a line may also carry `device_seconds`
+    (board runtime: device time measured apart from the whole call)."""
+    from codesign.schedule import ScheduleSpace
+    from codesign.tune.records import MeasureRecord
+    from codesign.vta.run import layer_io_bytes
+    from codesign.workloads import parse_layer
+
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            raw = json.loads(line)
+            rec = MeasureRecord.from_dict(raw)
+        except (ValueError, TypeError, AttributeError) as exc:
+            skipped.append({"file": str(path), "line": lineno, "reason": f"not a tuning record ({exc})"})
+            continue
+        if not rec.ok or not rec.seconds or rec.seconds <= 0:
+            skipped.append({"file": str(path), "line": lineno, "reason": f"failed measurement ({rec.error})"})
+            continue
+        try:
+            hw = HwConfig.resolve(rec.hw)
+            layer = parse_layer(rec.layer_spec)
+            config = ScheduleSpace(layer, hw).from_knobs(rec.knobs)
+            dev, n = _device_seconds(layer, config, hw, params)
+        except CodesignError as exc:
+            skipped.append({"file": str(path), "line": lineno, "reason": str(exc)})
+            continue
+        measured_dev = raw.get("device_seconds")
+        has_dev = isinstance(measured_dev, (int, float)) and 0 < measured_dev <= rec.seconds
+        i, o = layer_io_bytes(layer)
+        out.append(Observation(str(path), lineno, f"{rec.hw} {rec.layer}", hw, n, i, o,
+                               float(measured_dev) if has_dev else dev, float(rec.seconds), bool(has_dev)))
+    return out
+
+
+def load_observations(paths: Sequence[str | Path], params: TimingParams) -> tuple[list[Observation], list[dict]]:
+    """Observations from AutoTVM v0.2 logs and/or our records JSONL files (detected per file)."""
+    obs: list[Observation] = []
+    skipped: list[dict[str, Any]] = []
+    for p in paths:
+        path = Path(p)
+        first = _first_json(path)
+        if first is not None and "layer_spec" in first:
+            obs += _from_records(path, params, skipped)
+        else:
+            obs += _from_autotvm(path, params, skipped)
+    return obs, skipped
+
+
+# -- the linear environment fit ----------------------------------------------------------------
+@dataclass(frozen=True)
+class EnvFit:
+    terms: tuple[str, ...]
+    values: dict[str, float]
+    posterior_sd: dict[str, float]
+    predicted: np.ndarray
+
+
+def _system(obs: Sequence[Observation], terms: Sequence[str], base: TimingParams,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted design (A, b) of the data rows and the prior (mean, sd) of `terms`. Terms not fitted
+    contribute their base value to the fixed part of the prediction."""
+    cols = [ENV_TERMS.index(t) for t in terms]
+    fixed = [k for k, t in enumerate(ENV_TERMS) if t not in terms]
+    X = np.array([o.features() for o in obs])
+    m = np.array([o.measured_s for o in obs])
+    dev = np.array([o.device_s for o in obs])
+    base_theta = np.array([getattr(base, t) for t in ENV_TERMS])
+    known = dev + X[:, fixed] @ base_theta[fixed]
+    w = 1.0 / (DATA_SIGMA * m)
+    A = X[:, cols] * w[:, None]
+    b = (m - known) * w
+    mu = np.array([ENV_PRIORS[t][0] for t in terms])
+    sd = np.array([ENV_PRIORS[t][1] for t in terms])
+    return A, b, mu, sd
+
+
+def fit_env(obs: Sequence[Observation], terms: Sequence[str], base: TimingParams) -> EnvFit:
+    """MAP fit of `terms` (>= 0) with their priors; the other environment terms stay at `base`."""
+    from scipy.optimize import lsq_linear
+
+    terms = tuple(terms)
+    A, b, mu, sd = _system(obs, terms, base)
+    if terms:
+        # Scale columns to the prior sd so the solver sees O(1) variables.
+        As = np.vstack([A * sd, np.eye(len(terms))])
+        bs = np.concatenate([b, mu / sd])
+        z = lsq_linear(As, bs, bounds=(0.0, np.inf), method="bvls").x
+        theta = z * sd
+        H = A.T @ A + np.diag(1.0 / sd**2)
+        post = np.sqrt(np.diag(np.linalg.inv(H)))
+    else:
+        theta, post = np.zeros(0), np.zeros(0)
+    values = {t: float(v) for t, v in zip(terms, theta)}
+    params = base.with_(**values)
+    pred = np.array([predict_obs(o, params) for o in obs])
+    return EnvFit(terms, values, {t: float(s) for t, s in zip(terms, post)}, pred)
+
+
+def predict_obs(o: Observation, params: TimingParams) -> float:
+    x = o.features()
+    return float(o.device_s + params.host_call_s * x[0] + params.host_per_insn_s * x[1]
+                 + params.host_per_in_byte_s * x[2] + params.host_per_out_byte_s * x[3])
+
+
+def pin_analysis(obs: Sequence[Observation], terms: Sequence[str], base: TimingParams) -> dict[str, dict[str, Any]]:
+    """Per term: prior sd, posterior sd, pinned?, and how many records of the same spread would pin it."""
+    terms = tuple(terms)
+    A, _b, _mu, sd = _system(obs, terms, base)
+    Hd = A.T @ A
+    P = np.diag(1.0 / sd**2)
+    n = len(obs)
+
+    def post_sd(scale: float) -> np.ndarray:
+        return np.sqrt(np.diag(np.linalg.inv(scale * Hd + P)))
+
+    now = post_sd(1.0)
+    out: dict[str, dict[str, Any]] = {}
+    for k, t in enumerate(terms):
+        ok = bool(now[k] <= PIN_SHRINK * sd[k])
+        needed: int | None = n
+        if not ok:
+            lo, hi = 1.0, 2.0
+            while post_sd(hi)[k] > PIN_SHRINK * sd[k] and hi < 1e7:
+                lo, hi = hi, hi * 2
+            if hi >= 1e7:
+                needed = None  # more records like these never pin it: the feature does not vary
+            else:
+                for _ in range(40):
+                    mid = (lo + hi) / 2
+                    lo, hi = (lo, mid) if post_sd(mid)[k] <= PIN_SHRINK * sd[k] else (mid, hi)
+                needed = int(math.ceil(n * hi))
+        out[t] = {"prior_sd": float(sd[k]), "posterior_sd": float(now[k]), "pinned": ok,
+                  "records_needed": needed}
+    return out
+
+
+def _unpinned_message(t: str, info: dict[str, Any], n: int) -> str:
+    feat = FEATURES[t]
+    if info["records_needed"] is None:
+        more = f"no number of records like these would: their {feat} do not vary independently"
+    else:
+        more = f"about {info['records_needed']} records with this spread of {feat} would"
+    return (f"{t} cannot be pinned by these {n} records (posterior sd {info['posterior_sd']:.3g} vs prior "
+            f"{info['prior_sd']:.3g}); {more}")
+
+
+def select_terms(obs: Sequence[Observation], candidates: Sequence[str], base: TimingParams,
+                 explicit: bool) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    """The terms to fit: all `candidates` the data pin (iteratively, since dropping one term can
+    pin another). With `explicit`, every candidate must be pinned or a ConfigError says why."""
+    terms = tuple(candidates)
+    while True:
+        info = pin_analysis(obs, terms, base)
+        bad = [t for t in terms if not info[t]["pinned"]]
+        if explicit and bad:
+            raise ConfigError("; ".join(_unpinned_message(t, info[t], len(obs)) for t in bad)
+                              + ". Fit fewer terms (--terms) or add records; pinned here: "
+                              + (", ".join(t for t in terms if info[t]["pinned"]) or "none"))
+        if not bad:
+            full = pin_analysis(obs, tuple(candidates), base)
+            full.update(info)
+            return terms, full
+        # Drop the least-pinned term and retry.
+        worst = max(bad, key=lambda t: info[t]["posterior_sd"] / info[t]["prior_sd"])
+        terms = tuple(t for t in terms if t != worst)
+        if not terms:
+            return (), pin_analysis(obs, tuple(candidates), base)
+
+
+def leave_one_out(obs: Sequence[Observation], terms: Sequence[str], base: TimingParams) -> np.ndarray:
+    preds = np.empty(len(obs))
+    for k in range(len(obs)):
+        rest = [o for j, o in enumerate(obs) if j != k]
+        res = fit_env(rest, terms, base)
+        preds[k] = predict_obs(obs[k], base.with_(**res.values))
+    return preds
+
+
+# -- the profile file --------------------------------------------------------------------------
+def user_dir() -> Path:
+    env = os.environ.get(PROFILE_DIR_ENV)
+    return Path(env) if env else Path.home() / ".local" / "share" / "vta-codesign" / "profiles"
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.json"))
+
+
+def _is_path(name: str) -> bool:
+    return name.endswith(".json") or os.sep in name
+
+
+def profile_path(name: str) -> Path:
+    """Where profile `name` is read from (user folder first, then shipped), or a .json path."""
+    if _is_path(name):
+        return Path(name)
+    for d in (user_dir(), SHIPPED_DIR):
+        p = d / f"{name}.json"
+        if p.exists():
+            return p
+    known = sorted(set(shipped_names()) | {p.stem for p in user_dir().glob("*.json")})
+    raise ConfigError(f"unknown calibration profile {name!r}; known: {', '.join(known) or 'none'} "
+                      f"(shipped in sim/profiles/, yours in {user_dir()})")
+
+
+def is_protected(path: Path) -> bool:
+    """Shipped files are never written by calibration: the shipped timing parameters and every
+    file in sim/profiles/."""
+    try:
+        rp = path.resolve()
+    except OSError:
+        return False
+    return rp == DEFAULT_PARAMS_PATH.resolve() or rp.parent == SHIPPED_DIR.resolve()
+
+
+def write_path(name: str) -> Path:
+    """Where `calibrate --profile name` writes; refuses shipped names and files."""
+    if not _is_path(name) and not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ConfigError(f"--profile {name!r}: a profile name uses letters, digits, '-', '_' and '.'")
+    path = Path(name) if _is_path(name) else user_dir() / f"{name}.json"
+    if (not _is_path(name) and name in shipped_names()) or is_protected(path):
+        raise ConfigError(f"profile {name!r} is shipped with the package and is never overwritten; "
+                          "choose another name")
+    return path
+
+
+def load_profile(name: str) -> tuple[TimingParams, dict[str, Any]]:
+    """(parameters, document) of a profile: the shipped device parameters with the profile's
+    `params` (environment terms, and device terms for --device profiles) on top."""
+    path = profile_path(name)
+    doc = read_document(path, "calibration profile")
+    if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict) or doc.get("kind") != "profile":
+        raise ConfigError(f"{path}: not a calibration profile (expected kind: profile and a params mapping)")
+    base = TimingParams.load()
+    try:
+        return base.with_(**doc["params"]), doc
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def resolve_params(profile: str | None, params_file: str | None = None) -> tuple[TimingParams, str]:
+    """The timing parameters a command should use and a label saying where they came from."""
+    if profile and params_file:
+        raise ConfigError("--profile and --params both given; use one")
+    if profile:
+        params, doc = load_profile(profile)
+        return params, f"profile {doc.get('name', profile)} ({profile_path(profile)})"
+    if params_file:
+        return TimingParams.load(params_file), str(params_file)
+    return default_params(), "sim/timing_params.json (shipped)"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[str] | None = None,
+                      device: bool = False) -> tuple[TimingParams, dict[str, Any]]:
+    """Fit a profile; returns (params, document to save). `terms=None` = every pinned term."""
+    base = TimingParams.load()
+    explicit = terms is not None
+    cand = tuple(terms) if terms is not None else ENV_TERMS
+    for t in cand:
+        if t not in ENV_TERMS:
+            raise ConfigError(f"--terms: unknown environment term {t!r}; allowed: {', '.join(ENV_TERMS)}")
+    device_report = None
+    if device:
+        from codesign.calibrate.fit import FIT_PARAMS, calibrate
+
+        dev_names = [n for n in FIT_PARAMS if n not in ENV_TERMS]
+        dparams, device_report = calibrate(list(paths), base=base, names=dev_names, loo=False)
+        base = dparams
+    obs, skipped = load_observations(paths, base)
+    if not obs:
+        raise ConfigError("no usable records in " + ", ".join(str(p) for p in paths)
+                          + (f" (first skip reason: {skipped[0]['reason']})" if skipped else ""))
+    chosen, pins = select_terms(obs, cand, base, explicit)
+    res = fit_env(obs, chosen, base)
+    params = base.with_(**res.values)
+    measured = np.array([o.measured_s for o in obs])
+    before = np.array([predict_obs(o, base) for o in obs])
+    loo = leave_one_out(obs, chosen, base) if len(obs) > len(chosen) + 1 else None
+    term_rows = {}
+    for t in ENV_TERMS:
+        row: dict[str, Any] = {"value": getattr(params, t), "fitted": t in chosen, "feature": FEATURES[t],
+                               "prior_mean": ENV_PRIORS[t][0], "prior_sd": ENV_PRIORS[t][1],
+                               "prior_source": ENV_PRIORS[t][2]}
+        if t in pins:
+            row.update(pins[t])
+        if t in chosen and loo is not None and len(chosen) > 1:
+            # What this term buys out of sample: leave-one-out MAPE with the term held at its base.
+            without = tuple(x for x in chosen if x != t)
+            row["loo_mape_without"] = metrics(leave_one_out(obs, without, base.with_(**{t: getattr(base, t)})),
+                                              measured)["mape"]
+        term_rows[t] = row
+    env_params = {t: getattr(params, t) for t in ENV_TERMS}
+    if device:
+        env_params.update({k: v for k, v in params.to_dict().items() if k not in ENV_TERMS})
+    doc: dict[str, Any] = {
+        "kind": "profile",
+        "name": Path(name).stem if _is_path(name) else name,
+        "params": env_params,
+        "provenance": {
+            "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+            "tool": "codesign calibrate --profile",
+            "device": ("refitted (--device): " + ", ".join(device_report["fitted"])) if device_report
+            else "shipped sim/timing_params.json (sha256 " + _sha256(DEFAULT_PARAMS_PATH)[:16] + ")",
+            "objective": ("weighted linear least squares of measured - device seconds on the environment "
+                          "features (relative errors, sigma DATA_SIGMA), Gaussian priors, terms >= 0"),
+            "data_sigma": DATA_SIGMA,
+            "data": [{"file": str(p), "sha256": _sha256(Path(p)),
+                      "records_used": sum(1 for o in obs if o.file == str(p))} for p in paths],
+            "records_used": len(obs),
+            "records_with_device_time": sum(1 for o in obs if o.device_measured),
+            "records_skipped": skipped,
+            "pinned": list(chosen),
+            "not_pinned": [t for t in cand if t not in chosen],
+            "terms": term_rows,
+            "before": metrics(before, measured),
+            "after": metrics(res.predicted, measured),
+            "per_record": [{"file": o.file, "line": o.line, "what": o.label, "measured_s": o.measured_s,
+                            "device_s": o.device_s, "predicted_s": float(p),
+                            "error_pct": float((p / o.measured_s - 1) * 100)} for o, p in zip(obs, res.predicted)],
+        },
+    }
+    if loo is not None:
+        doc["provenance"]["leave_one_out"] = metrics(loo, measured)
+    if device_report is not None:
+        doc["provenance"]["device_fit"] = {k: device_report[k] for k in ("fitted", "before", "after", "records_used")}
+    return params, doc
+
+
+def save_profile(doc: dict[str, Any], name: str) -> Path:
+    path = write_path(name)
+    atomic_write_json(path, doc)
+    return path
+
+
+__all__ = ["ENV_TERMS", "ENV_PRIORS", "Observation", "load_observations", "fit_env", "pin_analysis",
+           "select_terms", "leave_one_out", "calibrate_profile", "save_profile", "load_profile",
+           "resolve_params", "profile_path", "write_path", "is_protected", "user_dir", "SHIPPED_DIR"]
