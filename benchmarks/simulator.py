@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from codesign.hw.config import HwConfig
+from codesign.schedule import unsupported_reason
 from codesign.schedule.space import ScheduleSpace
 from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.simulator import simulate
@@ -73,7 +74,7 @@ def bench_program(layer, config, hw, rng, repeats_fun: int, repeats_tim: int) ->
 def bench_resnet18(hw, rng, sample: int) -> dict:
     total, insns, layers = 0.0, 0, 0
     for layer, count in get_workload("resnet18").unique_layers():
-        if not isinstance(layer, Conv2D) or layer.unsupported_reason(hw):
+        if not isinstance(layer, Conv2D) or unsupported_reason(layer, hw):
             continue
         cfg = pick_configs(layer, hw, rng, sample)["tuned"]
         data = rng.integers(-128, 128, layer.data_shape(), dtype=np.int8)

@@ -32,7 +32,10 @@ every command takes --help; most take --json for scripts.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (with `command`) one whose only fully built subcommand is `command`:
+    the others are listed by name and summary without importing their modules, so
+    `codesign simulate` does not load Ray and `codesign --help` loads nothing."""
     parser = argparse.ArgumentParser(
         prog="codesign",
         description="Hardware/schedule co-design for VTA accelerators.",
@@ -41,13 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, summary in COMMANDS:
-        module = importlib.import_module(f"codesign.commands.{name}")
-        module.register(sub, summary)
+        if command is None or name == command:
+            module = importlib.import_module(f"codesign.commands.{name}")
+            module.register(sub, summary)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), "")
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -51,7 +51,7 @@ def test_agent_save_load_same_actions(algo, tmp_path):
     space = ScheduleSpace(CONV, HW)
     view = SpaceView(space)
     table = exhaustive_table(CONV, HW, space=space)
-    from codesign.tune.base import make_tuner
+    from codesign.tune import make_tuner
 
     tuner = make_tuner(algo, space, 0, view=view)
     tune_layer(CONV, HW, tuner=tuner, budget=12, runner=TableRunner(table), space=space, view=view)
@@ -111,7 +111,7 @@ def test_bandit_learns_from_other_tasks_records(tmp_path):
     with RecordWriter(path) as w:
         for idx, (sec, cyc) in table.items():
             w.write(MeasureRecord.make(DENSE, HW, space.get(idx), sec, cyc, None, "grid", 0))
-    from codesign.tune.base import make_tuner
+    from codesign.tune import make_tuner
 
     cspace = ScheduleSpace(CONV, HW)
     tuner = make_tuner("bandit", cspace, 0)

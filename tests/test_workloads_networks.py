@@ -6,6 +6,7 @@ import pytest
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.schedule import partition, unsupported_reason
 from codesign.workloads import WORKLOADS, Conv2D, Dense, Workload, get_workload
 
 HW1 = HwConfig()
@@ -29,7 +30,7 @@ def test_resnet18_matches_issue():
     assert wl.total_macs == sum(layer.macs * n for layer, n in want)
     # by hand: 4 x 115605504 + 3 x 57802752 (3x3 s2) + 3 x 6422528 (1x1 s2) + 9 x 115605504
     assert wl.total_macs == 4 * 115_605_504 + 3 * 57_802_752 + 3 * 6_422_528 + 9 * 115_605_504
-    assert all(layer.unsupported_reason(HW1) is None for layer in wl.layers)
+    assert all(unsupported_reason(layer, HW1) is None for layer in wl.layers)
 
 
 def test_gemm_workloads():
@@ -38,8 +39,8 @@ def test_gemm_workloads():
     tr = get_workload("transformer")
     assert tr.unique_layers() == [(Dense(16, 512, 512), 4), (Dense(16, 512, 2048), 1), (Dense(16, 2048, 512), 1)]
     for wl in (lstm, tr):
-        assert all(layer.unsupported_reason(HW1) is None for layer in wl.layers)
-        assert all(layer.unsupported_reason(HW4) is None for layer in wl.for_hw(HW4).layers)
+        assert all(unsupported_reason(layer, HW1) is None for layer in wl.layers)
+        assert all(unsupported_reason(layer, HW4) is None for layer in wl.for_hw(HW4).layers)
 
 
 def test_batch_handling():
@@ -59,7 +60,7 @@ def test_unique_layers_merges_repeats_and_partition():
     a, b = Conv2D(1, 16, 8, 8, 16, 3, 3, 1, 1), Conv2D(1, 3, 8, 8, 16, 3, 3, 1, 1)
     wl = Workload("t", ((a, 2), (b, 1), (a, 3)))
     assert wl.unique_layers() == [(a, 5), (b, 1)]
-    vta, cpu = wl.partition(HW1)
+    vta, cpu = partition(wl, HW1)
     assert vta == [(a, 5)]
     assert cpu[0][:2] == (b, 1) and "BLOCK_IN=16" in cpu[0][2]
     wl2 = Workload("s", (("dense:1,16,16", 1),))  # specs are parsed

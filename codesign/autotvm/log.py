@@ -17,13 +17,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-
-if TYPE_CHECKING:  # pragma: no cover
-    from codesign.workloads import Conv2D, Dense
+from codesign.schedule import ScheduleSpace
+from codesign.workloads import Conv2D, Dense
 
 CONV2D_TASK = "conv2d_packed.vta"
 DENSE_TASK = "dense_packed.vta"
@@ -211,8 +210,6 @@ def layer_from_args(task: str, args: list[Any], hw: HwConfig) -> Conv2D | Dense:
     """Rebuild the layer of a record's task arguments, unpacking the packed shapes
     (data (N/b, C/bi, H, W, b, bi), kernel (O/bo, I/bi, KH, KW, bo, bi); dense data
     (N/b, I/bi, b, bi), weight (O/bo, I/bi, bo, bi)) and checking them against `hw`."""
-    from codesign.workloads import Conv2D, Dense
-
     if task == CONV2D_TASK:
         # 7 args: data, kernel, strides, padding, dilation, layout, out_dtype; some real logs
         # write the layout twice (8 args, reference §9).
@@ -270,8 +267,6 @@ def _tensor_arg(shape: Sequence[int]) -> list[Any]:
 
 def task_args(layer: Conv2D | Dense, hw: HwConfig) -> list[Any]:
     """The template call arguments exactly as the TVM VTA flow serializes them (7-arg conv2d)."""
-    from codesign.workloads import Conv2D, Dense
-
     b, bi, bo = hw.batch, hw.block_in, hw.block_out
     if isinstance(layer, Conv2D):
         data = (layer.batch // b, layer.in_channels // bi, layer.height, layer.width, b, bi)
@@ -288,8 +283,6 @@ def task_args(layer: Conv2D | Dense, hw: HwConfig) -> list[Any]:
 def _config_index_entity(layer: Any, hw: HwConfig, config: Any) -> tuple[int, list[list[Any]]]:
     """(index, entity) of a schedule `Config`, or of a knob dict (resolved through ScheduleSpace)."""
     if isinstance(config, dict):
-        from codesign.schedule import ScheduleSpace
-
         config = ScheduleSpace(layer, hw).from_knobs(config)
     return int(config.index), [list(e) for e in config.entity()]
 

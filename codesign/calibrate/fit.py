@@ -21,6 +21,8 @@ from codesign.calibrate.metrics import log_rmse, mape, spearman
 from codesign.calibrate.replay import Case, Skip, load_cases
 from codesign.errors import CodesignError, ConfigError
 from codesign.paths import ROOT
+from codesign.vta.compiler import compile_insns
+from codesign.vta.run import layer_io_bytes
 from codesign.vta.timing import TimingParams, default_params, predict_seconds, time_program
 
 # The parameters `codesign calibrate` fits by default, with their physical bounds and the scale
@@ -93,9 +95,6 @@ class FitResult:
 
 def prepare(cases: Sequence[Case]) -> tuple[list[FitCase], list[Skip]]:
     """Compile every valid case in timing mode; invalid ones are skipped with the rule."""
-    from codesign.vta.compiler import compile_insns
-    from codesign.vta.run import layer_io_bytes
-
     out: list[FitCase] = []
     skipped: list[Skip] = []
     for case in cases:

@@ -39,13 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from codesign.calibrate.fit import DATA_SIGMA, PRIORS, metrics
+from codesign.calibrate.fit import DATA_SIGMA, FIT_PARAMS, PRIORS, calibrate, metrics
 from codesign.calibrate.replay import load_cases
 from codesign.errors import CodesignError, ConfigError
 from codesign.fileio import atomic_write_json, read_document
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
+from codesign.schedule import ScheduleSpace
+from codesign.tune.records import MeasureRecord
+from codesign.vta.compiler import compile_insns
+from codesign.vta.run import layer_io_bytes
 from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams, default_params, time_program
+from codesign.workloads import parse_layer
 
 SHIPPED_DIR = SIM_DATA / "profiles"
 PROFILE_DIR_ENV = "CODESIGN_PROFILE_DIR"
@@ -111,16 +116,12 @@ def _first_json(path: Path) -> dict[str, Any] | None:
 
 
 def _device_seconds(layer: Any, config: Any, hw: HwConfig, params: TimingParams) -> tuple[float, int]:
-    from codesign.vta.compiler import compile_insns
-
     insns = compile_insns(layer, config, hw).insns
     cycles = time_program(insns, hw, params).cycles
     return cycles / hw.clock_hz, int(insns.shape[0])
 
 
 def _from_autotvm(path: Path, params: TimingParams, skipped: list[dict[str, Any]]) -> list[Observation]:
-    from codesign.vta.run import layer_io_bytes
-
     cases, skips = load_cases(path)
     skipped += [{"file": s.file, "line": s.line, "reason": s.reason} for s in skips]
     out = []
@@ -142,11 +143,6 @@ def _from_autotvm(path: Path, params: TimingParams, skipped: list[dict[str, Any]
 def _from_records(path: Path, params: TimingParams, skipped: list[dict[str, Any]]) -> list[Observation]:
     """Our records JSONL (`codesign.tune.records`); a line may also carry `device_seconds`
     (board runtime: device time measured apart from the whole call)."""
-    from codesign.schedule import ScheduleSpace
-    from codesign.tune.records import MeasureRecord
-    from codesign.vta.run import layer_io_bytes
-    from codesign.workloads import parse_layer
-
     out = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         line = line.strip()
@@ -410,8 +406,6 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
             raise ConfigError(f"--terms: unknown environment term {t!r}; allowed: {', '.join(ENV_TERMS)}")
     device_report = None
     if device:
-        from codesign.calibrate.fit import FIT_PARAMS, calibrate
-
         dev_names = [n for n in FIT_PARAMS if n not in ENV_TERMS]
         dparams, device_report = calibrate(list(paths), base=base, names=dev_names, loo=False)
         base = dparams

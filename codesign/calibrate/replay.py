@@ -19,6 +19,9 @@ from codesign.autotvm import ERROR_NAMES, Record, hw_from_target, layer_from_arg
 from codesign.calibrate.metrics import mape, spearman
 from codesign.errors import CodesignError
 from codesign.hw.config import HwConfig
+from codesign.schedule import ScheduleSpace
+from codesign.schedule.support import unsupported_reason
+from codesign.vta.run import measure_seconds
 from codesign.vta.timing import TimingParams, default_params
 
 
@@ -82,8 +85,6 @@ class ReplayRow:
 
 def build_case(record: Record, file: str = "") -> Case:
     """Rebuild one record; raises a CodesignError whose message is the reason to skip it."""
-    from codesign.schedule import ScheduleSpace
-
     if record.error_no != 0:
         raise CodesignError(f"measurement failed on the board (error_no={record.error_no} "
                             f"{ERROR_NAMES.get(record.error_no, '?')})")
@@ -91,7 +92,7 @@ def build_case(record: Record, file: str = "") -> Case:
         raise CodesignError(f"non-positive cost {record.costs}")
     hw = hw_from_target(record.target)
     layer = layer_from_args(record.task, record.args, hw)
-    reason = layer.unsupported_reason(hw)
+    reason = unsupported_reason(layer, hw)
     if reason:
         raise CodesignError(f"layer {layer.name} cannot run on {hw.vta_model}: {reason}")
     space = ScheduleSpace(layer, hw)
@@ -120,8 +121,6 @@ def load_cases(sources: Sequence[str | Path] | str | Path) -> tuple[list[Case], 
 
 def predict_case(case: Case, params: TimingParams) -> tuple[float, int]:
     """(seconds, cycles) of a case in timing mode, through `run.measure_seconds`."""
-    from codesign.vta.run import measure_seconds
-
     seconds, cycles = measure_seconds(case.layer, case.config, case.hw, params=params)
     return float(seconds), int(cycles)
 
@@ -130,8 +129,6 @@ def rank_recorded(case: Case, params: TimingParams, predicted_s: float | None = 
     """Where the model ranks the record's config among every valid config of its layer: a
     board-tuned record (AutoTVM keeps the fastest measured config) should rank near the top if
     the model orders schedules as the board does."""
-    from codesign.schedule import ScheduleSpace
-
     space = ScheduleSpace(case.layer, case.hw)
     valid = space.valid_indices()
     times = []

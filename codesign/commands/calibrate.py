@@ -8,8 +8,13 @@ import json
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
+from codesign.calibrate.fit import FIT_PARAMS, calibrate
+from codesign.calibrate.profiles import calibrate_profile, is_protected, save_profile, write_path
 from codesign.commands.replay import _clean
 from codesign.errors import ConfigError
+from codesign.vta.timing import TimingParams
 
 DESCRIPTION = """\
 Fit the few physical parameters of the timing model (DMA port efficiency, per-DMA and per-row
@@ -44,8 +49,6 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
-    from codesign.calibrate.fit import FIT_PARAMS
-
     p = sub.add_parser("calibrate", help=summary, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("log", nargs="+", metavar="LOG", help="AutoTVM v0.2 log file(s) with board measurements")
@@ -72,8 +75,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.calibrate.profiles import is_protected
-
     if args.profile:
         return _run_profile(args)
     if args.terms or args.device:
@@ -88,9 +89,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_device(args: argparse.Namespace) -> int:
-    from codesign.calibrate.fit import FIT_PARAMS, calibrate
-    from codesign.vta.timing import TimingParams
-
     if args.params is None:
         base, start = TimingParams(), "documented defaults (TimingParams())"
     elif args.params == "shipped":
@@ -100,8 +98,6 @@ def _run_device(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.fit.split(",") if n.strip()]
     bar = None
     if not args.json and not args.no_loo and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=0, desc="leave-one-out", unit="fit", file=sys.stderr, leave=False)
 
     def on_fold(done: int, total: int) -> None:
@@ -141,8 +137,6 @@ def _run_device(args: argparse.Namespace) -> int:
 
 
 def _run_profile(args: argparse.Namespace) -> int:
-    from codesign.calibrate.profiles import calibrate_profile, save_profile, write_path
-
     if args.output or args.params or args.fit != _default_fit():
         raise ConfigError("--profile fits host terms on the shipped device parameters: -o, --params and "
                           "--fit do not apply (use --terms, --device)")
@@ -180,6 +174,4 @@ def _run_profile(args: argparse.Namespace) -> int:
 
 
 def _default_fit() -> str:
-    from codesign.calibrate.fit import FIT_PARAMS
-
     return ",".join(FIT_PARAMS)

@@ -7,7 +7,13 @@ import json
 import sys
 from typing import Any
 
+from codesign.autotvm import format_record
+from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_text
+from codesign.hw.config import HwConfig
+from codesign.schedule import ScheduleSpace
+from codesign.tune.records import best_records, load_records
+from codesign.workloads import parse_layer
 
 DESCRIPTION = """\
 Export results for the TVM VTA flow.
@@ -55,13 +61,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> list[tuple[Any, str]]:
     """[(best record, AutoTVM line)] per (layer, hw), in first-seen order."""
-    from codesign.autotvm import format_record
-    from codesign.errors import ConfigError
-    from codesign.hw.config import HwConfig
-    from codesign.schedule import ScheduleSpace
-    from codesign.tune.records import best_records
-    from codesign.workloads import parse_layer
-
     out = []
     hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
     best = {key: rec for key, rec in best_records(records).items() if hw_name in (None, key[1])}
@@ -85,9 +84,6 @@ def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> li
 
 
 def run_autotvm(args: argparse.Namespace) -> int:
-    from codesign.errors import ConfigError
-    from codesign.tune.records import load_records
-
     records = []
     for path in args.records:
         records += load_records(path)
@@ -113,8 +109,6 @@ def run_autotvm(args: argparse.Namespace) -> int:
 
 
 def run_vta_config(args: argparse.Namespace) -> int:
-    from codesign.hw.config import HwConfig
-
     hw = HwConfig.resolve(args.hw)
     text = json.dumps(hw.to_vta_json(), indent=2) + "\n"
     if not args.output:

@@ -8,6 +8,11 @@ import math
 import sys
 from typing import Any
 
+from tqdm import tqdm
+
+from codesign.calibrate.profiles import resolve_params
+from codesign.calibrate.replay import replay
+
 DESCRIPTION = """\
 Replay an AutoTVM v0.2 log (conv2d_packed.vta / dense_packed.vta records, any VTA hardware
 config named by the target's -model=) on the timing model: each record's layer, hardware and
@@ -58,14 +63,9 @@ def _clean(obj: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.calibrate.profiles import resolve_params
-    from codesign.calibrate.replay import replay
-
     params, source = resolve_params(args.profile, args.params)
     bar = None
     if not args.json and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=0, desc="replay", unit="rec", file=sys.stderr, leave=False)
 
     def on_case(done: int, total: int) -> None:

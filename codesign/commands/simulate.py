@@ -10,6 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from codesign.errors import CodesignError
+from codesign.vta import timing
+from codesign.vta.program import Program
+from codesign.vta.simulator import simulate
+
 DESCRIPTION = """\
 Run a VTA program file (written by Program.save / the compiler: instructions, micro-ops and
 DRAM regions in one blob) on the simulator. Functional mode (default) executes every
@@ -67,11 +72,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.errors import CodesignError
-    from codesign.vta import timing
-    from codesign.vta.program import Program
-    from codesign.vta.simulator import simulate
-
     program = Program.load(args.program)
     params = timing.TimingParams.load(args.params)
     inputs: dict[str, Any] = {}

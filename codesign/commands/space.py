@@ -8,6 +8,15 @@ import json
 import sys
 from typing import Any
 
+from codesign import tune
+from codesign.errors import ConfigError, InvalidSchedule
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.support import unsupported_reason
+from codesign.vta.compiler import compile_layer
+from codesign.vta.run import random_inputs
+from codesign.workloads import get_workload, parse_layer
+
 DESCRIPTION = """\
 Show the AutoTVM schedule space of a layer on a VTA hardware config: the template
 (conv2d_packed.vta or dense_packed.vta), the knobs with their candidates in AutoTVM order, the
@@ -58,18 +67,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 def _exhaustive(layer: Any, hw: Any, space: Any, progress: bool) -> dict[str, Any]:
     """Best of every valid config in timing mode (`codesign.tune.exhaustive`)."""
-    from codesign.tune import exhaustive
-
-    config, seconds = exhaustive(layer, hw, progress=progress)
+    config, seconds = tune.exhaustive(layer, hw, progress=progress)
     return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds)}
 
 
 def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, path: str) -> dict[str, Any]:
-    from codesign.errors import ConfigError, InvalidSchedule
-    from codesign.schedule import get_space
-    from codesign.vta.compiler import compile_layer
-    from codesign.vta.run import random_inputs
-
     if not info["valid"]:
         raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to compile")
     space = get_space(layer, hw)
@@ -87,16 +89,14 @@ def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, 
 
 
 def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
-    from codesign.schedule import get_space
-
     out: dict[str, Any] = {"layer": layer.name, "spec": layer.spec, "template": layer.template,
                            "hw": hw.name, "macs": layer.macs}
-    reason = layer._structural_reason(hw)
+    reason = layer.structural_reason(hw)
     if reason is not None:
         out.update(size=0, valid=0, unsupported=reason, knobs={})
         return out
     space = get_space(layer, hw)
-    out.update(size=space.size, valid=space.n_valid, unsupported=layer.unsupported_reason(hw),
+    out.update(size=space.size, valid=space.n_valid, unsupported=unsupported_reason(layer, hw),
                knobs={k.name: [list(c) if k.kind == "sp" else c for c in k.candidates] for k in space.knobs})
     return out
 
@@ -128,10 +128,6 @@ def _print_layer(info: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.hw.config import HwConfig
-    from codesign.schedule import get_space
-    from codesign.workloads import get_workload, parse_layer
-
     hw = HwConfig.resolve(args.hw)
     progress = not args.json and sys.stderr.isatty()
     if args.layer:
@@ -150,8 +146,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     if args.save_program:
-        from codesign.errors import ConfigError
-
         raise ConfigError("--save-program needs --layer (one layer per program file)")
     workload = get_workload(args.workload).for_hw(hw)
     rows = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from codesign.commands.report import format_table
 from codesign.errors import ConfigError
 from codesign.paths import SPACES
+from codesign.sweep import run_sweep
 from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
@@ -72,8 +73,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.sweep import run_sweep
-
     resume = args.resume is not False
     if isinstance(args.resume, str):
         if args.out is not None and Path(args.out) != Path(args.resume):

@@ -9,6 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.plotting import pyplot, save_figure
+from codesign.schedule import ScheduleSpace
+from codesign.schedule.support import partition, unsupported_reason
+from codesign.tune.loop import tune_layer
+from codesign.tune.measure import SimulatorRunner
+from codesign.tune.records import import_autotvm_log, load_records
+from codesign.tune.registry import TUNERS, make_tuner
+from codesign.tune.view import SpaceView
+from codesign.workloads import get_workload, parse_layer
+
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
 
 DESCRIPTION = """\
@@ -41,8 +53,6 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
-    from codesign.tune.base import TUNERS
-
     p = sub.add_parser("tune", help=summary, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_mutually_exclusive_group(required=True)
@@ -70,9 +80,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def _warm_records(paths: list[str]) -> list[Any]:
-    from codesign.errors import ConfigError
-    from codesign.tune.records import import_autotvm_log, load_records
-
     out: list[Any] = []
     for path in paths:
         if not Path(path).exists():
@@ -86,27 +93,19 @@ def _warm_records(paths: list[str]) -> list[Any]:
 
 def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str]]:
     """[(layer, count)], batch, notes about layers left on the CPU."""
-    from codesign.errors import ConfigError
-    from codesign.workloads import get_workload, parse_layer
-
     if args.layer:
         layer = parse_layer(args.layer)
-        reason = layer.unsupported_reason(hw)
+        reason = unsupported_reason(layer, hw)
         if reason:
             raise ConfigError(f"--layer {args.layer}: cannot run on {hw.name}: {reason}")
         return [(layer, 1)], layer.batch, []
     wl = get_workload(args.workload).for_hw(hw)
-    vta, cpu = wl.partition(hw)
+    vta, cpu = partition(wl, hw)
     notes = [f"{layer.name} x{count} stays on the CPU: {reason}" for layer, count, reason in cpu]
     return vta, wl.batch, notes
 
 
 def run(args: argparse.Namespace) -> int:
-    from codesign.errors import ConfigError
-    from codesign.hw.config import HwConfig
-    from codesign.tune.base import tune_layer
-    from codesign.tune.measure import SimulatorRunner
-
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: must be >= 1")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
@@ -120,9 +119,6 @@ def run(args: argparse.Namespace) -> int:
     runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout)
     try:
         for k, (layer, _count) in enumerate(layers):
-            from codesign.schedule import ScheduleSpace
-            from codesign.tune.base import SpaceView, make_tuner
-
             space = ScheduleSpace(layer, hw)
             view = SpaceView(space)
             tuner = make_tuner(args.tuner, space, args.seed + k, agent=agent, view=view)
@@ -164,8 +160,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -> None:
-    from codesign.plotting import pyplot, save_figure
-
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))

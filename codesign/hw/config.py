@@ -14,6 +14,7 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.fileio import read_document
+from codesign.paths import HW_CONFIGS
 
 # Per-target FPGA defaults (reference §1.4): PL clock in MHz and AXI data width in bits.
 TARGET_DEFAULTS: dict[str, dict[str, int]] = {
@@ -372,7 +373,6 @@ class HwConfig:
         path = Path(text)
         if path.suffix in (".yaml", ".yml", ".json") or path.exists():
             return cls.from_vta_json(path) if path.suffix == ".json" else cls.load(path)
-        from codesign.paths import HW_CONFIGS
 
         alias = HW_CONFIGS / f"{text}.yaml"
         if alias.exists():

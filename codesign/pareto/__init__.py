@@ -3,8 +3,8 @@
 Plot helpers live in `codesign.pareto.plots` (imported on demand: matplotlib is slow to import).
 """
 
-from codesign.pareto.front import OBJECTIVES, ParetoFront, dominates, objective_values
-from codesign.pareto.hypervolume import hypervolume, hypervolume_history
+from codesign.pareto.front import ParetoFront, hypervolume_history
+from codesign.pareto.hypervolume import hypervolume
 from codesign.pareto.io import (
     PARETO_FILE,
     STOCK_CONFIGS,
@@ -13,6 +13,7 @@ from codesign.pareto.io import (
     stock_comparison,
     write_pareto_json,
 )
+from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
 from codesign.pareto.point import design_point
 from codesign.pareto.reference import REFERENCE_RULE, reference_point, space_power_bound
 

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from codesign.errors import ConfigError
-
-OBJECTIVES: tuple[str, ...] = ("latency_ms", "area", "power_w")
-
-
-def objective_values(point: dict[str, Any], objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
-    """The objective vector of a point; ConfigError if one is missing or not a finite number."""
-    out = []
-    for name in objectives:
-        value = point.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            label = point.get("config", "<point>")
-            raise ConfigError(f"{label}: objective {name!r} must be a finite number, got {value!r}")
-        out.append(float(value))
-    return tuple(out)
-
-
-def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    """a dominates b: no worse in every objective and strictly better in at least one."""
-    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+from codesign.pareto.hypervolume import hypervolume
+from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
 
 
 class ParetoFront:
@@ -74,8 +56,6 @@ class ParetoFront:
         return bool(self.dominated_by(point))
 
     def hypervolume(self, reference_point: dict[str, float] | Sequence[float]) -> float:
-        from codesign.pareto.hypervolume import hypervolume
-
         return hypervolume(self._values, reference_point, self.objectives)
 
     def sorted_points(self, key: str | None = None) -> list[dict[str, Any]]:
@@ -101,3 +81,17 @@ class ParetoFront:
 
     def __repr__(self) -> str:
         return f"ParetoFront({len(self)} points over {', '.join(self.objectives)})"
+
+
+def hypervolume_history(points: Sequence[Any], reference_point: dict[str, float] | Sequence[float],
+                        objectives: Sequence[str] = OBJECTIVES) -> list[float]:
+    """Hypervolume of the first k points, for k = 1..len(points) (evaluation order)."""
+    front = ParetoFront(objectives)
+    out: list[float] = []
+    for p in points:
+        point = p if isinstance(p, dict) else dict(zip(objectives, p))
+        if front.add(point) or not out:
+            out.append(front.hypervolume(reference_point))
+        else:
+            out.append(out[-1])
+    return out

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from codesign.errors import ConfigError
-from codesign.pareto.front import OBJECTIVES, objective_values
+from codesign.pareto.objectives import OBJECTIVES, objective_values
 
 
 def _as_vectors(points: Sequence[Any], objectives: Sequence[str]) -> list[tuple[float, ...]]:
@@ -107,20 +107,4 @@ def hypervolume(points: Sequence[Any], reference_point: dict[str, float] | Seque
     return float(_hv(inside, ref))
 
 
-def hypervolume_history(points: Sequence[Any], reference_point: dict[str, float] | Sequence[float],
-                        objectives: Sequence[str] = OBJECTIVES) -> list[float]:
-    """Hypervolume of the first k points, for k = 1..len(points) (evaluation order)."""
-    from codesign.pareto.front import ParetoFront
-
-    front = ParetoFront(objectives)
-    out: list[float] = []
-    for p in points:
-        point = p if isinstance(p, dict) else dict(zip(objectives, p))
-        if front.add(point) or not out:
-            out.append(front.hypervolume(reference_point))
-        else:
-            out.append(out[-1])
-    return out
-
-
-__all__ = ["hypervolume", "hypervolume_history"]
+__all__ = ["hypervolume"]

@@ -9,8 +9,9 @@ from typing import Any
 
 from codesign import fileio
 from codesign.errors import ConfigError
-from codesign.pareto.front import OBJECTIVES, ParetoFront, dominates, objective_values
+from codesign.pareto.front import ParetoFront
 from codesign.pareto.hypervolume import hypervolume
+from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
 from codesign.pareto.reference import REFERENCE_RULE
 
 PARETO_FILE = "pareto.json"

@@ -7,7 +7,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from codesign.pareto.front import OBJECTIVES
+from codesign.pareto.objectives import OBJECTIVES
 from codesign.plotting import pyplot, save_figure
 
 _LABELS = {"latency_ms": "latency (ms)", "area": "area (scarcest resource fraction)", "power_w": "power (W)"}

@@ -6,7 +6,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from codesign.errors import ConfigError
-from codesign.pareto.front import OBJECTIVES
+from codesign.hw.power import default_model
+from codesign.hw.resources import estimate
+from codesign.pareto.objectives import OBJECTIVES
 
 MARGIN = 1.1
 REFERENCE_RULE = (
@@ -22,9 +24,6 @@ REFERENCE_RULE = (
 
 def space_power_bound(space: Any, power_model: Any = None) -> float:
     """Largest board power over the usable configs of `space` with every module always busy."""
-    from codesign.hw.power import default_model
-    from codesign.hw.resources import estimate
-
     model = power_model or default_model()
     full = {"load": 1.0, "compute": 1.0, "store": 1.0}
     configs = space.enumerate()

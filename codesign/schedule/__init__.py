@@ -12,7 +12,8 @@ from codesign.schedule.features import (
     layer_features,
 )
 from codesign.schedule.knobs import CONV_KNOBS, DENSE_KNOBS, Config, Knob, get_factors, make_knobs
-from codesign.schedule.space import ScheduleSpace, get_space
+from codesign.schedule.space import ScheduleSpace, get_space, tiling
+from codesign.schedule.support import partition, unsupported_reason
 from codesign.schedule.tiling import (
     GEMM_LOOPS,
     RESET_LOOPS,
@@ -20,7 +21,6 @@ from codesign.schedule.tiling import (
     Loop,
     TileArrays,
     Tiling,
-    tiling,
     tiling_direct,
 )
 
@@ -28,6 +28,6 @@ __all__ = [
     "CONFIG_FEATURE_NAMES", "HW_FEATURE_NAMES", "LAYER_FEATURE_NAMES", "N_CONFIG_FEATURES",
     "N_HW_FEATURES", "N_LAYER_FEATURES", "hw_features", "layer_features",
     "CONV_KNOBS", "DENSE_KNOBS", "Config", "Knob", "get_factors", "make_knobs",
-    "ScheduleSpace", "get_space",
+    "ScheduleSpace", "get_space", "partition", "unsupported_reason",
     "GEMM_LOOPS", "RESET_LOOPS", "FoldPlan", "Loop", "TileArrays", "Tiling", "tiling", "tiling_direct",
 ]

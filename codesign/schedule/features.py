@@ -5,15 +5,11 @@ a scale across layers and configs; utilizations are fractions of the buffer dept
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from codesign.hw.config import HwConfig
 from codesign.schedule.tiling import TileArrays
-
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
-    from codesign.workloads.layers import Layer
+from codesign.workloads.layers import Conv2D, Layer
 
 CONFIG_FEATURE_NAMES: tuple[str, ...] = (
     "log2_tile_b",          # batch blocks per tile
@@ -90,8 +86,6 @@ def config_features(t: TileArrays) -> np.ndarray:
 
 def layer_features(layer: Layer) -> np.ndarray:
     """float32 vector of length N_LAYER_FEATURES (dense: H = W = KH = KW = stride = 1, pad 0)."""
-    from codesign.workloads.layers import Conv2D
-
     if isinstance(layer, Conv2D):
         vals = [1.0, _lg(layer.batch), _lg(layer.in_channels), _lg(layer.height), _lg(layer.width),
                 _lg(layer.out_channels), layer.kernel_h, layer.kernel_w, layer.stride, layer.padding,

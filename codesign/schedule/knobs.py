@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codesign.errors import ConfigError
-
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
-    from codesign.workloads.layers import Layer
+from codesign.hw.config import HwConfig
+from codesign.workloads.layers import Conv2D, Layer
 
 CONV_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
@@ -62,8 +60,6 @@ class Knob:
 
 def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
     """Axis extent of each split knob (reference §7.2), in hardware blocks for b/ci/co."""
-    from codesign.workloads.layers import Conv2D
-
     if isinstance(layer, Conv2D):
         return {
             "tile_b": layer.batch // hw.batch,             # data.shape[0]
@@ -81,8 +77,6 @@ def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
 
 def make_knobs(layer: Layer, hw: HwConfig) -> tuple[Knob, ...]:
     """The template's knobs in define order."""
-    from codesign.workloads.layers import Conv2D
-
     names = CONV_KNOBS if isinstance(layer, Conv2D) else DENSE_KNOBS
     extents = split_extents(layer, hw)
     knobs = []

@@ -8,30 +8,26 @@ over the whole grid, so enumerating every valid config is one NumPy pass.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.schedule.features import config_features
 from codesign.schedule.knobs import Config, Knob, make_knobs
 from codesign.schedule.tiling import TileArrays, Tiling, geometry, knob_arrays, tiling_row
 from codesign.schedule.validity import first_failure, valid_mask
-from codesign.workloads.layers import parse_layer
-
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
-    from codesign.workloads.layers import Layer
+from codesign.workloads.layers import Layer, parse_layer
 
 
 class ScheduleSpace:
     """All schedules of `layer` (template `layer.template`) on `hw`."""
 
     def __init__(self, layer: Layer | str, hw: HwConfig | str) -> None:
-        from codesign.hw.config import HwConfig
-
         self.layer = parse_layer(layer)
         self.hw = HwConfig.resolve(hw)
-        reason = self.layer._structural_reason(self.hw)
+        reason = self.layer.structural_reason(self.hw)
         if reason is not None:
             raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
         self.template: str = self.layer.template
@@ -198,8 +194,6 @@ class ScheduleSpace:
         return self.features_batch([self.as_config(config).index])[0]
 
     def features_batch(self, indices: Any) -> np.ndarray:
-        from codesign.schedule.features import config_features
-
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         return config_features(self.tile_arrays(idx))
 
@@ -208,3 +202,9 @@ class ScheduleSpace:
 def get_space(layer: Layer, hw: HwConfig) -> ScheduleSpace:
     """A cached `ScheduleSpace` (its valid indices are computed once per layer and config)."""
     return ScheduleSpace(layer, hw)
+
+
+def tiling(layer: Layer, config: Any, hw: HwConfig) -> Tiling:
+    """Tile geometry of `config` (a `Config`, a knob dict or an index) for `layer` on `hw`.
+    Valid configs are served from a per-space cache built in one vectorized pass."""
+    return get_space(layer, hw).tiling(config)

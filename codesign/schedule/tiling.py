@@ -33,13 +33,12 @@ The reset GEMM (reduction init, `reset_reg=1`) folds the same way over (w, co, h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
-    from codesign.workloads.layers import Layer
+from codesign.hw.config import HwConfig
+from codesign.workloads.layers import Conv2D, Layer
 
 GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
 RESET_LOOPS = ("w", "co", "h")
@@ -68,8 +67,6 @@ class Geometry:
 
 
 def geometry(layer: Layer, hw: HwConfig) -> Geometry:
-    from codesign.workloads.layers import Conv2D
-
     if isinstance(layer, Conv2D):
         return Geometry("conv2d", layer.batch // hw.batch, layer.in_channels // hw.block_in,
                         layer.out_channels // hw.block_out, layer.height, layer.width,
@@ -395,14 +392,6 @@ def tiling_row(t: TileArrays, row: int) -> Tiling:
         wgt_load=_pattern_tuple(t.wgt_pattern(), row), pad=geo.pad, stride=geo.stride,
         kernel_h=geo.kh, kernel_w=geo.kw,
     )
-
-
-def tiling(layer: Layer, config: Any, hw: HwConfig) -> Tiling:
-    """Tile geometry of `config` (a `Config`, a knob dict or an index) for `layer` on `hw`.
-    Valid configs are served from a per-space cache built in one vectorized pass."""
-    from codesign.schedule.space import get_space
-
-    return get_space(layer, hw).tiling(config)
 
 
 def tiling_direct(layer: Layer, knobs: dict[str, Any], hw: HwConfig) -> Tiling:

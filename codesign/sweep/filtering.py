@@ -19,6 +19,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from codesign.hw.space import HwSpace
+from codesign.sweep.results import append_line
 from codesign.sweep.trial import OBJECTIVES, infeasible_result
 
 SKIPPED_FILE = "skipped.jsonl"
@@ -46,8 +48,6 @@ class FeasibleSearch(Searcher):
     # -- plumbing ------------------------------------------------------------------------------
     def _hw_space(self) -> Any:
         if self._space is None:
-            from codesign.hw.space import HwSpace
-
             self._space = HwSpace.load(self.space_path)
         return self._space
 
@@ -88,8 +88,6 @@ class FeasibleSearch(Searcher):
             res = infeasible_result(hw, reason, self._hw_space().board, name=name)
             self.known[name] = {k: float(res[k]) for k in OBJECTIVES}
             if self.out_dir is not None and name not in self.logged:
-                from codesign.sweep.results import append_line
-
                 self.logged.add(name)
                 append_line(Path(self.out_dir) / SKIPPED_FILE,
                             {"config": name, "params": dict(params), "reason": reason, "timestamp": time.time()})

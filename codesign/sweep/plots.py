@@ -7,14 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from codesign.pareto.plots import plot_front, plot_hypervolume
 from codesign.plotting import pyplot, save_figure
+from codesign.sweep.results import design_points
 
 
 def write_plots(out: Path, rows: list[dict[str, Any]], doc: dict[str, Any]) -> list[Path]:
     """Write the plot files into `out` from the trials and pareto.json; returns their paths."""
-    from codesign.pareto.plots import plot_front, plot_hypervolume
-    from codesign.sweep.results import design_points
-
     points = design_points(rows)
     if not points:
         return []

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from tqdm import tqdm
 
+from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
 from codesign.sweep.trial import TRIALS_FILE
 
@@ -82,8 +84,6 @@ def pareto_state(rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
     once by the caller and passed as a pseudo stock point carrying only `power_w`, which is exactly
     the candidate `reference_point(space=...)` would add (without re-enumerating the space per trial).
     """
-    from codesign.pareto import ParetoFront, reference_point
-
     points = design_points(rows)
     stock = [p for p in points if p["config"] in stock_names]
     ref = reference_point([*stock, {"config": "space power bound", "power_w": power_bound}], points=points)
@@ -103,8 +103,6 @@ def pareto_state(rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
 def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
                  power_bound: float) -> dict[str, Any]:
     """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document."""
-    from codesign.pareto import write_pareto_json
-
     front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound)
     ok = [r for r in rows if r.get("status") == "ok"]
     extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.get("feasible")),
@@ -138,8 +136,6 @@ class SweepCallback(tune.Callback):
     def setup(self, **info: Any) -> None:
         self._rows = read_trials(self.out_dir)
         if self.progress:
-            from tqdm import tqdm
-
             self._bar = tqdm(total=self.total, initial=min(len(self._rows), self.total), desc="sweep",
                              unit="trial", file=sys.stderr, dynamic_ncols=True)
             self._refresh_bar(None)

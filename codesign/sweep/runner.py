@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.hw.space import HwSpace
+from codesign.pareto import space_power_bound
+from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER, SPACE_COPY, SweepOptions
-from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext
+from codesign.sweep.plots import write_plots
+from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
+from codesign.sweep.search import build_search
+from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext, sweep_trial
+from codesign.tune.registry import TUNERS
+from codesign.workloads import WORKLOADS, Workload, get_workload
 
 RAY_DIR = "ray"
 EXPERIMENT = "sweep"
@@ -44,8 +52,6 @@ class SweepResult:
     @property
     def skipped(self) -> int:
         """Infeasible configs the searcher proposed, answered without a trial (skipped.jsonl)."""
-        from codesign.sweep.filtering import SKIPPED_FILE
-
         path = self.out_dir / SKIPPED_FILE
         return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
 
@@ -64,8 +70,6 @@ class SweepResult:
 # -- workloads in the options file ----------------------------------------------------------------
 def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] | None]:
     """Registry name (and the layer list for a workload not in the registry)."""
-    from codesign.workloads import WORKLOADS
-
     if isinstance(workload, str):
         return workload, None
     if workload.name in WORKLOADS:
@@ -74,8 +78,6 @@ def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] |
 
 
 def workload_from_options(options: SweepOptions) -> Any:
-    from codesign.workloads import Workload, get_workload
-
     if options.layers:
         return Workload(options.workload, tuple((s, int(c)) for s, c in options.layers))
     return get_workload(options.workload)
@@ -113,15 +115,11 @@ def _quiet_ray() -> None:
 # -- the sweep -------------------------------------------------------------------------------------
 def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> SweepOptions:
     """Create the experiment directory of a new sweep: the space copy and sweep.json."""
-    from codesign.hw.space import HwSpace
-
     src = Path(space)
     # User mistakes are one clear error before anything is created.
     HwSpace.load(src)
     _validate_tuner(options["tuner"])
     if isinstance(workload, str):
-        from codesign.workloads import get_workload
-
         get_workload(workload)
     if (out_dir / TRIALS_FILE).exists() or (out_dir / RAY_DIR).exists():
         raise ConfigError(f"{out_dir} already holds a sweep; continue it with `codesign sweep --resume {out_dir}` "
@@ -166,7 +164,6 @@ def run_sweep(
     else:
         opts = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner, search=search,
                                                   seed=seed, max_concurrent=max_concurrent))
-    from codesign.hw.space import HwSpace
 
     hw_space = HwSpace.load(out / opts.space)
     wl = workload_from_options(opts)
@@ -174,11 +171,6 @@ def run_sweep(
 
     _quiet_ray()
     from ray import tune
-
-    from codesign.pareto import space_power_bound
-    from codesign.sweep.results import SweepCallback
-    from codesign.sweep.search import build_search
-    from codesign.sweep.trial import sweep_trial
 
     plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out))
     stock_names = tuple(hw.name for hw in hw_space.stock_configs())
@@ -199,8 +191,6 @@ def run_sweep(
             run_config.callbacks = cbs
         else:
             if hasattr(plan.search_alg, "preload"):
-                from codesign.sweep.results import read_trials
-
                 plan.search_alg.preload(read_trials(out))
             tuner_obj = tune.Tuner(
                 trainable,
@@ -224,8 +214,6 @@ def run_sweep(
 
 
 def _validate_tuner(name: str) -> None:
-    from codesign.tune.base import TUNERS
-
     if name not in TUNERS:
         raise ConfigError(f"--tuner {name!r}: allowed: {', '.join(TUNERS)}")
 
@@ -233,9 +221,6 @@ def _validate_tuner(name: str) -> None:
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],
            power_bound: float, space: Any) -> SweepResult:
     """Final pareto.json and plots from the trials on disk."""
-    from codesign.sweep.plots import write_plots
-    from codesign.sweep.results import design_points, read_trials, write_pareto
-
     rows = read_trials(out)
     doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)
     plots = write_plots(out, rows, doc)

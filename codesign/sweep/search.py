@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.sweep.filtering import FeasibleSearch
 from codesign.sweep.options import DEFAULT_TRIALS
 from codesign.sweep.trial import OBJECTIVES
 
@@ -77,8 +78,6 @@ def build_search(search: str, space: Any, *, trials: int | None, seed: int,
         raise ConfigError(f"--search {search!r}: allowed: nsga2, motpe, random, grid, exhaustive")
     import optuna
     from ray.tune.search.optuna import OptunaSearch
-
-    from codesign.sweep.filtering import FeasibleSearch
 
     n = trials if trials is not None else DEFAULT_TRIALS
     optuna.logging.set_verbosity(optuna.logging.WARNING)

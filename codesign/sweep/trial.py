@@ -16,13 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from codesign.hw.config import HwConfig
+from codesign.hw.power import activity_from_busy
+from codesign.hw.resources import estimate, infeasible_reason
+from codesign.hw.space import HwSpace
+from codesign.pareto import design_point
+from codesign.pareto.objectives import OBJECTIVES
+from codesign.schedule import ScheduleSpace
+from codesign.schedule.support import partition
+from codesign.tune import RecordWriter, load_records, tune_layer
+from codesign.tune.registry import make_tuner
+from codesign.tune.view import SpaceView
+from codesign.vta.run import run_layer
 
 # What an infeasible design reports to the searcher: worse than any feasible design on latency and
 # power, so every searcher learns to avoid it. These points never enter the Pareto front.
 INFEASIBLE_LATENCY_MS = 1.0e6
 INFEASIBLE_POWER_W = 1.0e3
 INFEASIBLE_AREA = 1.0e3
-OBJECTIVES = ("latency_ms", "area", "power_w")
 WARM_START_MAX = 8  # knob settings handed to the inner tuner from earlier trials' records
 TRIALS_FILE = "trials.jsonl"
 RECORDS_FILE = "records.jsonl"
@@ -50,8 +60,6 @@ def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name:
         "energy_j": None, "layers": [], "unsupported": [], "measurements": 0,
     }
     if hw is not None and board is not None:
-        from codesign.hw.resources import estimate
-
         res = estimate(hw, board)
         out["resources"] = res.to_json(board)
         # The real area when it is over budget (> 1): the searcher sees which way is feasible.
@@ -121,10 +129,6 @@ class SeededTuner:
 def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
           records: list[Any]) -> Any:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    from codesign.schedule import ScheduleSpace
-    from codesign.tune import tune_layer
-    from codesign.tune.base import SpaceView, make_tuner
-
     space = ScheduleSpace(layer, hw)
     view = SpaceView(space)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
@@ -151,19 +155,13 @@ def evaluate_hw(
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
     resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
     per unique layer), `unsupported` (layers left out, with the reason) and measurements."""
-    from codesign.hw.power import activity_from_busy
-    from codesign.hw.resources import estimate, infeasible_reason
-    from codesign.pareto import design_point
-    from codesign.tune import RecordWriter
-    from codesign.vta.run import run_layer
-
     start = time.perf_counter()
     resources = estimate(hw, board)
     reason = infeasible_reason(hw, board, resources)
     if reason is not None:
         return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
-    offloaded, cpu = wl.partition(hw)
+    offloaded, cpu = partition(wl, hw)
     # Layers this config cannot run are listed with the reason and left out of the latency.
     unsupported = [{"layer": layer.name, "count": count, "reason": why} for layer, count, why in cpu]
     layers: list[dict[str, Any]] = []
@@ -236,8 +234,6 @@ def cached_result(out_dir: str | Path, config_name: str) -> dict[str, Any] | Non
 
 
 def _read_records(out_dir: str | Path) -> list[Any]:
-    from codesign.tune import load_records
-
     path = Path(out_dir) / RECORDS_FILE
     return load_records(path) if path.exists() else []
 
@@ -249,8 +245,6 @@ _SPACE_CACHE: dict[str, Any] = {}
 def _load_space(path: str) -> Any:
     # Workers are reused across trials (reuse_actors): parse the space once per process.
     if path not in _SPACE_CACHE:
-        from codesign.hw.space import HwSpace
-
         _SPACE_CACHE[path] = HwSpace.load(path)
     return _SPACE_CACHE[path]
 

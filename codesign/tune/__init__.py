@@ -2,8 +2,8 @@
 measurement runners, JSONL records and the exhaustive ground truth. Heavy dependencies (torch,
 xgboost) load only when their tuner is used."""
 
-from codesign.tune.base import TUNERS, SpaceView, Tuner, TuneResult, make_tuner, tune_layer
 from codesign.tune.exhaustive import exhaustive, exhaustive_table
+from codesign.tune.loop import TuneResult, tune_layer
 from codesign.tune.measure import (
     FunctionRunner,
     MeasureInput,
@@ -20,6 +20,9 @@ from codesign.tune.records import (
     layer_spec,
     load_records,
 )
+from codesign.tune.registry import TUNERS, make_tuner
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import SpaceView
 
 __all__ = [
     "TUNERS", "FunctionRunner", "MeasureInput", "MeasureRecord", "MeasureResult", "RecordWriter",

@@ -21,8 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from codesign.tune.base import SpaceView, Tuner
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.schedule import ScheduleSpace
 from codesign.tune.env import PENALTY, ScheduleEnv, load_checkpoint, save_checkpoint
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import SpaceView
+from codesign.workloads import parse_layer
 
 ALGO = "bandit"
 HPARAMS = {
@@ -154,8 +159,6 @@ class BanditTuner(Tuner):
         self._pretrained = False
 
     def set_task(self, layer: Any, hw: Any) -> None:
-        from codesign.errors import ConfigError
-
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
         self._obs = self.env.obs_batch(self.view.valid_pos)
         if self.agent is None:
@@ -186,10 +189,6 @@ class BanditTuner(Tuner):
 
     def transfer(self, records: Any, max_tasks: int = 64) -> None:
         """Fit the reward model on records of other (layer, hw) tasks before tuning this one."""
-        from codesign.hw.config import HwConfig
-        from codesign.schedule import ScheduleSpace
-        from codesign.workloads import parse_layer
-
         agent = self.agent
         assert agent is not None, "set_task(layer, hw) first"
         groups: dict[tuple[str, str], list[Any]] = {}

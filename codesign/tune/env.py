@@ -15,6 +15,7 @@ no measurement, so agents keep learning between measurements for free.
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError
-from codesign.tune.base import SpaceView, Tuner, index_of, positions_of, squash
+from codesign.fileio import atomic_write_bytes
+from codesign.schedule import ScheduleSpace, hw_features, layer_features
+from codesign.schedule.support import unsupported_reason
+from codesign.tune.loop import tune_layer
+from codesign.tune.measure import SimulatorRunner
+from codesign.tune.registry import make_tuner
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import SpaceView, index_of, positions_of, squash
 
 MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (reference §7.2); pad to the larger
 PENALTY = 10.0  # reward for invalid configs and failures, in roofline-bound units
@@ -36,8 +45,6 @@ START_PROBS = (0.15, 0.3, 0.15, 0.4)
 
 def task_context(layer: Any, hw: Any) -> np.ndarray:
     """Layer-shape and hardware-config features (fixed length), squashed."""
-    from codesign.schedule import hw_features, layer_features
-
     return squash(np.concatenate([np.asarray(layer_features(layer), dtype=np.float64),
                                   np.asarray(hw_features(hw), dtype=np.float64)])).astype(np.float32)
 
@@ -45,8 +52,6 @@ def task_context(layer: Any, hw: Any) -> np.ndarray:
 def roofline_seconds(layer: Any, hw: Any) -> float | None:
     """The layer's attainable lower bound in seconds, or None if the roofline is unavailable."""
     try:
-        from codesign.analysis.roofline import roofline
-
         roof = roofline(layer, hw)
         # bound_call_seconds includes the unavoidable host overhead, like measured seconds do
         bound = float(getattr(roof, "bound_call_seconds", roof.bound_seconds))
@@ -242,11 +247,7 @@ class MultiStepTuner(Tuner):
 
 # -- checkpoints (torch.save of weights + hyper-parameters; shared by the three agents) --------
 def save_checkpoint(path: Any, algo: str, hparams: dict, obs_dim: int, state: dict) -> None:
-    import io
-
     import torch
-
-    from codesign.fileio import atomic_write_bytes
 
     buf = io.BytesIO()
     torch.save({"algo": algo, "hparams": hparams, "obs_dim": obs_dim, "max_knobs": MAX_KNOBS,
@@ -256,8 +257,6 @@ def save_checkpoint(path: Any, algo: str, hparams: dict, obs_dim: int, state: di
 
 def load_checkpoint(path: Any, algo: str) -> dict:
     import torch
-
-    from codesign.errors import ConfigError
 
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
@@ -282,10 +281,6 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
     bandit, its data) carried from task to task. `runner_factory(layer, hw)` builds the runner
     (default: the simulator). `agent`: an agent object or checkpoint path to continue from.
     """
-    from codesign.schedule import ScheduleSpace
-    from codesign.tune.base import make_tuner, tune_layer
-    from codesign.tune.measure import SimulatorRunner
-
     if hws is None:
         tasks = [(layer, hw) for layer, hw in layers]
     else:
@@ -294,7 +289,7 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
             for layer in layers:
                 if layer.batch % hw.batch:
                     layer = layer.with_batch(math.lcm(layer.batch, hw.batch))
-                if layer.unsupported_reason(hw) is None:
+                if unsupported_reason(layer, hw) is None:
                     tasks.append((layer, hw))
     for epoch in range(epochs):
         for k, (layer, hw) in enumerate(tasks):

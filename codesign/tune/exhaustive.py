@@ -7,20 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
+
+from codesign.errors import InvalidSchedule
+from codesign.schedule import ScheduleSpace
+from codesign.vta.run import measure_seconds
 
 
 def exhaustive_table(layer: Any, hw: Any, *, params: Any = None, progress: bool = False,
                      space: Any = None) -> dict[int, tuple[float, int]]:
     """{config index: (seconds, cycles)} for every valid config that measures without error."""
-    from codesign.schedule import ScheduleSpace
-    from codesign.vta.run import measure_seconds
-
     space = space if space is not None else ScheduleSpace(layer, hw)
     valid = np.sort(np.asarray(space.valid_indices(), dtype=np.int64))
     it = valid.tolist()
     if progress:
-        from tqdm import tqdm
-
         it = tqdm(it, desc=f"exhaustive {layer.name}", unit="cfg", leave=False)
     table: dict[int, tuple[float, int]] = {}
     for idx in it:
@@ -34,9 +34,6 @@ def exhaustive_table(layer: Any, hw: Any, *, params: Any = None, progress: bool 
 
 def exhaustive(layer: Any, hw: Any, *, params: Any = None, progress: bool = False) -> tuple[Any, float]:
     """(best Config, its seconds) over every valid config of `layer` on `hw`."""
-    from codesign.errors import InvalidSchedule
-    from codesign.schedule import ScheduleSpace
-
     space = ScheduleSpace(layer, hw)
     table = exhaustive_table(layer, hw, params=params, progress=progress, space=space)
     if not table:

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from codesign.tune.base import Tuner, index_of, positions_of
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import index_of, positions_of
 
 POP_SIZE = 16
 ELITE = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codesign.tune.base import Tuner
+from codesign.tune.tuner import Tuner
 
 
 class GridTuner(Tuner):

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from codesign.vta.run import measure_seconds
+
 # Error strings recorded for failures; anything else is the exception text.
 TIMEOUT = "timeout"
 INVALID = "invalid"
@@ -170,12 +172,10 @@ class SimulatorRunner(Runner):
         self.hw = hw
         self.params = params
 
-    def warmup(self) -> None:
-        import codesign.vta.run  # noqa: F401 - loads the numba timing kernel from its cache
+    # No warmup hook needed: unpickling this runner in a worker imports `codesign.vta.run` (module
+    # level), which loads the numba timing kernel from its cache before the first measurement.
 
     def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
-        from codesign.vta.run import measure_seconds
-
         return measure_seconds(inp.layer, inp.config, inp.hw if inp.hw is not None else self.hw, self.params)
 
 

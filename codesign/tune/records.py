@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign import autotvm
 from codesign.errors import ConfigError
+from codesign.schedule import ScheduleSpace
 
 RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
                "seed", "timestamp")
@@ -169,9 +171,6 @@ def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:
     with tuner "autotvm", so existing tuning history (e.g. the calibration log) seeds our tuners.
     Parsing is `codesign.autotvm`'s; records it cannot map to a layer, hw and config are skipped
     (e.g. the 8-argument 4x8 conv2d lines, or knobs that are not candidates)."""
-    from codesign import autotvm
-    from codesign.schedule import ScheduleSpace
-
     records, _skipped = autotvm.parse_log(path)
     out: list[MeasureRecord] = []
     for rec in records:

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from codesign.tune.base import Tuner, index_of, positions_of
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import index_of, positions_of
 
 # Hyper-parameters (AutoTVM defaults where they exist; budgets here are 10x smaller).
 BATCH_SIZE = 8  # AutoTVM plan_size is 64 for 1000-trial budgets

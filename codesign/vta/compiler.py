@@ -45,6 +45,7 @@ from codesign.errors import ConfigError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
 from codesign.vta.layout import Kernel, TilePlan, tile_plan
+from codesign.vta.program import DramAllocator, Program
 
 C = isa.COL
 NF = isa.N_FIELDS
@@ -368,8 +369,6 @@ def compile_layer(layer: Any, config: Any, hw: HwConfig, *, data: np.ndarray | N
     regions "data" and "weight" (reference §7.1) when given; "output" receives the int8 result
     in packed layout and "uop" holds the micro-ops. Invalid schedules raise `InvalidSchedule`.
     """
-    from codesign.vta.program import DramAllocator, Program
-
     comp = compile_insns(layer, config, hw, shift=shift)
     plan = comp.plan
     alloc = DramAllocator()

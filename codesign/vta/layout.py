@@ -23,6 +23,8 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.tiling import geometry, knob_arrays, tile_arrays
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,6 @@ class GeoTable:
 
 @lru_cache(maxsize=64)  # a few MB each at most
 def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, GeoTable | None]:
-    from codesign.schedule import get_space
-
     space = get_space(layer, hw)
     if space.size > _TABLE_MAX:
         return space, None
@@ -171,8 +171,6 @@ def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any]
                   ) -> tuple[dict[str, int], Kernel, Kernel]:
     """One config's tile geometry: a table row when the config's space index is known, else
     `tiling.tile_arrays` on this config alone."""
-    from codesign.schedule.tiling import geometry, knob_arrays, tile_arrays
-
     try:
         space, table = _space_table(layer, hw)
     except CodesignError:
@@ -200,8 +198,6 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
     Tile sizes, counts, Hin_t/Win_t, SRAM use, fold plans and DMA patterns come from
     `codesign.schedule.tiling` (dense is a 1x1 conv on a 1x1 image there, reference §7.5).
     Added here: per-tile DRAM offsets and pads, and the tile-grid / thread mapping."""
-    from codesign.schedule.tiling import geometry
-
     template = getattr(layer, "template", None)
     if template not in ("conv2d_packed.vta", "dense_packed.vta"):
         raise CodesignError(f"layer {getattr(layer, 'name', layer)!r}: template {template!r} is not "

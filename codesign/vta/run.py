@@ -15,8 +15,12 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
 from codesign.vta.compiler import Scratch, compile_insns, compile_layer
+from codesign.vta.simulator import simulate
+from codesign.workloads import parse_layer
 
 DEFAULT_SEED = 0
 _local = threading.local()  # one reusable instruction buffer per thread for measure_seconds
@@ -37,15 +41,13 @@ class LayerRun:
 
 
 def _space(layer: Any, hw: HwConfig) -> Any:
-    from codesign.schedule import get_space
-
     return get_space(layer, hw)
 
 
 def resolve_config(layer: Any, knobs: Any, hw: HwConfig) -> Any:
     """The schedule `Config` for an AutoTVM knob dict (or a Config); raises CodesignError for an
     unsupported layer and InvalidSchedule (naming the failing rule) for an invalid config."""
-    reason = layer.unsupported_reason(hw)
+    reason = unsupported_reason(layer, hw)
     if reason is not None:
         raise CodesignError(f"layer {layer.name} cannot run on {hw.name}: {reason}")
     space = _space(layer, hw)
@@ -82,9 +84,6 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
 
     `data` int8 NCHW ((N, IN) for dense) and `weight` int8 OIHW ((OUT, IN)) default to fixed-seed
     random tensors. `functional=False` runs the timing model only (output None)."""
-    from codesign.vta.simulator import simulate
-    from codesign.workloads import parse_layer
-
     hw = HwConfig.resolve(hw)
     layer = parse_layer(layer)
     config = resolve_config(layer, knobs, hw)

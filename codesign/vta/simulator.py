@@ -53,7 +53,7 @@ from numba import njit
 
 from codesign.errors import SimulationError
 from codesign.hw.config import HwConfig
-from codesign.vta import isa
+from codesign.vta import isa, timing
 from codesign.vta.program import Program, check_region_data
 
 COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
@@ -663,8 +663,6 @@ def simulate(program: Program, *, functional: bool = True, params: Any = None,
     deadlock, empty pops and out-of-bounds accesses) and returns its output regions; timing-only
     mode touches no data. Both return the same counters, and cycles/busy from
     `codesign.vta.timing.time_program`; seconds_device = cycles / clock (no host overhead)."""
-    from codesign.vta import timing  # lazy: numba compile of the timing kernel on first use
-
     outputs: dict[str, np.ndarray] = {}
     tokens_left: dict[str, int] = {}
     if functional:

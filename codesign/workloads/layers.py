@@ -15,14 +15,11 @@ Each innermost (b, bi) / (bo, bi) / (b, bo) block is exactly one SRAM element.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from codesign.errors import ConfigError
-
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
+from codesign.hw.config import HwConfig
 
 # Largest pad a LOAD can write: the y/x pad fields are 4 bits (reference §2.3, §7.4.3).
 MAX_PAD = 15
@@ -78,20 +75,13 @@ def _as_int_array(arr: np.ndarray, what: str) -> np.ndarray:
 
 class _PackedLayer:
     """What Conv2D and Dense share: packing to VTA layouts, support checks, the NumPy reference.
-    Subclasses give the shapes, `_structural_reason` and `accumulate`."""
+    Subclasses give the shapes, `structural_reason` and `accumulate`."""
 
     def __str__(self) -> str:
         return self.name  # type: ignore[attr-defined]
 
-    def unsupported_reason(self, hw: HwConfig) -> str | None:
-        """Why VTA cannot run this layer on `hw` (it then runs on the CPU), or None."""
-        reason = self._structural_reason(hw)
-        if reason is None:
-            reason = _no_schedule_reason(self, hw)  # type: ignore[arg-type]
-        return reason
-
     def _need_supported(self, hw: HwConfig) -> None:
-        reason = self._structural_reason(hw)
+        reason = self.structural_reason(hw)
         if reason is not None:
             raise ConfigError(f"layer {self.name} cannot be packed for {hw.name}: {reason}")
 
@@ -213,7 +203,7 @@ class Conv2D(_PackedLayer):
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     # -- hardware support ----------------------------------------------------------------------
-    def _structural_reason(self, hw: HwConfig) -> str | None:
+    def structural_reason(self, hw: HwConfig) -> str | None:
         if self.groups != 1:
             return f"groups={self.groups}: conv2d_packed.vta handles only groups=1"
         if self.dilation != 1:
@@ -310,7 +300,7 @@ class Dense(_PackedLayer):
     def with_batch(self, n: int) -> Dense:
         return Dense(n, self.in_features, self.out_features)
 
-    def _structural_reason(self, hw: HwConfig) -> str | None:
+    def structural_reason(self, hw: HwConfig) -> str | None:
         if self.batch % hw.batch:
             return f"batch={self.batch} is not a multiple of BATCH={hw.batch}"
         if self.in_features % hw.block_in:
@@ -336,15 +326,6 @@ class Dense(_PackedLayer):
 
 
 Layer = Conv2D | Dense
-
-
-def _no_schedule_reason(layer: Layer, hw: HwConfig) -> str | None:
-    from codesign.schedule.space import get_space
-
-    space = get_space(layer, hw)
-    if len(space.valid_indices()):
-        return None
-    return f"no schedule fits {hw.name}: even the smallest tiling fails ({space.why_invalid(space.get(0))})"
 
 
 def parse_layer(text: str) -> Layer:

@@ -9,13 +9,10 @@ per-sample latency is latency / `Workload.batch`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
 from codesign.workloads.layers import Conv2D, Dense, Layer, parse_layer
-
-if TYPE_CHECKING:
-    from codesign.hw.config import HwConfig
 
 
 @dataclass(frozen=True)
@@ -69,17 +66,6 @@ class Workload:
         while any((layer.batch // self.batch * n) % hw.batch for layer in self.layers):
             n += 1
         return self.with_batch(n)
-
-    def partition(self, hw: HwConfig) -> tuple[list[tuple[Layer, int]], list[tuple[Layer, int, str]]]:
-        """(offloaded (layer, count), cpu (layer, count, reason)) for `hw`, over unique layers."""
-        vta, cpu = [], []
-        for layer, count in self.unique_layers():
-            reason = layer.unsupported_reason(hw)
-            if reason is None:
-                vta.append((layer, count))
-            else:
-                cpu.append((layer, count, reason))
-        return vta, cpu
 
 
 def _conv(hw_in: int, c: int, o: int, k: int, s: int, p: int) -> Conv2D:

@@ -1,0 +1,77 @@
+"""The tuner interface (AutoTVM's `Tuner`): every hook the tuning loop may call is declared here
+with its default, so the loop never probes a tuner for optional methods. Tuner files import only
+this module and `codesign.tune.view`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
+from codesign.tune.measure import MeasureResult
+from codesign.tune.records import MeasureRecord
+from codesign.tune.view import SpaceView
+from codesign.workloads.layers import Layer
+
+
+class Tuner:
+    """Base tuner. Subclasses implement `propose`; `observe` keeps `self.results` (index ->
+    MeasureResult, including unmeasured invalid ones) which most tuners consult."""
+
+    name = "base"
+    batch_size = 8  # configs the driver asks for per round
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None) -> None:
+        self.space = space
+        self.view = view or SpaceView(space)
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(seed)
+        self.results: dict[int, MeasureResult] = {}
+
+    @property
+    def measured(self) -> set[int]:
+        return set(self.results)
+
+    def propose(self, n: int) -> list[Config]:
+        raise NotImplementedError
+
+    def observe(self, results: Sequence[MeasureResult]) -> None:
+        for r in results:
+            self.results[int(r.config.index)] = r
+
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
+        """Called once before the first proposal with the task being tuned (learned tuners build
+        their observation of it here). Default: nothing."""
+
+    def warm_start(self, results: Sequence[MeasureResult]) -> None:
+        """Results from earlier runs of the same layer/hw (records). Default: plain observations."""
+        self.observe(results)
+
+    def transfer(self, records: Sequence[MeasureRecord]) -> None:
+        """Records of other layers and hardware configs (cross-task learning). Default: ignored."""
+
+    # helpers ------------------------------------------------------------------------------
+    def unmeasured_valid(self) -> np.ndarray:
+        if not self.results:
+            return self.view.valid
+        mask = ~np.isin(self.view.valid, np.fromiter(self.results, dtype=np.int64))
+        return self.view.valid[mask]
+
+    def random_unmeasured(self, n: int, exclude: Iterable[int] = ()) -> list[int]:
+        pool = self.unmeasured_valid()
+        ex = set(exclude)
+        if ex:
+            pool = pool[~np.isin(pool, np.fromiter(ex, dtype=np.int64))]
+        if pool.size == 0:
+            return []
+        return [int(i) for i in self.rng.choice(pool, size=min(n, pool.size), replace=False)]
+
+    def best(self) -> MeasureResult | None:
+        ok = [r for r in self.results.values() if r.ok]
+        return min(ok, key=lambda r: r.seconds) if ok else None
+
+
+__all__ = ["Tuner"]
