@@ -12,7 +12,7 @@ from codesign.calibrate import profiles
 from codesign.cli import main
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
-from codesign.schedule import ScheduleSpace
+from codesign.schedule import ScheduleSpace, partition
 from codesign.tune.records import MeasureRecord
 from codesign.vta.run import layer_io_bytes, measure_seconds
 from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams
@@ -92,7 +92,7 @@ def _synthetic_records(path, inject: TimingParams, with_device_time: bool) -> in
     lines = []
     for name in ("pynq_1x16", "pynq_4x8"):
         hw = HwConfig.resolve(name)
-        offloaded, _ = get_workload("resnet18").for_hw(hw).partition(hw)
+        offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
         for layer, _count in offloaded:
             space = ScheduleSpace(layer, hw)
             valid = space.valid_indices()
