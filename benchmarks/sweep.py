@@ -1,7 +1,7 @@
 """Benchmark of the co-design sweep (issue 5 §6). Prints one JSON summary on stdout.
 
-(a) search quality: on an enumerable space (default `pynq-z1-medium`, 256 usable configs, so 50
-    evaluations see a fifth of it; `--space-a` picks another), hypervolume of the NSGA-II / MOTPE
+(a) search quality: on an enumerable space (default `pynq-z1-medium`, 184 usable configs, so 50
+    evaluations see over a quarter of it; `--space-a` picks another), hypervolume of the NSGA-II / MOTPE
     (and random) fronts after 10, 25, 50 hardware evaluations divided by the hypervolume of the
     exhaustive front, median and quartiles over seeds. To make many seeds affordable, every usable
     config is evaluated ONCE with inner tuning (an exhaustive Ray sweep, modest budget `--budget-a`)

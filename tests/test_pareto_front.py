@@ -107,7 +107,9 @@ def test_design_point_fields():
     board = Board.named("pynq-z1")
     p = design_point(HwConfig(), board, 88.3, {"compute": 0.75})
     assert p["config"] == "pynq_1x16_i8w8a32_15_15_18_17"
-    assert p["area"] == 1.0 and p["resources"]["bram18"] == 263
+    util = p["resources"]["utilization"]
+    assert p["area"] == pytest.approx(sum(util.values()) / 4) and p["resources"]["bram18"] == 263
+    assert p["resources"]["max_utilization"] == 1.0 == util["dsp"]
     assert p["energy_j"] == pytest.approx(p["power_w"] * 0.0883)
     # VTA's PYNQ build is only known to close timing at 100 MHz: faster clocks are flagged
     assert p["clock_verified"] is True

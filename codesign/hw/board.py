@@ -15,7 +15,9 @@ _REQUIRED = {
     "pl_clocks_mhz": list, "axi_bits": int, "dram_bandwidth_gbps": (int, float),
 }
 _OPTIONAL = {"description": str, "source": str, "dsp_kind": str, "static_power_w": (int, float),
-             "verified_clock_mhz": (int, float)}
+             "verified_clock_mhz": (int, float), "verified_clock_note": str, "uram": int,
+             "axi_bits_choices": list}
+AXI_WIDTHS = (32, 64, 128, 256, 512)
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,33 @@ class Board:
     static_power_w: float | None = None
     # Highest PL clock at which a VTA build is known to close timing and compute correctly on this
     # board. Designs above it are still explored (timing closure is not modelled) but flagged.
+    # None: no VTA build is known for the board, so no clock is verified.
     verified_clock_mhz: float | None = None
+    verified_clock_note: str = ""  # the evidence (or its absence), shown by `codesign report`
+    uram: int = 0  # UltraRAM blocks (ZU+): listed for completeness, VTA's memories are BRAM
+    # AXI data widths VTA's memory port can be built with on this board (the PS port's width and
+    # narrower ones the port accepts); the widest is `axi_bits`.
+    axi_bits_choices: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.axi_bits_choices:
+            object.__setattr__(self, "axi_bits_choices", (self.axi_bits,))
 
     def clock_verified(self, clock_mhz: float) -> bool:
-        return self.verified_clock_mhz is None or clock_mhz <= self.verified_clock_mhz
+        """True only if a VTA build is known to run correctly at this clock on this board."""
+        return self.verified_clock_mhz is not None and float(clock_mhz) <= self.verified_clock_mhz + 1e-9
+
+    def verified_clocks(self) -> tuple[float, ...]:
+        """The board's PL clocks at or below its verified clock (empty if none is known)."""
+        return tuple(c for c in self.pl_clocks_mhz if self.clock_verified(c))
+
+    def clock_status(self) -> str:
+        """One line for users: which clock is verified on this board and why (or that none is)."""
+        if self.verified_clock_mhz is None:
+            return f"{self.name}: no verified clock" + (f" ({self.verified_clock_note})"
+                                                         if self.verified_clock_note else "")
+        return (f"{self.name}: verified up to {self.verified_clock_mhz:g} MHz"
+                + (f" ({self.verified_clock_note})" if self.verified_clock_note else ""))
 
     @property
     def bram18(self) -> int:
@@ -67,6 +92,15 @@ class Board:
         kw: dict[str, Any] = dict(data)
         kw["pl_clocks_mhz"] = tuple(float(c) for c in data["pl_clocks_mhz"])
         kw["dram_bandwidth_gbps"] = float(data["dram_bandwidth_gbps"])
+        if data["axi_bits"] not in AXI_WIDTHS:
+            raise ConfigError(f"{path}: axi_bits={data['axi_bits']!r}; allowed: "
+                              + ", ".join(map(str, AXI_WIDTHS)))
+        if "axi_bits_choices" in data:
+            choices = data["axi_bits_choices"]
+            if not choices or any(c not in AXI_WIDTHS or c > data["axi_bits"] for c in choices):
+                raise ConfigError(f"{path}: axi_bits_choices={choices!r}: each must be one of "
+                                  f"{', '.join(map(str, AXI_WIDTHS))} and <= axi_bits={data['axi_bits']}")
+            kw["axi_bits_choices"] = tuple(sorted(set(choices)))
         return cls(**kw)
 
     @classmethod

@@ -25,6 +25,9 @@ TARGET_DEFAULTS: dict[str, dict[str, int]] = {
     "de10nano": {"clock_mhz": 100, "axi_bits": 64},
     "ultra96": {"clock_mhz": 333, "axi_bits": 128},
     "zcu104": {"clock_mhz": 333, "axi_bits": 128},
+    # Not an upstream VTA target: this project's name for the Kria KV260 (XCK26). Defaults follow
+    # VTA's other Zynq UltraScale+ targets (ultra96/zcu104: 333 MHz, 128-bit AXI).
+    "kv260": {"clock_mhz": 333, "axi_bits": 128},
 }
 
 VTA_JSON_KEYS = (

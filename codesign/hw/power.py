@@ -39,6 +39,7 @@ def _component_activity(name: str, a: dict[str, float]) -> float:
         "out_mem": 0.5 * (compute + store),
         "datapath": (load + compute + store) / 3.0,
         "axi_buffers": min(1.0, load + store), "fifos": min(1.0, load + store),
+        "axi_datapath": 0.0,  # its switching is the port term (port_uw_per_mhz_per_bit)
         "control": max(load, compute, store),
     }.get(name, 0.0)
 

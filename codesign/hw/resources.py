@@ -6,21 +6,30 @@ What physics fixes is computed, not fitted:
   only for simple-dual-port memories), with VTA's banking rule for the block-design memories
   (vta-reference §1.2: banks = ceil(width/1024), bank width = min(width, 1024));
 - the command/dependency FIFOs (§4.2) and the HLS m_axi burst buffers are mapped the same way;
-- the GEMM core has BATCH·BLOCK_IN·BLOCK_OUT int8 multipliers and BATCH·BLOCK_OUT adder trees of
-  BLOCK_IN products plus a 32-bit accumulate; the ALU has BATCH·BLOCK_OUT 32-bit lanes.
+- the GEMM core has BATCH·BLOCK_IN·BLOCK_OUT int8 products. As the HLS csynth report of VTA's
+  compute module shows (ZU3EG, int8 1x16, `hw_configs/reports/README.md`), HLS binds them in pairs:
+  one product per DSP48 `i0 + i1*i2` MAC whose post-adder adds the partner product, which HLS
+  leaves as a fabric multiply (128 DSP for 256 products). Vivado synthesis then maps fabric
+  products onto free DSPs (the implemented 1x16 builds use 268-277 DSP), so a core needs at
+  least products/2 DSPs and uses up to one per product while the device has them; the rest
+  are LUT multipliers. The DSP post-adders are the first level of each BLOCK_IN-input adder
+  tree; the remaining levels plus a 32-bit accumulate are fabric adders. The ALU has
+  BATCH·BLOCK_OUT 32-bit lanes;
+- the AXI data width sets the m_axi burst buffers (BRAM) and a per-bit data path per master.
 
 Everything else (control, index generators, AXI/SmartConnect/DMA infrastructure) is one fixed
-term per resource, fitted so that the published ZU3EG 1x16 build (landscape: 22,173 LUT,
-31,001 FF, 273 BRAM18, 277 DSP at 250 MHz) is reproduced; see `COEFFICIENTS` and `fit_error()`.
-With one data point and one fixed term per resource the fit is exact by construction (error 0 on
-all four); it cannot validate the assumed per-unit coefficients, only bound them (every fixed term
-must stay non-negative, which `fit()` checks). Consistency check on the memory mapping: without
-parity bits as data (x8/x16/x32 modes only) the memories, FIFOs and m_axi buffers of that build
-would need 276 BRAM18, more than the 273 published, so the build must use parity bits as we do.
+term per resource, fitted so that the published ZU3EG 1x16 build (22,173 LUT, 31,001 FF,
+273 BRAM18, 277 DSP at 250 MHz) is reproduced; see `COEFFICIENTS` and `fit_error()`. With one
+data point and one fixed term per resource the fit is exact by construction; the independent
+checks against the other real ZU3EG reports (HLS csynth components, the INT4 builds) are
+`check_against_reports()` and docs/resources.md, which states the error per resource.
+Consistency check on the memory mapping: without parity bits as data (x8/x16/x32 modes only) the
+memories, FIFOs and m_axi buffers of that build would need more BRAM18 than the 273 published.
 
 Not modelled: resources do not depend on the clock (HLS adds pipeline registers at higher
-targets; the FF term was fitted at 250 MHz, so 100 MHz builds are estimated conservatively), and
-timing closure is not checked (any PL clock of the board is accepted).
+targets; the FF term was fitted at 250 MHz, so 100 MHz builds are estimated conservatively),
+timing closure is not checked (any PL clock of the board is accepted; see Board.clock_verified),
+and UltraRAM is never used (VTA's memories are block-design BRAM generators).
 """
 
 from __future__ import annotations
@@ -28,10 +37,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from codesign.fileio import read_document
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.paths import HW_CONFIGS
 
 RESOURCES = ("lut", "ff", "bram18", "dsp")
 
@@ -92,19 +104,23 @@ def adder_tree_bits(n_inputs: int, input_bits: int) -> int:
 class ResourceCoefficients:
     """Per-unit costs. `assumed` ones are engineering figures, `fixed_*` are fitted (see fit())."""
 
-    # DSP: one int8 x int8 product per DSP48. Assumed from the data: packing two int8 products per
-    # DSP48E2 (WP486) needs hand-written HLS code VTA does not have, and with packing the published
-    # 277 DSP would leave 149 DSPs for control, which its index arithmetic cannot use. One per DSP
-    # leaves 21, which matches the few 32-bit address multiplies of fetch/load/compute/store.
-    mults_per_dsp: int = 1
-    # Multipliers beyond the DSP budget are built in fabric (assumed: the build caps DSP use at the
-    # device, as the shipped PYNQ 1x16 build with 256 products on 220 DSP48E1 must have done).
-    # An 8x8 signed LUT multiplier is about 64 LUT6 (Xilinx Multiplier LogiCORE, PG108, area mode)
-    # plus a 16-bit output register.
-    lut_per_lut_mult: float = 64.0
+    # DSP: HLS binds half the int8 products to DSP48 MACs (`i0 + i1*i2`, the partner product
+    # entering through the post-adder): csynth of compute, int8 1x16x16 on the ZU3EG: 128 DSP48E
+    # MACs for 256 products (hw_configs/reports). These DSPs are the minimum a core needs.
+    hls_products_per_dsp: int = 2
+    # Vivado synthesis maps the fabric products HLS left to free DSPs: the implemented ZU3EG 1x16
+    # builds use 277 (int8) and 268 (int4) DSP for 256 products, i.e. one per product plus
+    # 12-21 for address arithmetic. Products beyond the device's DSPs stay in fabric.
+    synthesis_fills_dsp: bool = True
+    # An 8x8 signed fabric multiplier: 40 LUT (the HLS csynth operator estimate, 128 such `mul`
+    # expressions of 8x8 bits at 40 LUT each) plus a 16-bit output register (assumed).
+    lut_per_lut_mult: float = 40.0
     ff_per_lut_mult: float = 16.0
     # Adder trees and the 32-bit accumulate: one LUT per bit on the carry chain (physics of the
     # CARRY4/CARRY8 fabric); at the 250 MHz of the anchor build HLS registers every tree level.
+    # The first tree level is the DSP post-adder, so the fabric tree has ceil(BLOCK_IN/2) inputs
+    # of product_bits+1 bits (csynth: per output 4 x 18-, 2 x 19-, 1 x 20-bit adds + a 32-bit
+    # accumulate for BLOCK_IN=16; HLS sign-extends one bit more than needed).
     lut_per_adder_bit: float = 1.0
     ff_per_adder_bit: float = 1.0
     product_bits: int = 16  # int8 x int8
@@ -122,6 +138,13 @@ class ResourceCoefficients:
     # depth = 16 outstanding x 16-beat bursts (Vivado HLS defaults), bus-wide, simple dual port.
     axi_masters: int = 5
     axi_buffer_depth: int = 256
+    # Bus-wide data path per master besides the buffers (read/write data registers of the m_axi
+    # adapter and the SmartConnect slice it feeds). Assumed 1 LUT + 2 FF per bit (a register and
+    # a mux input per bit per direction). The csynth report bounds it from above: compute's
+    # 128-bit data adapter and its 32-bit uop adapter cost the same 580 LUT / 512 FF, so most of
+    # an adapter does not scale with the width; the width-dependent cost is the buffers' BRAM.
+    lut_per_axi_bit: float = 1.0
+    ff_per_axi_bit: float = 2.0
     # FIFOs between modules (reference §4.2): 3 command FIFOs 128 b x 512, 4 dependency 8 b x 1024.
     cmd_fifos: tuple[int, int, int] = (3, 128, 512)
     dep_fifos: tuple[int, int, int] = (4, 8, 1024)
@@ -160,7 +183,19 @@ class Resources:
         return {r: getattr(self, r) / totals[r] for r in RESOURCES}
 
     def area(self, board: Board) -> float:
-        """The area objective: utilization of the board's scarcest resource (issue 5 §2)."""
+        """The area objective: the mean of the four utilization fractions (LUT, FF, BRAM18, DSP).
+
+        Why not the scarcest resource's fraction: it saturates at 1.0 for every design that uses all
+        DSPs (LUT multipliers take over), so those designs tie and the front cannot rank larger
+        cores (issue 9). The mean keeps growing with every resource a design adds, weighs each by
+        its scarcity on the board (a BRAM18 on the XC7Z020 counts as 53,200/280 LUTs) without
+        inventing exchange rates, and stays <= 1 for every feasible design. Feasibility stays the
+        hard limit on each resource separately (`infeasible_reason`); see docs/resources.md."""
+        util = self.utilization(board)
+        return sum(util.values()) / len(util)
+
+    def max_utilization(self, board: Board) -> float:
+        """Utilization of the board's scarcest resource (> 1: does not fit)."""
         return max(self.utilization(board).values())
 
     def to_json(self, board: Board | None = None) -> dict[str, Any]:
@@ -168,6 +203,7 @@ class Resources:
         if board is not None:
             out["utilization"] = {k: round(v, 6) for k, v in self.utilization(board).items()}
             out["area"] = round(self.area(board), 6)
+            out["max_utilization"] = round(self.max_utilization(board), 6)
         return out
 
 
@@ -192,22 +228,30 @@ def _variable_parts(hw: HwConfig, board: Board, k: ResourceCoefficients) -> dict
     m, w2, depth2 = k.dep_fifos
     d["fifos"] = {**zero, "bram18": float(n * bram18_for_memory(w, depth, sdp=True)
                                           + m * bram18_for_memory(w2, depth2, sdp=True))}
+    axi = int(hw.axi_bits)  # type: ignore[arg-type]
     d["axi_buffers"] = {**zero, "bram18": float(
-        k.axi_masters * bram18_for_memory(int(hw.axi_bits), k.axi_buffer_depth, sdp=True))}
-    # GEMM core.
+        k.axi_masters * bram18_for_memory(axi, k.axi_buffer_depth, sdp=True))}
+    d["axi_datapath"] = {**zero, "lut": k.axi_masters * axi * k.lut_per_axi_bit,
+                         "ff": k.axi_masters * axi * k.ff_per_axi_bit}
+    # GEMM core: HLS's DSP MACs (mandatory), then fabric products onto free DSPs.
     n_mult = hw.macs_per_cycle
-    dsp_budget = max(0, board.dsp - int(round(k.fixed_dsp)))
-    dsp_gemm = min(math.ceil(n_mult / k.mults_per_dsp), dsp_budget)
-    lut_mults = max(0, n_mult - dsp_gemm * k.mults_per_dsp)
+    dsp_hls = math.ceil(n_mult / k.hls_products_per_dsp)
+    dsp_free = max(0, board.dsp - int(round(k.fixed_dsp)) - dsp_hls)
+    dsp_extra = min(n_mult - dsp_hls, dsp_free) if k.synthesis_fills_dsp else 0
+    dsp_gemm = dsp_hls + dsp_extra
+    lut_mults = n_mult - dsp_gemm
     trees = hw.batch * hw.block_out
-    tree_bits = trees * (adder_tree_bits(hw.block_in, k.product_bits) + k.acc_bits)
+    first_level = math.ceil(hw.block_in / k.hls_products_per_dsp)  # outputs of the DSP post-adders
+    tree_bits = trees * (adder_tree_bits(first_level, k.product_bits + 1) + k.acc_bits)
     d["gemm"] = {
         "lut": lut_mults * k.lut_per_lut_mult + tree_bits * k.lut_per_adder_bit,
         "ff": lut_mults * k.ff_per_lut_mult + tree_bits * k.ff_per_adder_bit,
         "bram18": 0.0,
         "dsp": float(dsp_gemm),
     }
-    d["gemm_lut_multipliers"] = {**zero, "count": float(lut_mults)}  # informational
+    # informational counts (not summed): fabric multipliers, HLS DSP MACs, fabric tree adds
+    d["gemm_lut_multipliers"] = {**zero, "count": float(lut_mults), "dsp_macs": float(dsp_hls),
+                                 "tree_adds": float(trees * max(0, first_level - 1))}
     lanes = hw.batch * hw.block_out
     d["alu"] = {**zero, "lut": lanes * k.lut_per_alu_lane, "ff": lanes * k.ff_per_alu_lane}
     path_bits = inp_bits + wgt_bits + acc_bits + out_bits
@@ -270,6 +314,44 @@ def fit_error() -> dict[str, dict[str, float]]:
     return out
 
 
+REPORTS_FILE = HW_CONFIGS / "reports" / "zu3eg_vta_builds.yaml"
+
+
+def check_against_reports(path: Path = REPORTS_FILE) -> list[dict[str, Any]]:
+    """The model next to every figure of the real ZU3EG reports it can be compared with.
+
+    Rows {check, model, report, rel_error, independent}: `independent` is False for the fit
+    anchor's totals (exact by construction) and True for figures the fit did not see (the HLS
+    csynth components of compute, the INT4 builds' DSP count of a 256-product core)."""
+    facts = read_document(path, "build report facts")
+    rows: list[dict[str, Any]] = []
+
+    def row(check: str, model: float, report: float, independent: bool) -> None:
+        rows.append({"check": check, "model": model, "report": report,
+                     "rel_error": (model - report) / report if report else 0.0, "independent": independent})
+
+    u96 = Board.named("ultra96")
+    anchor = facts["builds"]["int8_1x16_250mhz"]
+    res = estimate(HwConfig.from_name(anchor["hw"]), u96)
+    for r in RESOURCES:
+        row(f"int8 1x16 250 MHz build: {r}", getattr(res, r), anchor["resources"][r], False)
+    hls = facts["hls_compute_int8_1x16"]
+    hw = HwConfig.from_name(hls["hw"])
+    d = estimate(hw, u96).detail
+    info = d["gemm_lut_multipliers"]
+    row("HLS compute: DSP MACs bound by HLS", info["dsp_macs"], hls["dsp_macs"], True)
+    row("HLS compute: LUT per fabric 8x8 multiply (coefficient taken from it)", COEFFICIENTS.lut_per_lut_mult,
+        hls["lut_per_fabric_multiply"], False)
+    row("HLS compute: fabric adder-tree adds", info["tree_adds"],
+        hw.batch * hw.block_out * sum(hls["tree_adds_per_output"].values()), True)
+    for mem, blocks in hls["memories_bram18"].items():
+        row(f"HLS compute: {mem} BRAM18", d[mem]["bram18"], blocks, True)
+    for name, build in facts["builds"].items():
+        if "products" in build:  # same 256-product core, other datapath width: DSP only
+            row(f"{name} build: dsp (256-product core)", res.dsp, build["resources"]["dsp"], True)
+    return rows
+
+
 def clock_reason(hw: HwConfig, board: Board) -> str | None:
     if not any(abs(float(hw.clock_mhz) - c) < 1e-6 for c in board.pl_clocks_mhz):  # type: ignore[arg-type]
         clocks = ", ".join(f"{c:g}" for c in board.pl_clocks_mhz)
@@ -283,6 +365,9 @@ def infeasible_reason(hw: HwConfig, board: Board, resources: Resources | None = 
         return f"TARGET={hw.TARGET!r} does not match board {board.name} (needs TARGET={board.target!r})"
     if hw.axi_bits > board.axi_bits:  # type: ignore[operator]
         return (f"axi_bits={hw.axi_bits} exceeds the {board.axi_bits}-bit PS port of {board.name}")
+    if hw.axi_bits not in board.axi_bits_choices:
+        allowed = ", ".join(map(str, board.axi_bits_choices))
+        return f"axi_bits={hw.axi_bits} is not buildable on {board.name} (allowed: {allowed})"
     reason = clock_reason(hw, board)
     if reason:
         return reason
@@ -302,6 +387,6 @@ def is_feasible(hw: HwConfig, board: Board) -> bool:
 
 __all__ = [
     "BRAM_MODES", "COEFFICIENTS", "PUBLISHED_BUILD", "RESOURCES", "ResourceCoefficients", "Resources",
-    "adder_tree_bits", "banked_bram18", "bram18_for_memory", "estimate", "fit", "fit_error",
+    "adder_tree_bits", "banked_bram18", "bram18_for_memory", "check_against_reports", "estimate", "fit", "fit_error",
     "infeasible_reason", "is_feasible",
 ]

@@ -52,7 +52,7 @@ DERIVED_NAMES = (
     "acc_depth", "out_depth", "inp_elem_bytes", "wgt_elem_bytes", "acc_elem_bytes", "out_elem_bytes",
     "bus_bytes",
 )
-RESOURCE_NAMES = ("area",) + RESOURCES  # utilization fractions on the space's board
+RESOURCE_NAMES = ("area", "max_utilization") + RESOURCES  # utilization fractions on the space's board
 _FUNCS = {"min": min, "max": max, "abs": abs}
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
@@ -205,6 +205,11 @@ class HwSpace:
             if not any(abs(float(c) - b) < 1e-6 for b in board.pl_clocks_mhz):
                 raise ConfigError(f"{where}: clock_mhz {c} is not a PL clock of {board.name}; allowed: "
                                   + ", ".join(f"{b:g}" for b in board.pl_clocks_mhz))
+        widths = params.get("axi_bits", (fixed["axi_bits"],) if "axi_bits" in fixed else ())
+        for w in widths:
+            if w not in board.axi_bits_choices:
+                raise ConfigError(f"{where}: axi_bits {w} is not buildable on {board.name}; allowed: "
+                                  + ", ".join(map(str, board.axi_bits_choices)))
         allowed_names = set(PARAM_KEYS) | set(FIXED_KEYS) - {"HW_VER"} | set(DERIVED_NAMES) | set(RESOURCE_NAMES)
         raw_constraints = data.get("constraints") or []
         if not isinstance(raw_constraints, list):
@@ -225,6 +230,32 @@ class HwSpace:
         return cls(board, params, dict(fixed), constraints,
                     float(max_area) if max_area is not None else None, tuple(stock), where,
                     str(data.get("description", "")))
+
+    def verified_clocks_only(self) -> HwSpace:
+        """The same space with only the clocks at which a VTA build is known to run on the board
+        (`--verified-clocks-only`). ConfigError if the board has no verified clock or the space
+        has none of the verified ones."""
+        if self.board.verified_clock_mhz is None:
+            raise ConfigError(f"{self.source}: --verified-clocks-only: board {self.board.name} has no "
+                              f"verified clock ({self.board.verified_clock_note or 'no VTA build is known'})")
+        params = dict(self.params)
+        fixed = dict(self.fixed)
+        if "clock_mhz" in params:
+            keep = tuple(c for c in params["clock_mhz"] if self.board.clock_verified(c))
+            if not keep:
+                raise ConfigError(f"{self.source}: --verified-clocks-only: none of the space's clocks "
+                                  f"({', '.join(f'{c:g}' for c in params['clock_mhz'])} MHz) is verified on "
+                                  f"{self.board.name} (verified up to {self.board.verified_clock_mhz:g} MHz)")
+            params["clock_mhz"] = keep
+        else:
+            clock = fixed.get("clock_mhz")
+            if clock is None:  # the target's default clock
+                clock = HwConfig(TARGET=self.board.target).clock_mhz
+            if not self.board.clock_verified(float(clock)):
+                raise ConfigError(f"{self.source}: --verified-clocks-only: the space's clock {clock:g} MHz is "
+                                  f"above {self.board.name}'s verified {self.board.verified_clock_mhz:g} MHz")
+        return HwSpace(self.board, params, fixed, self.constraints, self.max_area, self.stock,
+                       self.source, self.description)
 
     # -- points ------------------------------------------------------------------------------
     @property
@@ -295,6 +326,7 @@ class HwSpace:
             res = estimate(hw, self.board)
             env.update(res.utilization(self.board))
             env["area"] = res.area(self.board)
+            env["max_utilization"] = res.max_utilization(self.board)
         return env
 
     def excluded_reason(self, hw: HwConfig) -> str | None:
