@@ -8,7 +8,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.tune import FunctionRunner, MeasureInput, SimulatorRunner
 from codesign.tune.measure import TIMEOUT
-from codesign.vta.run import measure_seconds
+from codesign.vta.run import measure_seconds, run_layer
 from codesign.workloads import parse_layer
 
 HW = HwConfig()
@@ -56,3 +56,15 @@ def test_in_process_timeout_is_checked_after_the_fact():
     space = ScheduleSpace(LAYER, HW)
     res = FunctionRunner(slow, timeout_s=0.01).run([MeasureInput(LAYER, HW, space.get(0))])
     assert res[0].error == TIMEOUT
+
+
+def test_simulator_measurement_carries_what_run_layer_reports():
+    # One measurement gives the caller everything (the sweep needs busy cycles for power), so the
+    # winner is never compiled and timed a second time.
+    space = ScheduleSpace(LAYER, HW)
+    configs = [space.get(int(i)) for i in space.valid_indices()[:3]]
+    results = SimulatorRunner(HW).run([MeasureInput(LAYER, HW, c) for c in configs])
+    for c, res in zip(configs, results):
+        run = run_layer(LAYER, c.knobs, HW, functional=False)
+        assert res.ok and (res.seconds, res.cycles, res.busy) == (run.seconds, run.cycles, run.busy)
+        assert set(res.busy) == {"load", "compute", "store"} and res.device_s is None and res.call_s is None

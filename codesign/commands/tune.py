@@ -12,13 +12,12 @@ from typing import Any
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
-from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition, unsupported_reason
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import import_autotvm_log, load_records
-from codesign.tune.registry import TUNERS, make_tuner
-from codesign.tune.view import SpaceView
+from codesign.tune.registry import TUNERS
+from codesign.tune.task import make_task
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
@@ -119,13 +118,12 @@ def run(args: argparse.Namespace) -> int:
     runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout)
     try:
         for k, (layer, _count) in enumerate(layers):
-            space = ScheduleSpace(layer, hw)
-            view = SpaceView(space)
-            tuner = make_tuner(args.tuner, space, args.seed + k, agent=agent, view=view)
-            res = tune_layer(layer, hw, tuner=tuner, budget=args.trials, seed=args.seed + k,
+            task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent)
+            res = tune_layer(layer, hw, tuner=task.tuner, budget=args.trials, seed=args.seed + k,
                              records=args.records, warm_start=warm, progress=progress, runner=runner,
-                             patience=args.patience, space=space, view=view)
-            agent = getattr(tuner, "agent", agent)  # one agent keeps learning across the layers
+                             patience=args.patience)
+            if task.tuner.agent is not None:
+                agent = task.tuner.agent  # one agent keeps learning across the layers
             results.append((layer, _count, res))
     finally:
         runner.close()

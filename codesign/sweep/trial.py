@@ -21,12 +21,12 @@ from codesign.hw.resources import estimate, infeasible_reason
 from codesign.hw.space import HwSpace
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
-from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.tune import RecordWriter, load_records, tune_layer
-from codesign.tune.registry import make_tuner
-from codesign.tune.view import SpaceView
-from codesign.vta.run import run_layer
+from codesign.tune.loop import TuneResult
+from codesign.tune.task import make_task
+from codesign.vta.run import Measurement, measure
+from codesign.workloads.layers import Layer
 
 # What an infeasible design reports to the searcher: worse than any feasible design on latency and
 # power, so every searcher learns to avoid it. These points never enter the Pareto front.
@@ -108,35 +108,26 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
     return out
 
 
-class SeededTuner:
-    """Wraps an inner tuner so its first proposals are the transferred configs; everything else
-    (observations, batch size, name) is the inner tuner's."""
-
-    def __init__(self, inner: Any, seeds: list[Any]) -> None:
-        self._inner = inner
-        self._seeds = list(seeds)
-
-    def propose(self, n: int) -> list[Any]:
-        if self._seeds:
-            out, self._seeds = self._seeds[:n], self._seeds[n:]
-            return out
-        return self._inner.propose(n)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
           records: list[Any]) -> Any:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    space = ScheduleSpace(layer, hw)
-    view = SpaceView(space)
+    task = make_task(layer, hw, tuner, seed)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
-    seeds = transfer_configs(layer, hw, space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
-    inner = make_tuner(tuner, space, seed, view=view)
+    seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
-    return tune_layer(layer, hw, tuner=SeededTuner(inner, seeds) if seeds else inner, budget=budget, seed=seed,
-                      records=writer, warm_start=own or None, progress=False, space=space, view=view)
+    return tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed, records=writer,
+                      warm_start=own or None, progress=False, seeds=seeds)
+
+
+def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult) -> Measurement:
+    """The winner's measurement with its module busy cycles (power activity): the one the tuning
+    loop took, or — when the winner came from the records of an interrupted run of this trial —
+    one timing-only measurement of it."""
+    best = res.best_result
+    assert best is not None and best.seconds is not None
+    if best.busy and best.cycles is not None:
+        return Measurement(best.seconds, best.cycles, best.busy)
+    return measure(layer, best.config, hw)
 
 
 def evaluate_hw(
@@ -179,15 +170,14 @@ def evaluate_hw(
                 unsupported.append({"layer": layer.name, "count": count,
                                     "reason": f"no schedule ran in {res.measurements} measurements"})
                 continue
-            # One timing-only run of the winner for its module busy cycles (power activity).
-            run = run_layer(layer, res.best.knobs, hw, functional=False)
-            seconds = float(run.seconds)
+            best = _best_measurement(layer, hw, res)
+            seconds = float(best.seconds)
             total_s += seconds * count
-            total_cycles += float(run.cycles) * count
+            total_cycles += float(best.cycles) * count
             for k in busy:
-                busy[k] += float(run.busy.get(k, 0)) * count
+                busy[k] += float(best.busy.get(k, 0)) * count
             layers.append({
-                "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(run.cycles),
+                "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
                 "knobs": _plain(res.best.knobs), "index": int(res.best.index),
                 "measurements": int(res.measurements),
                 "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,

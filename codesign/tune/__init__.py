@@ -3,7 +3,14 @@ measurement runners, JSONL records and the exhaustive ground truth. Heavy depend
 xgboost) load only when their tuner is used."""
 
 from codesign.tune.exhaustive import exhaustive, exhaustive_table
-from codesign.tune.loop import TuneResult, tune_layer
+from codesign.tune.loop import (
+    ProgressCallback,
+    RecordCallback,
+    TuneCallback,
+    TuneResult,
+    tune_layer,
+    tune_task,
+)
 from codesign.tune.measure import (
     FunctionRunner,
     MeasureInput,
@@ -21,6 +28,7 @@ from codesign.tune.records import (
     load_records,
 )
 from codesign.tune.registry import TUNERS, make_tuner
+from codesign.tune.task import TuneTask, make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 
@@ -28,5 +36,5 @@ __all__ = [
     "TUNERS", "FunctionRunner", "MeasureInput", "MeasureRecord", "MeasureResult", "RecordWriter",
     "Runner", "SimulatorRunner", "SpaceView", "TableRunner", "TuneResult", "Tuner", "best_records",
     "exhaustive", "exhaustive_table", "import_autotvm_log", "layer_spec", "load_records", "make_tuner",
-    "tune_layer",
+    "tune_layer", "ProgressCallback", "RecordCallback", "TuneCallback", "TuneTask", "make_task", "tune_task",
 ]

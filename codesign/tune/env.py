@@ -26,11 +26,11 @@ import numpy as np
 from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_bytes
-from codesign.schedule import ScheduleSpace, hw_features, layer_features
+from codesign.schedule import hw_features, layer_features
 from codesign.schedule.support import unsupported_reason
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.registry import make_tuner
+from codesign.tune.task import make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView, index_of, positions_of, squash
 
@@ -293,11 +293,9 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
                     tasks.append((layer, hw))
     for epoch in range(epochs):
         for k, (layer, hw) in enumerate(tasks):
-            space = ScheduleSpace(layer, hw)
-            view = SpaceView(space)
-            tuner = make_tuner(algo, space, seed + 1000 * epoch + k, agent=agent, view=view)
+            task = make_task(layer, hw, algo, seed + 1000 * epoch + k, agent=agent)
             runner = runner_factory(layer, hw) if runner_factory else SimulatorRunner(hw)
-            tune_layer(layer, hw, tuner=tuner, budget=budget, seed=seed + 1000 * epoch + k, runner=runner,
-                       space=space, view=view, progress=progress)
-            agent = tuner.agent
+            tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed + 1000 * epoch + k, runner=runner,
+                       progress=progress)
+            agent = task.tuner.agent
     return agent

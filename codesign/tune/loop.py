@@ -1,8 +1,9 @@
-"""The tuning loop (AutoTVM's `tuner.tune`): `tune_layer` owns everything tuners must not have to
+"""The tuning loop (AutoTVM's `tuner.tune`). `tune_task` owns everything tuners must not have to
 get right: the measurement budget, the cache (a config is never measured twice), validity (invalid
 configs are never sent to the runner; the tuner sees them as `MeasureResult(error="invalid:
-<rule>", measured=False)`), early stopping, warm start from records, the records file and the
-progress bar."""
+<rule>", measured=False)`), early stopping and warm start from records. What happens to the
+measurements is up to callbacks, as in AutoTVM (`RecordCallback` = `log_to_file`,
+`ProgressCallback` = `progress_bar`). `tune_layer` builds the task and the usual callbacks."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from codesign.schedule.knobs import Config
 from codesign.schedule.space import ScheduleSpace
 from codesign.tune.measure import INVALID, MeasureInput, MeasureResult, Runner, SimulatorRunner
 from codesign.tune.records import MeasureRecord, RecordWriter, _plain, load_records
-from codesign.tune.registry import make_tuner
+from codesign.tune.task import TuneTask, make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 from codesign.workloads.layers import Layer
@@ -41,6 +42,7 @@ class TuneResult:
     best_seconds: float | None
     best_cycles: int | None
     history: list[MeasureResult] = field(default_factory=list)
+    best_result: MeasureResult | None = None  # the best's full measurement (busy cycles, ...)
     measurements: int = 0
     invalid_skipped: int = 0
     stopped: str = "budget"
@@ -67,6 +69,115 @@ class TuneResult:
                 "best": best, "seconds_per_image": per_image, "measurements": self.measurements,
                 "invalid_skipped": self.invalid_skipped, "stopped": self.stopped}
 
+    def offer(self, res: MeasureResult) -> bool:
+        """Keep `res` if it is the fastest success so far; True if it was."""
+        if res.ok and (self.best_result is None or res.seconds < self.best_result.seconds):  # type: ignore[operator]
+            self.best_result = res
+            self.best, self.best_seconds, self.best_cycles = res.config, res.seconds, res.cycles
+            return True
+        return False
+
+
+class TuneCallback:
+    """Called after every measured round with the running result and that round's measurements."""
+
+    def __call__(self, result: TuneResult, measured: Sequence[MeasureResult]) -> None:
+        """Default: nothing."""
+
+    def close(self) -> None:
+        """Called once when the loop ends, however it ends."""
+
+
+class RecordCallback(TuneCallback):
+    """Appends every measurement to a records file (AutoTVM's `log_to_file`). Given an open
+    `RecordWriter` it leaves it open for the caller."""
+
+    def __init__(self, records: str | Path | RecordWriter, layer: Layer, hw: HwConfig, tuner: str,
+                 seed: int) -> None:
+        self._own = isinstance(records, (str, Path))
+        self.writer = RecordWriter(records) if isinstance(records, (str, Path)) else records
+        self.layer, self.hw, self.tuner, self.seed = layer, hw, tuner, seed
+
+    def __call__(self, result: TuneResult, measured: Sequence[MeasureResult]) -> None:
+        now = time.time()
+        for res in measured:
+            self.writer.write(MeasureRecord.make(self.layer, self.hw, res.config, res.seconds, res.cycles,
+                                                 res.error, self.tuner, self.seed, now))
+
+    def close(self) -> None:
+        if self._own:
+            self.writer.close()
+
+
+class ProgressCallback(TuneCallback):
+    """A tqdm bar of measurements with the best latency so far (AutoTVM's `progress_bar`)."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.bar = tqdm(total=total, desc=desc, unit="meas", leave=False)
+
+    def __call__(self, result: TuneResult, measured: Sequence[MeasureResult]) -> None:
+        self.bar.update(len(measured))
+        if result.best_seconds is not None:
+            self.bar.set_postfix_str(f"best {result.best_seconds * 1e3:.4f} ms")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def warm_start(task: TuneTask, records: str | Path | Sequence[MeasureRecord] | None,
+               result: TuneResult) -> dict[int, MeasureResult]:
+    """The cache before the first proposal: this task's records (shown to the tuner, never
+    re-measured or counted); records of other layers and configs go to the tuner's `transfer`."""
+    if records is None:
+        return {}
+    recs = load_records(records) if isinstance(records, (str, Path)) else list(records)
+    cache = {int(r.config.index): r for r in _as_results(recs, task.layer, task.hw, task.space)}
+    if cache:
+        task.tuner.warm_start(list(cache.values()))
+    other = [r for r in recs if r.layer != task.layer.name or r.hw != task.hw.name]
+    if other:
+        task.tuner.transfer(other)  # cross-task learning (the bandit); a no-op for most tuners
+    for r in cache.values():
+        result.offer(r)
+    return cache
+
+
+def filter_proposals(task: TuneTask, proposals: Sequence[Config], cache: dict[int, MeasureResult], room: int,
+                     result: TuneResult) -> tuple[list[Config], list[MeasureResult]]:
+    """(configs to measure, at most `room`; feedback for the tuner without measuring): duplicates
+    are dropped, known configs replay their cached result, invalid ones are answered with the rule
+    they break (and cached)."""
+    to_run: list[Config] = []
+    seen: set[int] = set()
+    feedback: list[MeasureResult] = []
+    for cfg in proposals:
+        idx = int(cfg.index)
+        if idx in seen:
+            continue
+        seen.add(idx)
+        if idx in cache:  # never measure twice: replay the cached result
+            feedback.append(cache[idx])
+        elif not task.view.is_valid(idx):
+            reason = task.space.why_invalid(cfg) or "not in valid_indices"
+            cache[idx] = MeasureResult(cfg, None, None, f"{INVALID}: {reason}", measured=False)
+            feedback.append(cache[idx])
+            result.invalid_skipped += 1
+        elif len(to_run) < room:
+            to_run.append(cfg)
+    return to_run, feedback
+
+
+def measure_round(task: TuneTask, runner: Runner, to_run: Sequence[Config], cache: dict[int, MeasureResult],
+                  result: TuneResult, since_best: int) -> tuple[list[MeasureResult], int]:
+    """Measure `to_run`; (the results, measurements since the best improved)."""
+    measured = runner.run([MeasureInput(task.layer, task.hw, c) for c in to_run])
+    for res in measured:
+        cache[int(res.config.index)] = res
+        result.history.append(res)
+        result.measurements += 1
+        since_best = 0 if result.offer(res) else since_best + 1
+    return measured, since_best
+
 
 def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, space: ScheduleSpace) -> list[MeasureResult]:
     out = []
@@ -81,121 +192,84 @@ def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, sp
     return out
 
 
-def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget: int = 50, seed: int = 0,
-               records: str | Path | RecordWriter | None = None, agent: Any = None,
-               warm_start: str | Path | Sequence[MeasureRecord] | None = None, progress: bool = False,
-               runner: Runner | None = None, patience: int | None = None, space: ScheduleSpace | None = None,
-               view: SpaceView | None = None, callback: Any = None, **tuner_kwargs: Any) -> TuneResult:
-    """Tune one layer on one hardware config with at most `budget` measurements.
-
-    `records`: JSONL path (or open `RecordWriter`) every measurement is appended to.
-    `warm_start`: records (path or list) — those of this layer/hw fill the cache and are shown to
-    the tuner without being re-measured or counted; tuners with a `transfer(records)` method (the
-    bandit) also learn from the records of other layers and configs. `patience`: stop after that many measurements
-    without improving the best. `runner` defaults to `SimulatorRunner(hw)`.
-    """
+def tune_task(task: TuneTask, *, budget: int = 50, seed: int = 0, runner: Runner,
+              warm_start_records: str | Path | Sequence[MeasureRecord] | None = None,
+              seeds: Sequence[Config] = (), patience: int | None = None,
+              callbacks: Sequence[TuneCallback] = ()) -> TuneResult:
+    """Tune `task` with at most `budget` measurements on `runner`. `seeds` are measured before the
+    tuner's own proposals (configs transferred from other hardware); `patience`: stop after that
+    many measurements without improving the best."""
     if budget < 0:
         raise ConfigError(f"budget={budget}: must be >= 0 measurements")
-    if space is None:
-        space = ScheduleSpace(layer, hw)
-    view = view or SpaceView(space)
-    tuner_name = tuner if isinstance(tuner, str) else tuner.name
-    tuner_obj = make_tuner(tuner, space, seed, agent=agent, view=view, **tuner_kwargs) \
-        if isinstance(tuner, str) else tuner
-    tuner_obj.set_task(layer, hw)
-    own_runner = runner is None
-    runner = runner or SimulatorRunner(hw)
-    writer = RecordWriter(records) if isinstance(records, (str, Path)) else records
-
-    cache: dict[int, MeasureResult] = {}
-    if warm_start is not None:
-        recs = load_records(warm_start) if isinstance(warm_start, (str, Path)) else list(warm_start)
-        warm = _as_results(recs, layer, hw, space)
-        for r in warm:
-            cache[int(r.config.index)] = r
-        if warm:
-            tuner_obj.warm_start(list(cache.values()))
-        other = [r for r in recs if r.layer != layer.name or r.hw != hw.name]
-        if other:
-            tuner_obj.transfer(other)  # records of other layers / configs (cross-task learning)
-
-    result = TuneResult(layer, hw, tuner_name, seed, None, None, None)
-    best: MeasureResult | None = None
-    for r in cache.values():
-        if r.ok and (best is None or r.seconds < best.seconds):  # type: ignore[operator]
-            best = r
-    since_best = 0
-    empty_rounds = 0
-    bar = None
-    if progress:
-        bar = tqdm(total=budget, desc=f"{tuner_name} {layer.name}", unit="meas", leave=False)
+    tuner, view = task.tuner, task.view
+    tuner.set_task(task.layer, task.hw)
+    result = TuneResult(task.layer, task.hw, tuner.name, seed, None, None, None)
+    cache = warm_start(task, warm_start_records, result)
+    pending = list(seeds)
+    since_best = empty_rounds = 0
     try:
         while result.measurements < budget:
             if sum(1 for i in cache if i in view.valid_set) >= len(view.valid):
                 result.stopped = "exhausted"  # every valid config is known
                 break
-            want = min(tuner_obj.batch_size, budget - result.measurements)
-            proposals = tuner_obj.propose(want)
-            to_run, seen, feedback = [], set(), []
-            for cfg in proposals:
-                idx = int(cfg.index)
-                if idx in seen:
-                    continue
-                seen.add(idx)
-                if idx in cache:  # never measure twice: replay the cached result
-                    feedback.append(cache[idx])
-                    continue
-                if not view.is_valid(idx):
-                    reason = space.why_invalid(cfg) or "not in valid_indices"
-                    res = MeasureResult(cfg, None, None, f"{INVALID}: {reason}", measured=False)
-                    cache[idx] = res
-                    feedback.append(res)
-                    result.invalid_skipped += 1
-                    continue
-                if len(to_run) < budget - result.measurements:
-                    to_run.append(cfg)
+            want = min(tuner.batch_size, budget - result.measurements)
+            if pending:
+                proposals, pending = pending[:want], pending[want:]
+            else:
+                proposals = tuner.propose(want)
+            to_run, feedback = filter_proposals(task, proposals, cache, budget - result.measurements, result)
             if not to_run:
                 if feedback:
-                    tuner_obj.observe(feedback)
+                    tuner.observe(feedback)
                 empty_rounds += 1
                 if empty_rounds >= 20 or len(cache) >= view.size or not proposals:
                     result.stopped = "exhausted"
                     break
                 continue
             empty_rounds = 0
-            measured = runner.run([MeasureInput(layer, hw, c) for c in to_run])
-            now = time.time()
-            for res in measured:
-                cache[int(res.config.index)] = res
-                result.history.append(res)
-                result.measurements += 1
-                if writer is not None:
-                    writer.write(MeasureRecord.make(layer, hw, res.config, res.seconds, res.cycles, res.error,
-                                                    tuner_name, seed, now))
-                if res.ok and (best is None or res.seconds < best.seconds):  # type: ignore[operator]
-                    best, since_best = res, 0
-                else:
-                    since_best += 1
-            tuner_obj.observe(feedback + measured)
-            if bar is not None:
-                bar.update(len(measured))
-                if best is not None:
-                    bar.set_postfix_str(f"best {best.seconds * 1e3:.4f} ms")
-            if callback is not None:
-                callback(result, best)
+            measured, since_best = measure_round(task, runner, to_run, cache, result, since_best)
+            tuner.observe(feedback + measured)
+            for callback in callbacks:
+                callback(result, measured)
             if patience is not None and since_best >= patience:
                 result.stopped = "patience"
                 break
     finally:
-        if bar is not None:
-            bar.close()
-        if own_runner:
-            runner.close()
-        if writer is not None and writer is not records:
-            writer.close()
-    if best is not None:
-        result.best, result.best_seconds, result.best_cycles = best.config, best.seconds, best.cycles
+        for callback in callbacks:
+            callback.close()
     return result
 
 
-__all__ = ["TuneResult", "tune_layer"]
+def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget: int = 50, seed: int = 0,
+               records: str | Path | RecordWriter | None = None, agent: Any = None,
+               warm_start: str | Path | Sequence[MeasureRecord] | None = None, progress: bool = False,
+               runner: Runner | None = None, patience: int | None = None, space: ScheduleSpace | None = None,
+               view: SpaceView | None = None, seeds: Sequence[Config] = (),
+               callbacks: Sequence[TuneCallback] = (), **tuner_kwargs: Any) -> TuneResult:
+    """Tune one layer on one hardware config with at most `budget` measurements (`tune_task` on
+    `make_task(layer, hw, tuner, ...)`).
+
+    `records`: JSONL path (or open `RecordWriter`) every measurement is appended to.
+    `warm_start`: records (path or list) — those of this layer/hw fill the cache and are shown to
+    the tuner without being re-measured or counted; the tuner's `transfer` sees the records of
+    other layers and configs (the bandit learns from them). `progress`: a tqdm bar. `runner`
+    defaults to `SimulatorRunner(hw)` (closed at the end).
+    """
+    task = make_task(layer, hw, tuner, seed, agent=agent, space=space, view=view, **tuner_kwargs)
+    cbs = list(callbacks)
+    if records is not None:
+        cbs.append(RecordCallback(records, layer, hw, task.tuner.name, seed))
+    if progress:
+        cbs.append(ProgressCallback(budget, f"{task.tuner.name} {layer.name}"))
+    own_runner = runner is None
+    runner = runner or SimulatorRunner(hw)
+    try:
+        return tune_task(task, budget=budget, seed=seed, runner=runner, warm_start_records=warm_start,
+                         seeds=seeds, patience=patience, callbacks=cbs)
+    finally:
+        if own_runner:
+            runner.close()
+
+
+__all__ = ["ProgressCallback", "RecordCallback", "TuneCallback", "TuneResult", "filter_proposals",
+           "measure_round", "tune_layer", "tune_task", "warm_start"]

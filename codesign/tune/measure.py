@@ -13,10 +13,10 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from codesign.vta.run import measure_seconds
+from codesign.vta.run import Measurement, measure
 
 # Error strings recorded for failures; anything else is the exception text.
 TIMEOUT = "timeout"
@@ -34,7 +34,9 @@ class MeasureInput:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """Outcome of one measurement. `seconds`/`cycles` are None when `error` is set."""
+    """Outcome of one measurement. `seconds`/`cycles` are None when `error` is set; `busy`
+    (cycles per module), `device_s` and `call_s` are what the runner measured besides (see
+    `codesign.vta.run.Measurement`)."""
 
     config: Any
     seconds: float | None
@@ -42,21 +44,28 @@ class MeasureResult:
     error: str | None = None
     measured: bool = True  # False for invalid configs penalized without running them
     wall_s: float = 0.0  # seconds the measurement itself took
+    busy: dict[str, int] = field(default_factory=dict, hash=False)
+    device_s: float | None = None
+    call_s: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.seconds is not None
 
 
-def _run_one(runner: Runner, inp: MeasureInput) -> tuple[float | None, int | None, str | None, float]:
+def _run_one(runner: Runner, inp: MeasureInput) -> tuple[Measurement | None, str | None, float]:
     """Measure one input, turning any exception into an error string (runs in workers too)."""
     start = time.perf_counter()
     try:
-        seconds, cycles = runner.measure_one(inp)
-        return float(seconds), (None if cycles is None else int(cycles)), None, time.perf_counter() - start
+        return runner.measure_one(inp), None, time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001 - error capture is the point: one bad config must not stop tuning
         msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        return None, None, msg, time.perf_counter() - start
+        return None, msg, time.perf_counter() - start
+
+
+def _measurement(value: tuple[float, int | None]) -> Measurement:
+    seconds, cycles = value
+    return Measurement(float(seconds), None if cycles is None else int(cycles))
 
 
 def _worker_init() -> None:
@@ -83,8 +92,8 @@ class Runner:
         self.timeout_s = timeout_s
         self._pool: cf.ProcessPoolExecutor | None = None
 
-    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
-        """Return (seconds, cycles) for one config; raise on failure."""
+    def measure_one(self, inp: MeasureInput) -> Measurement:
+        """Measure one config; raise on failure."""
         raise NotImplementedError
 
     def warmup(self) -> None:
@@ -99,10 +108,14 @@ class Runner:
         else:
             raw = self._run_parallel(inputs)
         out = []
-        for inp, (seconds, cycles, error, wall) in zip(inputs, raw):
+        for inp, (m, error, wall) in zip(inputs, raw):
             if error is None and self.timeout_s is not None and wall > self.timeout_s:
-                seconds, cycles, error = None, None, TIMEOUT
-            out.append(MeasureResult(inp.config, seconds, cycles, error, True, wall))
+                m, error = None, TIMEOUT
+            if m is None:
+                out.append(MeasureResult(inp.config, None, None, error, True, wall))
+            else:
+                out.append(MeasureResult(inp.config, float(m.seconds), m.cycles, None, True, wall, dict(m.busy),
+                                         m.device_s, m.call_s))
         return out
 
     def _run_parallel(self, inputs: Sequence[MeasureInput]) -> list[tuple]:
@@ -117,10 +130,10 @@ class Runner:
                 # A timeout per measurement: each future gets the full budget once it is its turn.
                 raw.append(fut.result(timeout=self.timeout_s))
             except cf.TimeoutError:
-                raw.append((None, None, TIMEOUT, float(self.timeout_s or 0.0)))
+                raw.append((None, TIMEOUT, float(self.timeout_s or 0.0)))
                 broken = True  # the stuck worker must be killed; remaining ones are retried below
             except Exception as exc:  # noqa: BLE001 - worker died (segfault, OOM): record, go on
-                raw.append((None, None, f"worker failed: {type(exc).__name__}: {exc}"[:300], 0.0))
+                raw.append((None, f"worker failed: {type(exc).__name__}: {exc}"[:300], 0.0))
                 broken = True
             if broken:
                 break
@@ -164,7 +177,7 @@ class Runner:
 
 
 class SimulatorRunner(Runner):
-    """Times schedules with the VTA timing model (`codesign.vta.run.measure_seconds`)."""
+    """Times schedules with the VTA timing model (`codesign.vta.run.measure`)."""
 
     def __init__(self, hw: Any = None, n_parallel: int = 1, timeout_s: float | None = 60.0,
                  params: Any = None) -> None:
@@ -175,8 +188,8 @@ class SimulatorRunner(Runner):
     # No warmup hook needed: unpickling this runner in a worker imports `codesign.vta.run` (module
     # level), which loads the numba timing kernel from its cache before the first measurement.
 
-    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
-        return measure_seconds(inp.layer, inp.config, inp.hw if inp.hw is not None else self.hw, self.params)
+    def measure_one(self, inp: MeasureInput) -> Measurement:
+        return measure(inp.layer, inp.config, inp.hw if inp.hw is not None else self.hw, self.params)
 
 
 class FunctionRunner(Runner):
@@ -187,8 +200,8 @@ class FunctionRunner(Runner):
         super().__init__(n_parallel, timeout_s)
         self.fn = fn
 
-    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
-        return self.fn(inp.layer, inp.config, inp.hw)
+    def measure_one(self, inp: MeasureInput) -> Measurement:
+        return _measurement(self.fn(inp.layer, inp.config, inp.hw))
 
 
 class TableRunner(Runner):
@@ -199,8 +212,8 @@ class TableRunner(Runner):
         super().__init__(1, None)
         self.table = table
 
-    def measure_one(self, inp: MeasureInput) -> tuple[float, int | None]:
+    def measure_one(self, inp: MeasureInput) -> Measurement:
         try:
-            return self.table[int(inp.config.index)]
+            return _measurement(self.table[int(inp.config.index)])
         except KeyError:
             raise RuntimeError(f"config {inp.config.index} is not in the table (it failed to measure)") from None

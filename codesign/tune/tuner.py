@@ -5,6 +5,7 @@ this module and `codesign.tune.view`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,8 @@ class Tuner:
     MeasureResult, including unmeasured invalid ones) which most tuners consult."""
 
     name = "base"
-    batch_size = 8  # configs the driver asks for per round
+    batch_size = 8  # configs the loop asks for per round
+    agent: Any = None  # the learned model an RL tuner carries from task to task (None otherwise)
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None) -> None:
         self.space = space

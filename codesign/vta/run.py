@@ -8,7 +8,7 @@ explicit host overhead, reference §4.7).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,20 @@ class LayerRun:
     n_insns: int
     program: Any
     config: Any = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Everything one timing-mode measurement yields, so no caller compiles or times a schedule a
+    second time: seconds (device cycles at the clock plus the host model), device cycles and busy
+    cycles per module (load/compute/store; power activity). A board runner also fills the device
+    time and the host call time it measured (None from the model)."""
+
+    seconds: float
+    cycles: int | None
+    busy: dict[str, int] = field(default_factory=dict, hash=False)
+    device_s: float | None = None
+    call_s: float | None = None
 
 
 def _space(layer: Any, hw: HwConfig) -> Any:
@@ -105,12 +119,12 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
                     program=program, config=config)
 
 
-def measure_seconds(layer: Any, config: Any, hw: HwConfig,
-                    params: timing.TimingParams | None = None) -> tuple[float, int]:
-    """(seconds, cycles) of `config` (a Config or knob dict) in timing-only mode: compile the
+def measure(layer: Any, config: Any, hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
+    """`Measurement` of `config` (a Config or knob dict) in timing-only mode: compile the
     instruction matrix (no DRAM data) and run the timing kernel. The caller is responsible for
     passing a valid config (tuners draw from `ScheduleSpace.valid_indices()`); rules the compiler
-    itself checks still raise InvalidSchedule."""
+    itself checks still raise InvalidSchedule. Same cycles and busy as `run_layer(...,
+    functional=False)`, without building the program's DRAM regions."""
     params = _params(params)
     hw = HwConfig.resolve(hw)
     scratch = getattr(_local, "scratch", None)
@@ -119,7 +133,15 @@ def measure_seconds(layer: Any, config: Any, hw: HwConfig,
     insns = compile_insns(layer, config, hw, scratch=scratch).insns
     res = timing.time_program(insns, hw, params)
     n = int(insns.shape[0])
-    return float(timing.predict_seconds(res.cycles, n, hw, params, *layer_io_bytes(layer))), int(res.cycles)
+    seconds = float(timing.predict_seconds(res.cycles, n, hw, params, *layer_io_bytes(layer)))
+    return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
 
 
-__all__ = ["LayerRun", "run_layer", "measure_seconds", "resolve_config", "random_inputs", "layer_io_bytes"]
+def measure_seconds(layer: Any, config: Any, hw: HwConfig,
+                    params: timing.TimingParams | None = None) -> tuple[float, int]:
+    """(seconds, cycles) of `measure` (calibration and the exhaustive table need no more)."""
+    m = measure(layer, config, hw, params)
+    return m.seconds, int(m.cycles or 0)
+
+
+__all__ = ["LayerRun", "Measurement", "run_layer", "measure", "measure_seconds", "resolve_config", "random_inputs", "layer_io_bytes"]
