@@ -8,6 +8,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from tqdm import tqdm
+
 from codesign.bitstream import bitfile, build, catalog, fetch, vivado
 from codesign.errors import ConfigError
 from codesign.hw.board import Board
@@ -158,8 +160,6 @@ def run_fetch(args: argparse.Namespace) -> int:
     entry = hits[0]
     bar = None
     if not args.json and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=entry.size, unit="B", unit_scale=True, desc="fetch", file=sys.stderr, leave=False)
 
     def progress(done: int, total: int) -> None:

@@ -10,10 +10,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from codesign.bitstream import catalog
 from codesign.calibrate.fit import FIT_PARAMS, calibrate
 from codesign.calibrate.profiles import calibrate_profile, is_protected, save_profile, write_path
+from codesign.calibrate.resources_fit import calibrate_resources
 from codesign.commands.replay import _clean
 from codesign.errors import ConfigError
+from codesign.fileio import atomic_write_json
 from codesign.vta.timing import TimingParams
 
 DESCRIPTION = """\
@@ -32,6 +35,9 @@ docs/calibration-profiles.md). --device refits the device parameters too. Profil
 to $CODESIGN_PROFILE_DIR (default ~/.local/share/vta-codesign/profiles); the shipped ones in
 sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
 
+`codesign calibrate resources` fits the resource model's fixed terms and the boards' verified
+clocks to the builds in the bitstream catalog (`codesign bitstream add --utilization --timing`).
+
 A fit with more free parameters than the records can pin is refused, naming them and how many
 records would be needed.
 """
@@ -43,6 +49,7 @@ examples:
   codesign calibrate --profile lab-pynq session.log --terms host_call_s,host_per_out_byte_s
   codesign replay session.log --profile lab-pynq                 # use it (also tune/sweep/run)
   codesign calibrate a.log b.log -o /tmp/params.json --no-loo
+  codesign calibrate resources -o /tmp/resources.json   # resource model + verified clocks vs builds
   codesign calibrate sim/calibration/pynq_resnet18.log --fit host_call_s,host_per_insn_s --json
   codesign replay my.log --params /tmp/params.json                # use the new parameters
 """
@@ -69,12 +76,16 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "'shipped' = sim/timing_params.json)")
     p.add_argument("--fit", metavar="NAMES", default=",".join(FIT_PARAMS),
                    help="comma-separated parameters to fit (default: %(default)s)")
+    p.add_argument("--catalog", metavar="FILE", default=None,
+                   help="with `calibrate resources`: your bitstream catalog (default: $CODESIGN_CATALOG)")
     p.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.log == ["resources"]:
+        return _run_resources(args)
     if args.profile:
         return _run_profile(args)
     if args.terms or args.device:
@@ -175,3 +186,35 @@ def _run_profile(args: argparse.Namespace) -> int:
 
 def _default_fit() -> str:
     return ",".join(FIT_PARAMS)
+
+
+def _run_resources(args: argparse.Namespace) -> int:
+    rep = calibrate_resources(catalog.load(Path(args.catalog) if args.catalog else None))
+    if args.output:
+        if is_protected_any(Path(args.output)):
+            raise ConfigError(f"-o {args.output}: a shipped file is never overwritten")
+        atomic_write_json(args.output, rep)
+    if args.json:
+        print(json.dumps(rep))
+        return 0
+    print(f"builds: {len(rep['builds'])}")
+    for before, after in zip(rep["before"], rep["after"]):
+        cells = "  ".join(f"{r} {after[r]['measured']:>6} model {before[r]['model']:>6}->{after[r]['model']:>6} "
+                          f"({100 * before[r]['rel_error']:+.1f}%->{100 * after[r]['rel_error']:+.1f}%)"
+                          for r in ("lut", "ff", "bram18", "dsp"))
+        print(f"  {before['build']}\n    {cells}")
+    b, a = rep["rms_error_pct_before"], rep["rms_error_pct_after"]
+    print("rms error before: " + ", ".join(f"{r} {v:.1f}%" for r, v in b.items()))
+    print("rms error after:   " + ", ".join(f"{r} {v:.1f}%" for r, v in a.items()))
+    print("fixed terms: " + ", ".join(f"{r} {rep['fixed_before'][r]:.0f}->{rep['fixed_after'][r]:.0f}"
+                                      for r in rep["fixed_before"]))
+    for board, d in rep["verified_clock"].items():
+        print(f"verified clock {board}: board file {d['board_file_mhz']} MHz; builds met timing at "
+              f"{d['met_mhz'] or '-'} MHz, failed at {d['failed_mhz'] or '-'}; fitted {d['fitted_mhz']} MHz")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+def is_protected_any(path: Path) -> bool:
+    return is_protected(path) or path.resolve() == catalog.SHIPPED_CATALOG.resolve()
