@@ -126,13 +126,18 @@ def test_reference_point_rule_and_stock_comparison():
     assert ref["power_w"] == pytest.approx(1.1 * bound)
     assert reference_point(stock, space=space) == ref  # stable
     front = ParetoFront(points=pts)
-    cmp = stock_comparison(front, stock)
+    cmp = stock_comparison(front, stock, verified_only=False)
+    default = stock_comparison(front, stock)  # at verified clocks (100 MHz on the PYNQ-Z1)
     for s in stock:
         sv = (s["latency_ms"], s["area"], s["power_w"])
         expect = [p["config"] for p in front.points
                   if dominates((p["latency_ms"], p["area"], p["power_w"]), sv)]
         assert expect  # the synthetic front beats both stock configs
         assert sorted(cmp[s["config"]]["dominated_by"]) == sorted(expect)
+        d = default[s["config"]]
+        assert sorted(d["dominated_by"] + d["dominated_by_unverified"]) == sorted(expect)
+        assert all("167MHz" in c for c in d["dominated_by_unverified"])
+        assert not any("167MHz" in c for c in d["dominated_by"])
 
 
 def test_pareto_json_round_trip_and_report(tmp_path, capsys):
@@ -154,7 +159,7 @@ def test_pareto_json_round_trip_and_report(tmp_path, capsys):
     rows = {line.split()[0 if not line.startswith("*") else 1]: line for line in out.splitlines()
             if line.lstrip("* ").startswith("pynq_")}
     for p in front.points:  # the 167 MHz designs of the small space are marked, 100 MHz ones are not
-        assert rows[p["config"]].endswith("unverified" if p["hw"]["clock_mhz"] > 100 else "ok")
+        assert rows[p["config"]].split()[-1] == ("unverified" if p["hw"]["clock_mhz"] > 100 else "verified")
     assert any(p["hw"]["clock_mhz"] > 100 for p in front.points) and "clock 'unverified'" in out
     assert main(["report", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == back
@@ -191,3 +196,36 @@ def test_hypervolume_history():
 
     # [1,4]^3 = 27; then (0.5,2,2) adds 3.5*2*2 - overlap 3*2*2 = 2
     assert hypervolume_history([(3, 3, 3), (1, 1, 1), (2, 2, 2), (0.5, 2, 2)], (4, 4, 4)) == [1.0, 27.0, 27.0, 29.0]
+
+
+def test_stock_comparison_counts_verified_clocks_by_default():
+    """A stock design beaten only at an unverified clock is not reported as dominated by default."""
+    from codesign.pareto.io import stock_comparison
+
+    stock = {"config": "stock", "latency_ms": 10.0, "area": 0.5, "power_w": 2.0, "clock_verified": True}
+    fast = {"config": "fast_200MHz", "latency_ms": 5.0, "area": 0.5, "power_w": 1.9, "clock_verified": False}
+    slow = {"config": "ok_100MHz", "latency_ms": 9.0, "area": 0.5, "power_w": 2.0, "clock_verified": True}
+    only_fast = stock_comparison([fast], [stock])["stock"]
+    assert only_fast["dominated_by"] == [] and only_fast["dominated_by_unverified"] == ["fast_200MHz"]
+    both = stock_comparison([fast, slow], [stock])["stock"]
+    assert both["dominated_by"] == ["ok_100MHz"] and both["dominated_by_unverified"] == ["fast_200MHz"]
+    every = stock_comparison([fast, slow], [stock], verified_only=False)["stock"]
+    assert every["dominated_by"] == ["fast_200MHz", "ok_100MHz"]
+
+
+def test_area_keeps_growing_past_the_dsp_limit():
+    """Issue 9: with area = scarcest-resource utilization every design using all DSPs tied at
+    1.000. The area objective must keep ranking them; feasibility stays per resource."""
+    from codesign.hw.resources import estimate
+
+    board = Board.named("pynq-z1")
+    space = HwSpace.load("pynq-z1")
+    full_dsp = [(hw, estimate(hw, board)) for hw in space.enumerate() if estimate(hw, board).dsp == board.dsp]
+    assert len(full_dsp) > 100
+    areas = [r.area(board) for _, r in full_dsp]
+    assert all(r.max_utilization(board) == 1.0 for _, r in full_dsp)
+    assert len({round(a, 6) for a in areas}) > 20 and max(areas) < 1.0
+    # same core, larger buffers -> more BRAM -> larger area
+    a = estimate(HwConfig.from_name("pynq_1x16_i8w8a32_15_14_16_16"), board)
+    b = estimate(HwConfig.from_name("pynq_1x16_i8w8a32_15_15_18_17"), board)
+    assert a.dsp == b.dsp == board.dsp and a.bram18 < b.bram18 and a.area(board) < b.area(board)

@@ -258,3 +258,51 @@ def test_cli_bad_options_are_one_line_and_create_nothing(tmp_path, capsys, flags
     assert word in err[-1] and len([e for e in err if "error" in e]) == 1
     assert not (tmp_path / "o").exists()
 
+
+
+def test_clock_flag_reaches_pareto_json_report_and_plots(grid_sweep, capsys):
+    """Issue 9: 200 MHz designs on PYNQ-Z1 (verified: 100 MHz) must be marked `unverified`
+    everywhere a user sees the front, not only in trials.jsonl."""
+    from codesign.cli import main
+    from codesign.commands.report import format_table
+    from codesign.pareto.plots import front_figure
+
+    out, result = grid_sweep
+    pareto = json.loads((out / "pareto.json").read_text())
+    assert pareto["points"]
+    for p in pareto["points"]:
+        assert p["clock_verified"] is (p["hw"]["clock_mhz"] == 100), p["config"]
+    assert any(p["clock_verified"] is False for p in pareto["points"])  # the 200 MHz designs are fastest
+    assert pareto["board"]["name"] == "pynq-z1" and pareto["board"]["verified_clock_mhz"] == 100
+    table = format_table(pareto).splitlines()
+    for p in pareto["points"]:
+        (line,) = [row for row in table if row.startswith(("* ", "  ")) and f" {p['config']} " in row]
+        assert line.split()[-1] == ("unverified" if p["hw"]["clock_mhz"] == 200 else "verified")
+    assert "pynq-z1: verified up to 100 MHz" in "\n".join(table)
+    assert main(["report", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["clock_verified"] for p in doc["points"]] == [p["clock_verified"] for p in pareto["points"]]
+    fig = front_figure(pareto["points"], stock_points=pareto["stock"])
+    labels = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert {"Pareto front, verified clock", "Pareto front, unverified clock"} <= labels
+
+
+def test_verified_clocks_only_sweep(ray_session, space_file, workload, tmp_path):
+    from codesign.sweep import run_sweep
+
+    out = tmp_path / "verified"
+    result = run_sweep(space_file, workload, out, trials=None, budget=2, tuner="random", search="grid",
+                       seed=0, progress=False, verified_clocks_only=True)
+    rows = _lines(out / "trials.jsonl")
+    assert len(rows) == 3 and {r["hw"]["clock_mhz"] for r in rows} == {100}
+    assert all(p["clock_verified"] for p in result.pareto["points"])
+    assert json.loads((out / "sweep.json").read_text())["verified_clocks_only"] is True
+
+
+def test_verified_clocks_only_on_a_board_without_one_is_one_line(tmp_path, capsys):
+    from codesign.cli import main
+
+    assert main(["sweep", "zcu104", "--verified-clocks-only", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "board zcu104 has no verified clock" in err[-1]
+    assert not (tmp_path / "o").exists()

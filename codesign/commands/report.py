@@ -14,9 +14,13 @@ examples:
   codesign report runs/sweep --json       # the pareto.json object, for scripts
   codesign report runs/sweep --sort area  # order the table by another objective
 
-columns: latency is per inference (per image when BATCH > 1); area is the utilization of the
-board's scarcest resource; power is board power at the simulated module activity; energy =
-power x latency. A '*' marks designs that dominate a stock configuration on all three objectives.
+columns: latency is per inference (per image when BATCH > 1); area is the mean utilization of
+LUT, FF, BRAM18 and DSP (docs/resources.md), followed by each resource's utilization; power is
+board power at the simulated module activity; energy = power x latency; clock says whether a VTA
+build is known to run at the design's clock on this board ('verified') or not ('unverified':
+timing closure is not modelled, so its latency is optimistic). A '*' marks designs at verified
+clocks that dominate a stock configuration on all three objectives; designs that beat a stock
+config only at an unverified clock are listed separately.
 """
 
 
@@ -43,6 +47,11 @@ def _fmt(value: Any, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 
+def _clock(point: dict[str, Any]) -> str:
+    flag = point.get("clock_verified")
+    return "verified" if flag is True else "unverified" if flag is False else "unknown"
+
+
 def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, p.get(sort, 0)))
     dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
@@ -53,7 +62,7 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
             "*" if p["config"] in dominators else "", str(p["config"]), _fmt(p["latency_ms"], ".3f"),
             _fmt(p["area"], ".3f"), _fmt(p["power_w"], ".3f"), _fmt(p.get("energy_j"), ".4f"),
             _pct(p, "lut"), _pct(p, "ff"), _pct(p, "bram18"), _pct(p, "dsp"),
-            "unverified" if p.get("clock_verified") is False else "ok",
+            _clock(p),
         ])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     left = {0, 1}
@@ -62,25 +71,34 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     ref = doc["reference_point"]
     out = [f"Pareto front: {len(points)} designs"
            + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else ""), *lines, ""]
+    board = doc.get("board") or {}
+    if board.get("status"):
+        out.append(f"clock: {board['status']}")
     out.append(f"hypervolume {doc['hypervolume']:.6g} w.r.t. reference point "
                + ", ".join(f"{k}={_fmt(v, '.4g')}" for k, v in ref.items()))
     comparison = doc.get("stock_comparison") or {}
     for name, info in comparison.items():
         dom = info.get("dominated_by") or []
+        dom_unverified = info.get("dominated_by_unverified") or []
         obj = info.get("objectives") or {}
         where = ", ".join(f"{k}={_fmt(v, '.4g')}" for k, v in obj.items())
+        if info.get("clock_verified") is False:
+            where += ", its own clock unverified"
         if dom:
-            out.append(f"stock {name} ({where}): dominated by {len(dom)} front design(s): {', '.join(dom)}")
+            out.append(f"stock {name} ({where}): dominated by {len(dom)} front design(s) at verified clocks: "
+                       f"{', '.join(dom)}")
         else:
-            state = "on the front" if info.get("on_front") else "not dominated by any front design"
+            state = "on the front" if info.get("on_front") else "not dominated by any front design at a verified clock"
             out.append(f"stock {name} ({where}): {state}")
+        if dom_unverified:
+            out.append(f"  and by {len(dom_unverified)} more only at unverified clocks: {', '.join(dom_unverified)}")
     if not comparison:
         out.append("no stock configs evaluated in this sweep")
     unverified = [p for p in points if p.get("clock_verified") is False]
     if unverified:
-        out.append(f"clock 'unverified': {len(unverified)} front design(s) run above the highest clock a VTA "
-                   "build is known to close timing at on this board; timing closure is not modelled, so "
-                   "treat their latency as optimistic")
+        out.append(f"clock 'unverified': {len(unverified)} front design(s) run at a clock no VTA build is "
+                   "known to close timing at on this board; timing closure is not modelled, so treat their "
+                   "latency as optimistic (`codesign sweep --verified-clocks-only` leaves them out)")
     return "\n".join(out)
 
 

@@ -22,7 +22,7 @@ Explore VTA hardware configs for a workload. Each Ray Tune trial is one hardware
 checked against the board's resources and clocks (infeasible ones are never simulated), every
 unique layer of the workload is schedule-tuned on it (--budget measurements per layer, warm-started
 from the best schedules of earlier trials), and the trial reports network latency per image, area
-(utilization of the scarcest FPGA resource) and board power. The Pareto front of the three is kept
+(mean utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of the three is kept
 in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
 every schedule measurement, and PNG plots are written at the end.
 """
@@ -36,6 +36,7 @@ examples:
   codesign sweep --resume runs/sweep              # continue an interrupted sweep (Ctrl-C is safe)
   codesign sweep --address 10.0.0.5:6379          # run the trials on an existing Ray cluster
   codesign sweep --trials 8 --json | jq .points   # front as JSON
+  codesign sweep ultra96 --verified-clocks-only   # Ultra96 (ZU3EG) designs at clocks up to 250 MHz only
   codesign report runs/sweep                      # print the front of a sweep again
 
 searches: nsga2 and motpe (multi-objective Optuna), random, grid (every combination, --trials
@@ -68,6 +69,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="at most N trials at once (default: one per CPU)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
                    help="continue the interrupted sweep in DIR (or --out); no other flags needed")
+    p.add_argument("--verified-clocks-only", action="store_true",
+                   help="search only the clocks at which a VTA build is known to run on the board (PYNQ-Z1: "
+                        "100 MHz, Ultra96: up to 250 MHz; ZCU104/KV260 have none). Without it, designs at "
+                        "other clocks are explored and marked 'unverified'")
     p.add_argument("--json", action="store_true", help="print pareto.json and the file paths as one JSON object")
     p.set_defaults(func=run)
 
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = Path(args.out) if args.out is not None else DEFAULT_OUT
     space = Path(args.space) if args.space else DEFAULT_SPACE
+    if not space.exists() and (SPACES / f"{space}.yaml").exists():  # a shipped space by name
+        space = SPACES / f"{space}.yaml"
     if not resume and not space.exists():
         raise ConfigError(f"{space}: no such space file (spaces shipped: "
                           + ", ".join(sorted(p.name for p in SPACES.glob("*.yaml"))) + ")")
@@ -90,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         trials = DEFAULT_TRIALS
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
                        search=args.search, seed=args.seed, address=args.address, resume=resume,
-                       max_concurrent=args.max_concurrent, progress=progress)
+                       max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
+                       progress=progress)
     if args.json:
         print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
                           "planned_trials": result.planned, "wall_s": round(result.wall_s, 1)}))

@@ -58,6 +58,11 @@ class Board:
         """The board's PL clocks at or below its verified clock (empty if none is known)."""
         return tuple(c for c in self.pl_clocks_mhz if self.clock_verified(c))
 
+    def clock_json(self) -> dict[str, Any]:
+        """The board's clock evidence as stored in pareto.json (`codesign report` prints it)."""
+        return {"name": self.name, "verified_clock_mhz": self.verified_clock_mhz,
+                "verified_clock_note": self.verified_clock_note, "status": self.clock_status()}
+
     def clock_status(self) -> str:
         """One line for users: which clock is verified on this board and why (or that none is)."""
         if self.verified_clock_mhz is None:

@@ -10,14 +10,24 @@ from typing import Any
 from codesign.pareto.objectives import OBJECTIVES
 from codesign.plotting import pyplot, save_figure
 
-_LABELS = {"latency_ms": "latency (ms)", "area": "area (scarcest resource fraction)", "power_w": "power (W)"}
+_LABELS = {"latency_ms": "latency (ms)", "area": "area (mean utilization of LUT/FF/BRAM/DSP)",
+           "power_w": "power (W)"}
 
 
 def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
                all_points: Iterable[dict[str, Any]] = (), stock_points: Iterable[dict[str, Any]] = (),
                objectives: Sequence[str] = OBJECTIVES, title: str = "") -> Path:
+    """`front_figure` saved as a PNG."""
+    return save_figure(front_figure(front_points, all_points=all_points, stock_points=stock_points,
+                                    objectives=objectives, title=title), path)
+
+
+def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable[dict[str, Any]] = (),
+                 stock_points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
+                 title: str = "") -> Any:
     """One panel per objective pair (latency-area, latency-power, area-power): every evaluated
-    design in grey, the front in colour, stock configs as labelled stars."""
+    design in grey, the front in colour (filled: clock verified on the board; hollow: unverified,
+    its latency rests on timing closure nobody has shown), stock configs as labelled stars."""
     plt = pyplot()
     pairs = list(combinations(objectives, 2))
     fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4.2), squeeze=False)
@@ -27,8 +37,14 @@ def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
         if others:
             ax.scatter([p[x] for p in others], [p[y] for p in others], s=12, c="0.75", label="evaluated")
         pts = sorted(front_points, key=lambda p: p[x])
-        ax.scatter([p[x] for p in pts], [p[y] for p in pts], s=28, c="tab:blue", label="Pareto front (3-D)",
-                   zorder=3)
+        ok = [p for p in pts if p.get("clock_verified") is not False]
+        bad = [p for p in pts if p.get("clock_verified") is False]
+        if ok:
+            ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=28, c="tab:blue", zorder=3,
+                       label="Pareto front, verified clock" if bad else "Pareto front (3-D)")
+        if bad:
+            ax.scatter([p[x] for p in bad], [p[y] for p in bad], s=28, facecolors="none", edgecolors="tab:blue",
+                       zorder=3, label="Pareto front, unverified clock")
         for s in stock:
             ax.scatter([s[x]], [s[y]], marker="*", s=160, c="tab:red", zorder=4)
             ax.annotate(str(s.get("config", "stock")).replace("_i8w8a32", ""), (s[x], s[y]), fontsize=7,
@@ -39,7 +55,7 @@ def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
     axes[0][0].legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title)
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv: float | None = None,
@@ -60,4 +76,4 @@ def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv
     return save_figure(fig, path)
 
 
-__all__ = ["plot_front", "plot_hypervolume"]
+__all__ = ["front_figure", "plot_front", "plot_hypervolume"]

@@ -31,6 +31,8 @@ class SweepOptions:
     search: str = "motpe"
     seed: int = 0
     max_concurrent: int | None = None
+    # Search only the clocks at which a VTA build is known to run on the board (HwSpace.verified_clocks_only).
+    verified_clocks_only: bool = False
     # Custom workloads (tests, benchmarks): [(layer_spec, count), ...] in `parse_layer` syntax.
     layers: tuple[tuple[str, int], ...] | None = None
 

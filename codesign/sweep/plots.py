@@ -48,7 +48,8 @@ def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8) 
     for k, p in enumerate(pts):
         ms = {_shape(lay["layer"]): lay["seconds"] * lay["count"] / (p.get("batch") or 1) * 1e3 for lay in p["layers"]}
         ax.bar([i + k * width for i in range(len(names))], [ms.get(n, 0.0) for n in names], width,
-               label=f"{p['config']} ({p['latency_ms']:.2f} ms)")
+               label=f"{p['config']} ({p['latency_ms']:.2f} ms"
+                     + (", unverified clock)" if p.get("clock_verified") is False else ")"))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("ms per image (x multiplicity)")

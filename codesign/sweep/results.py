@@ -15,8 +15,10 @@ from typing import Any
 from ray import tune
 from tqdm import tqdm
 
+from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
+from codesign.sweep.options import SPACE_COPY
 from codesign.sweep.trial import TRIALS_FILE
 
 
@@ -60,6 +62,7 @@ def read_trials(out_dir: str | Path) -> list[dict[str, Any]]:
 
 # Fields of a trial row that go into pareto.json points (per-layer results compacted).
 POINT_KEYS = ("config", "latency_ms", "area", "power_w", "energy_j", "resources", "activity", "hw", "batch",
+              "clock_verified",
               "trial_id")
 
 
@@ -107,6 +110,9 @@ def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names
     ok = [r for r in rows if r.get("status") == "ok"]
     extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.get("feasible")),
              "configs": len({r["config"] for r in ok})}
+    space_copy = Path(out_dir) / SPACE_COPY
+    if space_copy.exists():  # which clocks are verified on the sweep's board, for `codesign report`
+        extra["board"] = HwSpace.load(space_copy).board.clock_json()
     return write_pareto_json(Path(out_dir) / PARETO_FILE, front, reference_point=ref, stock_points=stock,
                              hypervolume_history=history, extra=extra)
 

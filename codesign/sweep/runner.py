@@ -117,7 +117,9 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, 
     """Create the experiment directory of a new sweep: the space copy and sweep.json."""
     src = Path(space)
     # User mistakes are one clear error before anything is created.
-    HwSpace.load(src)
+    space_obj = HwSpace.load(src)
+    if options.get("verified_clocks_only"):
+        space_obj.verified_clocks_only()
     _validate_tuner(options["tuner"])
     if isinstance(workload, str):
         get_workload(workload)
@@ -145,6 +147,7 @@ def run_sweep(
     address: str | None = None,
     resume: bool = False,
     max_concurrent: int | None = None,
+    verified_clocks_only: bool = False,
     progress: bool = True,
     callbacks: list[Any] | None = None,
 ) -> SweepResult:
@@ -163,9 +166,12 @@ def run_sweep(
         opts = SweepOptions.load(out)
     else:
         opts = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner, search=search,
-                                                  seed=seed, max_concurrent=max_concurrent))
+                                                  seed=seed, max_concurrent=max_concurrent,
+                                                  verified_clocks_only=verified_clocks_only))
 
     hw_space = HwSpace.load(out / opts.space)
+    if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
+        hw_space = hw_space.verified_clocks_only()
     wl = workload_from_options(opts)
     _validate_tuner(opts.tuner)
 

@@ -62,8 +62,9 @@ def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name:
     if hw is not None and board is not None:
         res = estimate(hw, board)
         out["resources"] = res.to_json(board)
-        # The real area when it is over budget (> 1): the searcher sees which way is feasible.
-        out["area"] = max(float(res.area(board)), 1.0)
+        # The scarcest resource's utilization when it is over budget (> 1): the searcher sees
+        # which way is feasible (the mean-utilization area of a feasible design is <= 1).
+        out["area"] = max(float(res.max_utilization(board)), 1.0)
     return out
 
 
