@@ -81,7 +81,8 @@ class Gen:
         queue = isa.Q_LOAD if mem in (isa.MEM_INP, isa.MEM_WGT) else isa.Q_COMPUTE
         self.b.load(mem, sram, dram, ys, xs, x_stride=stride, pads=pads, **self.deps(queue))
         name = {isa.MEM_INP: "inp", isa.MEM_WGT: "wgt"}.get(mem, "acc")
-        self.expect[f"{name}_load_nbytes"] += xs * ys * self.eb[mem]
+        # VTA's profiler counts ACC_8BIT in 32-bit ACC elements, not the int8 bytes it reads (§3.7)
+        self.expect[f"{name}_load_nbytes"] += xs * ys * self.eb[isa.MEM_ACC if mem == isa.MEM_ACC_8BIT else mem]
 
     def kernel(self, depths: tuple[int, int, int]) -> tuple[dict, list, int]:
         """Random micro-ops + loop whose every index stays inside `depths` (dst, src, wgt)."""

@@ -31,6 +31,7 @@ EPILOG = """\
 examples:
   codesign simulate layer.vtaprog
   codesign simulate layer.vtaprog --timing-only
+  codesign simulate layer.vtaprog --check        # also fail on SRAM accesses no token orders
   codesign simulate layer.vtaprog --json | jq .counters
   codesign simulate layer.vtaprog --input data=act.bin --save-outputs out/
   codesign simulate layer.vtaprog --params my_timing_params.json
@@ -67,6 +68,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="raw bytes for an input DRAM region (overrides data in the file; repeatable)")
     p.add_argument("--save-outputs", metavar="DIR", default=None,
                    help="write each output region as DIR/<name>.bin (functional mode)")
+    p.add_argument("--check", action="store_true",
+                   help="first check that every SRAM row two modules share is ordered by a dependency token "
+                        "(a program missing one can pass here and race on the device)")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
 
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         if empty:
             raise CodesignError(f"{args.program}: input region {empty[0]!r} has no data (a timing-only "
                                 f"compile); pass --input {empty[0]}=FILE or use --timing-only")
-    res = simulate(program, functional=args.functional, params=params, inputs=inputs)
+    res = simulate(program, functional=args.functional, params=params, inputs=inputs, check=args.check)
     hw = program.hw
     seconds = timing.predict_seconds(res.cycles, res.n_insns, hw, params)
     outputs: dict[str, Any] = {}
@@ -112,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "counters": res.counters,
         "outputs": outputs,
         "tokens_left": res.tokens_left,
+        "not_run": res.not_run,
     }
     if args.json:
         print(json.dumps(out))
@@ -129,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     for name, info in outputs.items():
         print(f"output    {name}: {info['nbytes']} bytes, sha256 {info['sha256'][:16]}"
               + (f", saved to {info['path']}" if "path" in info else ""))
+    if res.not_run:
+        print(f"warning   {res.not_run} instructions never ran: FINISH ended the run first (as on VTA)")
     if res.tokens_left:
         print("warning   tokens left in queues: "
               + ", ".join(f"{k}={v}" for k, v in res.tokens_left.items()))

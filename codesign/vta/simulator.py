@@ -9,8 +9,13 @@ store module until its head instruction blocks, and repeats until none can progr
 starts at a random module; a fixed order makes runs reproducible -- a program whose result
 depends on the order is missing tokens). Then every queue must be empty, otherwise the program
 is stuck: reported as an empty-queue pop (no remaining instruction will ever push the token)
-or as a deadlock (a cycle of waits), naming the blocked instructions. FINISH must execute;
-instructions after it still run. Tokens left over at the end are reported in
+or as a deadlock (a cycle of waits), naming the blocked instructions. FINISH must execute, and
+it ends the run as in sim_tlpp (its loop stops once FINISH has run): compute instructions queued
+after it never run, the load and store modules only drain what is ready without the compute
+module; whatever did not run is counted in `SimResult.not_run` (VTA drops it silently). A
+program whose result depends on the module order is missing tokens: `simulate(check=True)` runs
+`codesign.vta.races`, which finds unsynchronized cross-module SRAM accesses independently of the
+order. Tokens left over at the end are reported in
 `SimResult.tokens_left` (the device FIFOs would keep them for the next run). Not modelled:
 the 512-entry command and 1024-entry token FIFO capacities (§2.8).
 
@@ -24,7 +29,8 @@ across `run` calls, as on the device.
 LOAD pads with zeros for every memory type including WGT and UOP, as sim_driver's
 SRAM::Load does (§3.2; HLS ignores WGT/UOP padding). LOAD ACC_8BIT reads BATCH*BLOCK_OUT int8
 values per element at byte address dram_base * ACC_ELEM_BYTES / 4 and sign-extends them;
-acc_load_nbytes counts the DRAM bytes it reads (one per lane).
+acc_load_nbytes counts what VTA's profiler counts, x_size*y_size*ACC_ELEM_BYTES (the 32-bit
+accumulator element), not the one byte per lane it reads from DRAM (`counter_bytes`).
 
 Speed: the whole execution -- scheduler, DMA copies, GEMM, ALU -- is one numba kernel
 (`_engine`, ~1-3 M instructions/s); Python only prepares arrays and words errors. GEMM is
@@ -55,6 +61,7 @@ from codesign.errors import SimulationError
 from codesign.hw.config import HwConfig
 from codesign.vta import isa, timing
 from codesign.vta.program import Program, check_region_data
+from codesign.vta.races import find_races
 
 COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
             "out_store_nbytes", "gemm_counter", "alu_counter")
@@ -91,6 +98,7 @@ class SimResult:
     outputs: dict[str, np.ndarray]
     n_insns: int
     tokens_left: dict[str, int] = field(default_factory=dict)
+    not_run: int = 0  # instructions still queued when FINISH ended the run (functional mode)
 
 
 # -- description helpers -------------------------------------------------------------------------
@@ -185,11 +193,21 @@ def elem_bytes(hw: HwConfig) -> dict[int, int]:
             isa.MEM_ACC_8BIT: hw.batch * hw.block_out}
 
 
+def counter_bytes(hw: HwConfig) -> dict[int, int]:
+    """Bytes per element that VTA's profiler adds to the *_load_nbytes / out_store_nbytes
+    counters (§3.7): the DRAM bytes, except LOAD ACC_8BIT, which sim_driver counts with the SRAM's
+    ACC_ELEM_BYTES (32-bit lanes) although it reads one byte per lane."""
+    out = elem_bytes(hw)
+    out[isa.MEM_ACC_8BIT] = hw.acc_elem_bytes
+    return out
+
+
 def count_insns(insns: np.ndarray, hw: HwConfig) -> dict[str, int]:
     """The profiler counters (§3.7) computed from the instruction matrix alone (timing-only mode):
-    bytes moved = x_size * y_size * element bytes per LOAD/STORE (padding excluded), micro-ops =
+    bytes = x_size * y_size * `counter_bytes` per LOAD/STORE (padding excluded), micro-ops =
     iter_out * iter_in * (uop_end - uop_bgn) per GEMM (reset GEMMs excluded, as in
-    sim_driver.cc RunGEMM) and per ALU."""
+    sim_driver.cc RunGEMM) and per ALU. Compute-module instructions after the first FINISH are
+    not counted: they never run."""
     m = np.ascontiguousarray(insns, dtype=np.int64)
     _, _, counts = _scan(m, *_scan_tables(hw))
     return dict(zip(COUNTERS, (int(c) for c in counts)))
@@ -198,7 +216,7 @@ def count_insns(insns: np.ndarray, hw: HwConfig) -> dict[str, int]:
 @lru_cache(maxsize=32)
 def _scan_tables(hw: HwConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Per-opcode (8, n_fields) lower/upper bounds of every column (0..0 for a field the opcode
-    lacks; unknown opcodes 5..7 are impossible), element bytes per memory type, uop depth."""
+    lacks; unknown opcodes 5..7 are impossible), counter bytes per memory type, uop depth."""
     lo = np.zeros((8, isa.N_FIELDS), dtype=np.int64)
     hi = np.zeros((8, isa.N_FIELDS), dtype=np.int64)
     lo[5:, _C_OP] = 1
@@ -206,9 +224,9 @@ def _scan_tables(hw: HwConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]
         for f in lay:
             lo[op, C[f.name]], hi[op, C[f.name]] = f.lo, f.hi
         lo[op, _C_OP] = hi[op, _C_OP] = op
-    eb = elem_bytes(hw)
-    ebytes = np.array([eb[k] for k in range(6)], dtype=np.int64)
-    return lo, hi, ebytes, hw.uop_depth
+    cb = counter_bytes(hw)
+    cbytes = np.array([cb[k] for k in range(6)], dtype=np.int64)
+    return lo, hi, cbytes, hw.uop_depth
 
 
 # -- numba kernels ---------------------------------------------------------------------------------
@@ -257,7 +275,8 @@ def _copy_out(acc, dram, sb, dram_byte, ys, xs, stride_bytes):  # pragma: no cov
 @njit(cache=True)
 def _scan(m, lo, hi, ebytes, uop_depth):  # pragma: no cover - compiled
     """One pass over the instruction matrix: first row breaking a static rule (or -1), whether
-    a FINISH exists, and the seven profiler counters (order of COUNTERS)."""
+    a FINISH exists, and the seven profiler counters (order of COUNTERS; `ebytes` = counter bytes
+    per memory type; compute-module rows after the first FINISH never run and are not counted)."""
     counts = np.zeros(7, dtype=np.int64)
     bad = -1
     has_finish = False
@@ -275,7 +294,7 @@ def _scan(m, lo, hi, ebytes, uop_depth):  # pragma: no cover - compiled
                 if mem == 1 or mem == 2:  # load module: no prev flags (§2.8)
                     ok = m[r, _C_POPP] == 0 and m[r, _C_PUSHP] == 0
                 ok = ok and mem != 4 and mem <= 5
-                if ok:
+                if ok and not (has_finish and (mem == 0 or mem >= 3)):  # UOP/ACC: compute module
                     k = (3, 1, 0, 2, -1, 2)[mem]  # counter of each memory type
                     counts[k] += xs * ys * ebytes[mem]
             elif op == 1:  # store module: no next flags; OUT only and no pads (§3.5)
@@ -287,6 +306,8 @@ def _scan(m, lo, hi, ebytes, uop_depth):  # pragma: no cover - compiled
                 bgn, end = m[r, _C_BGN], m[r, _C_END]
                 ok = bgn <= end and end <= uop_depth and (op == 2 or m[r, _C_ALU] <= 4)
                 n = m[r, _C_IO] * m[r, _C_II] * (end - bgn)
+                if has_finish:
+                    n = 0
                 if op == 4:
                     counts[6] += n
                 elif m[r, _C_RESET] == 0:
@@ -454,7 +475,8 @@ def _exec_mem(m, i, op, inp_b, wgt_b, acc, acc_b, uop, dram, starts, ends, ebyte
         for _ in range(yp1 * xt):
             _zero_row(uop, acc, mt, row, lanes)
             row += 1
-        counters[3 if mt == 0 else 2] += xs * ys * eb
+        # ACC_8BIT counts as VTA's profiler does: ACC element bytes, not the bytes read (§3.7)
+        counters[3 if mt == 0 else 2] += xs * ys * (eb if mt == 0 else ebytes[3])
     return 0, 0, 0
 
 
@@ -475,12 +497,15 @@ def _engine(m, order, qstart, heads, tokens, counters, inp, wgt, acc, uop, inp_b
     `counters` are updated in place. Returns (status, instruction, a, b, finished): status 0 =
     no module can progress (done if every head reached its end), 1 = SRAM out of bounds (a =
     memory type 0..4 with 4 = ACC read by STORE, 5..7 = ACC/INP/WGT in GEMM/ALU; b = index),
-    2 = DRAM out of bounds (a, b = byte range)."""
+    2 = DRAM out of bounds (a, b = byte range). The compute module stops after FINISH; load and
+    store then run only what is ready without it."""
     finished = 0
     progressed = True
     while progressed:
         progressed = False
         for core in range(3):
+            if core == 1 and finished:
+                continue
             if core == 0:
                 pp, pn, up, un = -1, 1, -1, 0      # load: pops g2l, pushes l2g
             elif core == 1:
@@ -533,6 +558,8 @@ def _engine(m, order, qstart, heads, tokens, counters, inp, wgt, acc, uop, inp_b
                     tokens[un] += 1
                 h += 1
                 progressed = True
+                if op == 3:
+                    break  # FINISH ends the compute module's run
             heads[core] = h
     return 0, -1, 0, 0, finished
 
@@ -552,6 +579,7 @@ class Machine:
         self.tokens = [0, 0, 0, 0]
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.finished = 0
+        self.not_run = 0  # instructions of the last run still queued when FINISH ended it
 
     # -- DRAM ------------------------------------------------------------------------------------
     def _setup_dram(self, program: Program, inputs: dict[str, Any] | None) -> None:
@@ -608,7 +636,7 @@ class Machine:
         tokens = np.array(self.tokens, dtype=np.int64)
         counters = np.array([self.counters[k] for k in COUNTERS], dtype=np.int64)
         eb = elem_bytes(self.hw)
-        ebytes = np.array([eb[k] for k in range(6)], dtype=np.int64)
+        ebytes = np.array([eb[k] for k in range(6)], dtype=np.int64)  # DRAM bytes (addressing)
         depths = np.array([self.uop.shape[0], self.wgt.shape[0], self.inp.shape[0], self.acc.shape[0],
                            self.acc.shape[0], self.acc.shape[0]], dtype=np.int64)
         status, i, a, b, finished = _engine(
@@ -626,10 +654,12 @@ class Machine:
                                   f"(depth {depth.shape[0]})")
         if status == 2:
             self._check_dram(i, a, b)
-        if (heads < np.diff(qstart)).any():
+        left = int((np.diff(qstart)[:3] - heads).sum())
+        if left and not finished:
             raise SimulationError(self._stuck_message(m, order, qstart, heads))
         if not finished:  # pragma: no cover - check_program requires FINISH
             raise SimulationError("program ended without executing FINISH")
+        self.not_run = left
         return {r.name: self.dram[r.addr:r.end].copy() for r in program.regions if r.role == "output"}
 
     def _stuck_message(self, m: np.ndarray, order: np.ndarray, qstart: np.ndarray, heads: np.ndarray) -> str:
@@ -656,20 +686,45 @@ class Machine:
         return "deadlock: no module can progress; " + "; ".join(parts)
 
 
+# -- check mode ---------------------------------------------------------------------------------------
+def check_races(program: Program, inputs: dict[str, Any] | None = None) -> list[str]:
+    """One line per SRAM access pair of two modules that no dependency token orders, and per LOAD /
+    STORE that FINISH does not wait for (`codesign.vta.races`); empty for a well-synchronized
+    program. Input data does not matter (missing inputs count as zeros)."""
+    check_program(program)
+    filled = dict(inputs or {})
+    for r in program.regions:
+        if r.role == "input" and r.data is None and r.name not in filled:
+            filled[r.name] = np.zeros(r.nbytes, np.uint8)
+    machine = Machine(program.hw)
+    machine._setup_dram(program, filled)  # the micro-ops LOAD UOP reads
+    return [race.message(describe, program.insns) for race in find_races(program, machine.dram)]
+
+
 # -- entry point -------------------------------------------------------------------------------------
 def simulate(program: Program, *, functional: bool = True, params: Any = None,
-             inputs: dict[str, Any] | None = None) -> SimResult:
+             inputs: dict[str, Any] | None = None, check: bool = False) -> SimResult:
     """Run `program`. Functional mode executes it over DRAM and SRAMs (raising SimulationError on
     deadlock, empty pops and out-of-bounds accesses) and returns its output regions; timing-only
     mode touches no data. Both return the same counters, and cycles/busy from
-    `codesign.vta.timing.time_program`; seconds_device = cycles / clock (no host overhead)."""
+    `codesign.vta.timing.time_program`; seconds_device = cycles / clock (no host overhead).
+    `check=True` first looks for SRAM accesses of two modules that no dependency token orders
+    (`codesign.vta.races`) and raises SimulationError naming them: such a program can pass here
+    and race on the device."""
     outputs: dict[str, np.ndarray] = {}
     tokens_left: dict[str, int] = {}
+    not_run = 0
+    if check:
+        problems = check_races(program, inputs)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise SimulationError(problems[0] + more)
     if functional:
         machine = Machine(program.hw)
         outputs = machine.run(program, inputs)
         counters = dict(machine.counters)
         tokens_left = {TOKEN_NAMES[k]: v for k, v in enumerate(machine.tokens) if v}
+        not_run = machine.not_run
     else:
         counters = check_program(program)
     res = timing.time_program(program.insns, program.hw, params)
@@ -681,8 +736,9 @@ def simulate(program: Program, *, functional: bool = True, params: Any = None,
         outputs=outputs,
         n_insns=program.n_insns,
         tokens_left=tokens_left,
+        not_run=not_run,
     )
 
 
-__all__ = ["simulate", "SimResult", "Machine", "check_program", "count_insns", "elem_bytes",
-           "describe", "COUNTERS", "TOKEN_NAMES"]
+__all__ = ["simulate", "SimResult", "Machine", "check_program", "count_insns", "elem_bytes", "counter_bytes",
+           "describe", "check_races", "COUNTERS", "TOKEN_NAMES"]
