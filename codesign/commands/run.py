@@ -1,0 +1,89 @@
+"""`codesign run --workload NET --hw HW (--simulate | --board ...)`: a network's offloaded layers
+with their best schedules, bit-exact against NumPy, per-layer and total latency."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tqdm import tqdm
+
+from codesign.calibrate.profiles import resolve_params
+from codesign.commands.replay import _clean
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.netrun import load_schedule_records, plot, run_network
+
+DESCRIPTION = """\
+Compile every layer the network offloads to VTA with its best schedule -- from --records (our
+records.jsonl or an AutoTVM log), else the tophub schedule VTA itself applies, else AutoTVM's
+fallback (first valid config) -- run them in network order on int8 data (a layer's input is the
+previous output where the shapes match), check every output bit for bit against the NumPy
+reference, and print per-layer and total latency: predicted by the timing model next to measured
+(--simulate: the functional simulator). Layers repeated in the network count as often as they
+occur. Exit status 1 if any output differs from the reference.
+"""
+
+EPILOG = """\
+examples:
+  codesign run --workload resnet18 --hw pynq_1x16 --simulate
+  codesign run --workload resnet18 --hw pynq_1x16 --simulate --records runs/sweep/records.jsonl
+  codesign run --workload resnet18 --hw pynq_4x8 --simulate --profile tophub-2019 --plot run.png --json
+"""
+
+
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("run", help=summary, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workload", default="resnet18", help="network (default: %(default)s)")
+    p.add_argument("--hw", required=True, help="hardware config (name, alias or YAML)")
+    p.add_argument("--records", nargs="*", default=[], metavar="R", help="records.jsonl / AutoTVM logs with schedules")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--simulate", action="store_true", help="run on the functional simulator")
+    p.add_argument("--profile", default=None, help="calibration profile for the predicted times")
+    p.add_argument("--params", default=None, help="timing parameters JSON (default: shipped)")
+    p.add_argument("--plot", metavar="PNG", default=None, help="bar chart of predicted vs measured per layer")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    hw = HwConfig.resolve(args.hw)
+    params, source = resolve_params(args.profile, args.params)
+    records = load_schedule_records(args.records) if args.records else []
+    if not args.simulate:
+        raise ConfigError("say where to run: --simulate")
+    bar = tqdm(desc="layers", unit="layer", file=sys.stderr, leave=False) if not args.json and sys.stderr.isatty() else None
+    result = run_network(args.workload, hw, records, params,
+                         on_layer=(lambda _r: bar.update(1)) if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    result["params"] = source
+    result["measured_by"] = "functional simulator"
+    if args.plot:
+        plot(result, args.plot, "simulated")
+    if args.json:
+        print(json.dumps(_clean(result)))
+        return 0 if result["all_bit_exact"] else 1
+    print(f"{result['workload']} (batch {result['batch']}) on {result['hw']}; measured by the functional simulator; "
+          f"predicted with {source}")
+    print(f"{'#':>2} {'layer':<34} {'x':>2} {'schedule':<14} {'input':<7} {'pred_ms':>9} {'meas_ms':>9} "
+          f"{'record_ms':>9} {'total_ms':>9} {'output':<10}")
+    for r in result["layers"]:
+        rec = "-" if r["record_s"] is None else f"{r['record_s'] * 1e3:9.3f}"
+        out = "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
+        print(f"{r['position']:>2} {r['layer']:<34} {r['count']:>2} {r['schedule_source'] + ' ' + str(r['index']):<14} "
+              f"{r['input_source']:<7} {r['predicted_s'] * 1e3:9.3f} {r['measured_s'] * 1e3:9.3f} {rec:>9} "
+              f"{r['measured_s'] * r['count'] * 1e3:9.3f} {out:<10}")
+    for c in result["cpu_layers"]:
+        print(f"   {c['layer']} x{c['count']}: on the CPU ({c['reason']})")
+    print(f"total (offloaded layers x count): predicted {result['total_predicted_s'] * 1e3:.3f} ms, "
+          f"measured {result['total_measured_s'] * 1e3:.3f} ms; outputs "
+          f"{'all bit-exact' if result['all_bit_exact'] else 'NOT all bit-exact'}")
+    if result["total_record_s"] is not None:
+        print(f"the records' own seconds sum to {result['total_record_s'] * 1e3:.3f} ms "
+              "(for tophub records: measured on a PYNQ-Z1 board in 2019)")
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0 if result["all_bit_exact"] else 1
