@@ -59,7 +59,10 @@ class Knob:
 
 
 def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
-    """Axis extent of each split knob (reference §7.2), in hardware blocks for b/ci/co."""
+    """Axis extent of each split knob (reference §7.2), in hardware blocks for b/ci/co. Grouped
+    and transposed convs split the axes of their `schedule_view()` conv: ci = kernel.shape[1]
+    (blocks per group), OH of the transposed conv (reference §7.2)."""
+    layer = layer.schedule_view()
     if isinstance(layer, Conv2D):
         return {
             "tile_b": layer.batch // hw.batch,             # data.shape[0]
@@ -77,7 +80,7 @@ def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
 
 def make_knobs(layer: Layer, hw: HwConfig) -> tuple[Knob, ...]:
     """The template's knobs in define order."""
-    names = CONV_KNOBS if isinstance(layer, Conv2D) else DENSE_KNOBS
+    names = CONV_KNOBS if isinstance(layer.schedule_view(), Conv2D) else DENSE_KNOBS
     extents = split_extents(layer, hw)
     knobs = []
     for name in names:

@@ -14,6 +14,7 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.knobs import Config, Knob, make_knobs
 from codesign.schedule.tiling import TileArrays, Tiling, geometry, knob_arrays, tiling_row
@@ -126,7 +127,7 @@ class ScheduleSpace:
     def tile_arrays(self, indices: np.ndarray) -> TileArrays:
         pos = self.positions_of(indices)
         values = {k.name: self._values[j][pos[:, j]] for j, k in enumerate(self.knobs)}
-        return TileArrays(self._geo, self.hw, values)
+        return templates.adapt(self.layer, TileArrays(self._geo, self.hw, values))
 
     def _valid_row(self, index: int) -> int | None:
         valid = self.valid_indices()
@@ -140,7 +141,8 @@ class ScheduleSpace:
             return self._tilings[cfg.index]
         row = self._valid_row(cfg.index)
         if row is None:  # invalid config: compute it alone, do not cache
-            return tiling_row(TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind)), 0)
+            t = TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind))
+            return tiling_row(templates.adapt(self.layer, t), 0)
         if self._valid_tiles is None:
             self._valid_tiles = self.tile_arrays(self.valid_indices())
         result = self._tilings[cfg.index] = tiling_row(self._valid_tiles, row)
@@ -151,8 +153,8 @@ class ScheduleSpace:
         cfg = self.as_config(config)
         if self._valid_row(cfg.index) is not None:
             return None
-        t = TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind))
-        return first_failure(t)
+        t = templates.adapt(self.layer, TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind)))
+        return first_failure(t) or templates.first_failure(self.layer, t)
 
     def is_valid(self, config: Config | dict | list | int) -> bool:
         if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
@@ -167,7 +169,8 @@ class ScheduleSpace:
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Boolean validity of `indices` (default: the whole space, in index order)."""
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
-        return valid_mask(self.tile_arrays(idx))
+        t = self.tile_arrays(idx)
+        return valid_mask(t) & templates.mask(self.layer, t)
 
     def valid_indices(self) -> np.ndarray:
         """Sorted int64 indices of every valid config (computed once, vectorized)."""

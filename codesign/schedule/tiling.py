@@ -67,6 +67,7 @@ class Geometry:
 
 
 def geometry(layer: Layer, hw: HwConfig) -> Geometry:
+    layer = layer.schedule_view()  # grouped / transposed convs tile as this conv (templates.py)
     if isinstance(layer, Conv2D):
         return Geometry("conv2d", layer.batch // hw.batch, layer.in_channels // hw.block_in,
                         layer.out_channels // hw.block_out, layer.height, layer.width,

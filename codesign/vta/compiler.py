@@ -44,8 +44,9 @@ import numpy as np
 from codesign.errors import ConfigError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
-from codesign.vta.layout import Kernel, TilePlan, tile_plan
+from codesign.vta.layout import Kernel, TilePlan
 from codesign.vta.program import DramAllocator, Program
+from codesign.vta.template_plans import plan_for
 
 C = isa.COL
 NF = isa.N_FIELDS
@@ -352,7 +353,7 @@ def compile_insns(layer: Any, config: Any, hw: HwConfig, *, shift: int = 8,
                   scratch: Scratch | None = None) -> Compiled:
     """Timing-path compile: the final instruction matrix without building DRAM data. With
     `scratch` the matrix lives in that reusable buffer (use it before the next compile)."""
-    plan = tile_plan(layer, config, hw)
+    plan = plan_for(layer, config, hw)
     (a_in, a_w, a_out), a_uop = _dram_bases(plan, hw)
     comp = assemble(plan, hw, shift=_check_shift(shift), inp_base=a_in // hw.inp_elem_bytes,
                     wgt_base=a_w // hw.wgt_elem_bytes, out_base=a_out // hw.out_elem_bytes,

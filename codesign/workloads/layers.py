@@ -25,6 +25,7 @@ from codesign.hw.config import HwConfig
 MAX_PAD = 15
 
 CONV_FORM = "conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]"
+TRANSPOSE_FORM = "conv2d_transpose:N,C,H,W,O,KH,KW,stride,pad[,output_padding]"
 DENSE_FORM = "dense:N,IN,OUT"
 
 
@@ -172,7 +173,15 @@ class Conv2D(_PackedLayer):
 
     @property
     def template(self) -> str:
-        return "conv2d_packed.vta"
+        # Grouped convolutions have their own AutoTVM template (reference §7.2, §7.6).
+        return "group_conv2d_packed.vta" if self.groups > 1 else "conv2d_packed.vta"
+
+    def schedule_view(self) -> Conv2D:
+        """The groups=1 conv whose tile geometry the template schedules: for a grouped conv one
+        group's input channels (kernel.shape[1], reference §7.2) against all output channels."""
+        if self.groups == 1:
+            return self
+        return Conv2D(**{**self._asdict(), "in_channels": self.in_channels // self.groups, "groups": 1})
 
     @property
     def kind(self) -> str:
@@ -204,10 +213,17 @@ class Conv2D(_PackedLayer):
 
     # -- hardware support ----------------------------------------------------------------------
     def structural_reason(self, hw: HwConfig) -> str | None:
-        if self.groups != 1:
-            return f"groups={self.groups}: conv2d_packed.vta handles only groups=1"
         if self.dilation != 1:
-            return f"dilation={self.dilation}: conv2d_packed.vta handles only dilation=1"
+            return f"dilation={self.dilation}: {self.template} handles only dilation=1"
+        if self.groups > 1:
+            cg, og = self.in_channels // self.groups, self.out_channels // self.groups
+            if cg == 1:
+                return (f"depthwise (groups={self.groups} = in_channels): one input channel per group "
+                        f"is not a multiple of BLOCK_IN={hw.block_in}")
+            if cg % hw.block_in:
+                return f"in_channels/groups={cg} is not a multiple of BLOCK_IN={hw.block_in}"
+            if og % hw.block_out:
+                return f"out_channels/groups={og} is not a multiple of BLOCK_OUT={hw.block_out}"
         if self.out_height < 1 or self.out_width < 1:
             return (f"empty output {self.out_height}x{self.out_width}: kernel "
                     f"{self.kernel_h}x{self.kernel_w} exceeds the padded {self.height}x{self.width} input")
@@ -300,6 +316,9 @@ class Dense(_PackedLayer):
     def with_batch(self, n: int) -> Dense:
         return Dense(n, self.in_features, self.out_features)
 
+    def schedule_view(self) -> Dense:
+        return self
+
     def structural_reason(self, hw: HwConfig) -> str | None:
         if self.batch % hw.batch:
             return f"batch={self.batch} is not a multiple of BATCH={hw.batch}"
@@ -325,18 +344,180 @@ class Dense(_PackedLayer):
         return np.rint(data.astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
 
 
-Layer = Conv2D | Dense
+@dataclass(frozen=True)
+class Conv2DTranspose(_PackedLayer):
+    """A 2-D transposed convolution (torch `ConvTranspose2d`): NCHW data, IOHW weights
+    (in_channels, out_channels, KH, KW), square stride and padding, groups 1, dilation 1.
+
+    VTA runs it as template `conv2d_transpose_packed.vta` (reference §7.6): a stride-1 conv of the
+    flipped kernel over the input dilated by the stride (stride-1 zeros inserted between pixels)
+    and padded by KH-1-padding — `schedule_view()` is that conv. The packed data is the dilated
+    input; the micro-op kernel skips the multiplications by inserted zeros (docs/vta.md)."""
+
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride: int
+    padding: int
+    output_padding: int = 0
+
+    def __post_init__(self) -> None:
+        _check_ints(self, ("batch", "in_channels", "height", "width", "out_channels", "kernel_h",
+                           "kernel_w", "stride"), 1)
+        _check_ints(self, ("padding", "output_padding"), 0)
+
+    @property
+    def out_height(self) -> int:
+        return (self.height - 1) * self.stride - 2 * self.padding + self.kernel_h + self.output_padding
+
+    @property
+    def out_width(self) -> int:
+        return (self.width - 1) * self.stride - 2 * self.padding + self.kernel_w + self.output_padding
+
+    def _taps(self, out: int, k: int, size: int) -> int:
+        """Sum over output rows of the kernel rows whose input is a real (not inserted-zero,
+        not border) pixel: the multiplications a transposed conv really does along one axis."""
+        total = 0
+        for o in range(max(out, 0)):
+            for kk in range(k):
+                q = o + self.padding - kk  # input position times stride
+                total += q % self.stride == 0 and 0 <= q // self.stride < size
+        return total
+
+    @property
+    def macs(self) -> int:
+        return (self.batch * self.out_channels * self.in_channels
+                * self._taps(self.out_height, self.kernel_h, self.height)
+                * self._taps(self.out_width, self.kernel_w, self.width))
+
+    @property
+    def template(self) -> str:
+        return "conv2d_transpose_packed.vta"
+
+    @property
+    def kind(self) -> str:
+        return "conv2d_transpose"
+
+    @property
+    def name(self) -> str:
+        """Stable id, e.g. `conv2d_transpose_1x512x4x4_256_4x4_s2_p1`."""
+        name = (f"conv2d_transpose_{self.batch}x{self.in_channels}x{self.height}x{self.width}_"
+                f"{self.out_channels}_{self.kernel_h}x{self.kernel_w}_s{self.stride}_p{self.padding}")
+        return name + (f"_op{self.output_padding}" if self.output_padding else "")
+
+    @property
+    def spec(self) -> str:
+        spec = (f"conv2d_transpose:{self.batch},{self.in_channels},{self.height},{self.width},"
+                f"{self.out_channels},{self.kernel_h},{self.kernel_w},{self.stride},{self.padding}")
+        return spec + (f",{self.output_padding}" if self.output_padding else "")
+
+    def with_batch(self, n: int) -> Conv2DTranspose:
+        return Conv2DTranspose(**{**{f.name: getattr(self, f.name) for f in fields(self)}, "batch": n})
+
+    @property
+    def back_padding(self) -> int:
+        """Zero border of the dilated input: KH-1-padding (conv2d_transpose_packed's bpad)."""
+        return self.kernel_h - 1 - self.padding
+
+    def schedule_view(self) -> Conv2D:
+        """The stride-1 conv over the dilated, padded input that the template schedules."""
+        s = self.stride
+        return Conv2D(self.batch, self.in_channels, (self.height - 1) * s + 1, (self.width - 1) * s + 1,
+                      self.out_channels, self.kernel_h, self.kernel_w, 1, self.back_padding)
+
+    def structural_reason(self, hw: HwConfig) -> str | None:
+        if self.output_padding:
+            return (f"output_padding={self.output_padding}: conv2d_transpose_packed.vta supports only "
+                    "output padding 0")
+        if self.kernel_h != self.kernel_w:
+            return f"kernel {self.kernel_h}x{self.kernel_w} is not square (one border for both axes)"
+        if self.padding > self.kernel_h - 1:
+            return f"padding={self.padding} > kernel-1={self.kernel_h - 1}: the dilated input would be cropped"
+        if self.out_height < 1 or self.out_width < 1:
+            return f"empty output {self.out_height}x{self.out_width}"
+        if self.batch % hw.batch:
+            return f"batch={self.batch} is not a multiple of BATCH={hw.batch}"
+        if self.in_channels % hw.block_in:
+            return f"in_channels={self.in_channels} is not a multiple of BLOCK_IN={hw.block_in}"
+        if self.out_channels % hw.block_out:
+            return f"out_channels={self.out_channels} is not a multiple of BLOCK_OUT={hw.block_out}"
+        if self.back_padding > MAX_PAD:
+            return f"border {self.back_padding} of the dilated input exceeds the 4-bit LOAD pad field (max {MAX_PAD})"
+        return None
+
+    # -- shapes and packing: the packed tensors are those of `schedule_view()` --------------------
+    def data_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.in_channels, self.height, self.width)
+
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        return (self.in_channels, self.out_channels, self.kernel_h, self.kernel_w)
+
+    def output_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.out_height, self.out_width)
+
+    def dilate(self, data: np.ndarray) -> np.ndarray:
+        """NCHW data with stride-1 zeros inserted between pixels (topi.nn.dilate)."""
+        data = self._checked(np.asarray(data), "data", self.data_shape())
+        s = self.stride
+        out = np.zeros(self.schedule_view().data_shape(), dtype=data.dtype)
+        out[:, :, ::s, ::s] = data
+        return out
+
+    def conv_weight(self, weight: np.ndarray) -> np.ndarray:
+        """IOHW weights -> the OIHW weights of the equivalent conv: transposed and flipped."""
+        weight = self._checked(np.asarray(weight), "weight", self.weight_shape())
+        return np.ascontiguousarray(weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+
+    def packed_data_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return self.schedule_view().packed_data_shape(hw)
+
+    def packed_weight_shape(self, hw: HwConfig) -> tuple[int, ...]:
+        return self.schedule_view().packed_weight_shape(hw)
+
+    def pack_data(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        return self.schedule_view().pack_data(self.dilate(arr), hw)
+
+    def pack_weight(self, arr: np.ndarray, hw: HwConfig) -> np.ndarray:
+        self._need_supported(hw)
+        return self.schedule_view().pack_weight(self.conv_weight(arr), hw)
+
+    def accumulate(self, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Exact int64 transposed-convolution sums, NCHW: every input pixel scatters its
+        C->O products over a KHxKW window at stride `stride`, cropped by `padding` (torch's
+        definition, independent of the dilated-conv lowering)."""
+        data, weight = self._operands(data, weight)
+        s, p, kh, kw = self.stride, self.padding, self.kernel_h, self.kernel_w
+        full_h = (self.height - 1) * s + kh + self.output_padding
+        full_w = (self.width - 1) * s + kw + self.output_padding
+        full = np.zeros((self.batch, self.out_channels, max(full_h, p + self.out_height),
+                         max(full_w, p + self.out_width)), dtype=np.int64)
+        x = data.astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                # exact in float64: int8 products summed over C stay far below 2^53
+                part = np.rint(np.einsum("nchw,co->nohw", x, weight[:, :, i, j].astype(np.float64)))
+                full[:, :, i:i + (self.height - 1) * s + 1:s, j:j + (self.width - 1) * s + 1:s] += part.astype(np.int64)
+        return np.ascontiguousarray(full[:, :, p:p + self.out_height, p:p + self.out_width])
+
+
+Layer = Conv2D | Conv2DTranspose | Dense
 
 
 def parse_layer(text: str) -> Layer:
-    """`conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]` or `dense:N,IN,OUT` -> layer."""
-    if isinstance(text, (Conv2D, Dense)):
+    """`conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]`,
+    `conv2d_transpose:N,C,H,W,O,KH,KW,stride,pad[,output_padding]` or `dense:N,IN,OUT` -> layer."""
+    if isinstance(text, (Conv2D, Conv2DTranspose, Dense)):
         return text
     raw = str(text).strip()
     kind, sep, rest = raw.partition(":")
     kind = kind.strip().lower()
-    forms = f"expected {CONV_FORM} or {DENSE_FORM}, e.g. conv2d:1,64,56,56,64,3,3,1,1"
-    if not sep or kind not in ("conv2d", "dense"):
+    forms = f"expected {CONV_FORM}, {TRANSPOSE_FORM} or {DENSE_FORM}, e.g. conv2d:1,64,56,56,64,3,3,1,1"
+    if not sep or kind not in ("conv2d", "conv2d_transpose", "dense"):
         raise ConfigError(f"layer {raw!r}: {forms}")
     try:
         nums = [int(x) for x in rest.split(",")]
@@ -346,6 +527,10 @@ def parse_layer(text: str) -> Layer:
         if len(nums) not in (9, 11):
             raise ConfigError(f"layer {raw!r}: got {len(nums)} numbers, expected {CONV_FORM}")
         return Conv2D(*nums)
+    if kind == "conv2d_transpose":
+        if len(nums) not in (9, 10):
+            raise ConfigError(f"layer {raw!r}: got {len(nums)} numbers, expected {TRANSPOSE_FORM}")
+        return Conv2DTranspose(*nums)
     if len(nums) != 3:
         raise ConfigError(f"layer {raw!r}: got {len(nums)} numbers, expected {DENSE_FORM}")
     return Dense(*nums)

@@ -1,0 +1,121 @@
+"""What `group_conv2d_packed.vta` and `conv2d_transpose_packed.vta` add to the conv2d tile
+geometry (reference §7.6; the inferences are written up in docs/vta.md "Grouped and transposed
+convolutions").
+
+Both templates define the same 7 knobs as conv2d_packed over the axes of their
+`layer.schedule_view()` conv (`knobs.split_extents`), and their tiles follow that conv's geometry
+(`tiling.TileArrays`). On top of it:
+
+- group conv: the input channel-block index of output block c_o is
+  `c_o // (CO/groups) * CI_per_group + k_o` (§7.6). A co tile must therefore lie inside one group
+  (`tile_co[1]` divides the output blocks per group), so one INP load serves the whole tile; and
+  `tile_b[1] = 1` (every tophub group-conv record has it; the unpadded INP fold of a batch tile
+  would stride over all groups' channels).
+- conv2d transpose: the conv stage is split h by 4 and w by 2 and its micro-op loops are, outer
+  to inner, (k_o.inner, x_j, x_co, x_i, x_jj, d_j, d_i, x_ii); `inject_conv2d_transpose_skip`
+  wraps each micro-op in the condition that its input is not an inserted zero, so
+  `fold_uop_loop` folds nothing: the kernel is every non-skipped micro-op, iter_out = iter_in = 1.
+  The skip condition depends on the tile origin modulo the stride; the runtime records one
+  kernel per call site, so every tile must start on a stride multiple: `tile_h % stride == 0`
+  unless there is one row tile, the same for w.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codesign.schedule.tiling import GEMM_LOOPS, TileArrays
+from codesign.schedule.validity import Rule
+
+if TYPE_CHECKING:
+    from codesign.workloads.layers import Layer
+
+GROUP_TEMPLATE = "group_conv2d_packed.vta"
+TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"
+TRANSPOSE_SPLIT_H = 4  # s[conv2d_stage].split(x_i, 4)  (reference §7.6)
+TRANSPOSE_SPLIT_W = 2  # s[conv2d_stage].split(x_j, 2)
+
+
+def transpose_uops(layer: Layer, tile_h: int, tile_w: int, tile_ci: int, tile_co: int) -> np.ndarray:
+    """(m, 3) int64 [dst, src, wgt] micro-ops of the transposed-conv GEMM kernel of one tile, in
+    push order (see the module docstring), inserted-zero multiplications skipped. Indices are
+    those of the tile's SRAM layouts (tiling module docstring) with stride 1 over the dilated,
+    padded input."""
+    kh, kw, s, bpad = layer.kernel_h, layer.kernel_w, layer.stride, layer.back_padding
+    hin, win = tile_h + kh - 1, tile_w + kw - 1
+    xi_n, xj_n = -(-tile_h // TRANSPOSE_SPLIT_H), -(-tile_w // TRANSPOSE_SPLIT_W)
+    ci, xj, co, xi, xjj, dj, di, xii = (a.reshape(-1) for a in np.meshgrid(
+        np.arange(tile_ci), np.arange(xj_n), np.arange(tile_co), np.arange(xi_n),
+        np.arange(TRANSPOSE_SPLIT_W), np.arange(kw), np.arange(kh), np.arange(TRANSPOSE_SPLIT_H),
+        indexing="ij"))
+    h = xi * TRANSPOSE_SPLIT_H + xii
+    w = xj * TRANSPOSE_SPLIT_W + xjj
+    keep = (h < tile_h) & (w < tile_w) & ((h + di - bpad) % s == 0) & ((w + dj - bpad) % s == 0)
+    h, w, ci, co, di, dj = h[keep], w[keep], ci[keep], co[keep], di[keep], dj[keep]
+    dst = co * tile_h * tile_w + h * tile_w + w
+    src = ci * hin * win + (h + di) * win + (w + dj)
+    wgt = (co * tile_ci + ci) * kh * kw + di * kw + dj
+    return np.stack([dst, src, wgt], axis=1).astype(np.int64)
+
+
+def _hazard(uops: np.ndarray) -> bool:
+    d = uops[:, 0]
+    return bool(d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))))
+
+
+def adapt(layer: Layer, t: TileArrays) -> TileArrays:
+    """Replace the GEMM fold of a transposed conv by its unfolded, zero-skipping kernel (uop
+    count and dst hazard per config); other templates are returned unchanged."""
+    if layer.template != TRANSPOSE_TEMPLATE:
+        return t
+    keys = np.stack([t.tile_h, t.tile_w, t.tile_ci, t.tile_co], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    counts = np.empty(len(uniq), dtype=np.int64)
+    hazards = np.empty(len(uniq), dtype=bool)
+    for i, (th, tw, tci, tco) in enumerate(uniq.tolist()):
+        uops = transpose_uops(layer, th, tw, tci, tco)
+        counts[i] = max(1, uops.shape[0])
+        hazards[i] = _hazard(uops)
+    inverse = inverse.reshape(-1)
+    one = np.ones(t.n, dtype=np.int64)
+    t.gemm = {"loops": np.zeros((t.n, len(GEMM_LOOPS), 4), dtype=np.int64),
+              "roles": np.zeros((t.n, len(GEMM_LOOPS)), dtype=np.int64),
+              "iter_out": one, "iter_in": one, "n_uops": counts[inverse], "hazard": hazards[inverse]}
+    return t
+
+
+def rules(layer: Layer, t: TileArrays) -> list[Rule]:
+    """The template's own validity rules (after the conv2d rules of `validity.check`)."""
+    out: list[Rule] = []
+    n = t.n
+    if layer.template == GROUP_TEMPLATE:
+        co_per_group = t.geo.co // layer.groups
+        out.append(Rule("group_tile_co", np.broadcast_to(co_per_group % t.tile_co == 0, (n,)), lambda i: (
+            f"group conv: a co tile of {t.tile_co[i]} blocks crosses a group boundary ({co_per_group} "
+            f"output blocks per group; tile_co[1] must divide it)")))
+        out.append(Rule("group_tile_b", np.broadcast_to(t.tile_b == 1, (n,)), lambda i: (
+            f"group conv: tile_b[1]={t.tile_b[i]}, must be 1")))
+    elif layer.template == TRANSPOSE_TEMPLATE:
+        s = layer.stride
+        for axis, tile, tiles in (("h", t.tile_h, t.h_tiles), ("w", t.tile_w, t.w_tiles)):
+            ok = np.broadcast_to((tile % s == 0) | (tiles == 1), (n,))
+            out.append(Rule(f"transpose_phase_{axis}", ok, lambda i, axis=axis, tile=tile, tiles=tiles: (
+                f"conv2d transpose: tile_{axis}={tile[i]} is not a multiple of the stride {s} and there are "
+                f"{tiles[i]} {axis} tiles, so the zero-skip pattern would differ between tiles")))
+    return out
+
+
+def mask(layer: Layer, t: TileArrays) -> np.ndarray:
+    ok = np.ones(t.n, dtype=bool)
+    for rule in rules(layer, t):
+        ok &= rule.ok
+    return ok
+
+
+def first_failure(layer: Layer, t: TileArrays, i: int = 0) -> str | None:
+    for rule in rules(layer, t):
+        if not rule.ok[i]:
+            return rule.message(i)
+    return None
