@@ -12,6 +12,7 @@ from codesign.errors import CodesignError
 
 # (module, one-line summary) in the order of the data flow.
 COMMANDS = [
+    ("workloads", "list the network zoo, or show one network's layers and what VTA offloads"),
     ("simulate", "run a serialized VTA program on the simulator and print cycles and counters"),
     ("space", "show a layer's schedule space; --exhaustive finds the true optimum"),
     ("replay", "re-simulate the records of an AutoTVM log and compare with the measured times"),

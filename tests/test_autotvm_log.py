@@ -74,7 +74,7 @@ def test_layer_from_args_rejects_bad_inputs() -> None:
     with pytest.raises(LogFormatError, match="BLOCK_IN"):
         layer_from_args("conv2d_packed.vta", args, HW4)  # 1x16 packing on a 4x8 config
     with pytest.raises(LogFormatError, match="not supported.*conv2d_packed.vta"):
-        layer_from_args("group_conv2d_packed.vta", args, HW1)
+        layer_from_args("conv3d_packed.vta", args, HW1)
     with pytest.raises(LogFormatError, match="7 arguments"):
         layer_from_args("conv2d_packed.vta", args[:5], HW1)
     # The tophub 4x8 dense record uses a 1x16 packing: inconsistent with BATCH=4/BLOCK=8 (§9).

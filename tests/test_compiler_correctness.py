@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from codesign.hw.config import HwConfig
-from codesign.schedule import get_space
+from codesign.schedule import get_space, partition
 from codesign.vta.compiler import compile_layer
 from codesign.vta.run import random_inputs
 from codesign.vta.simulator import simulate
@@ -65,7 +65,7 @@ def test_shift_is_honoured():
         assert np.array_equal(out, layer.reference(data, weight, shift))
 
 
-@pytest.mark.parametrize("layer", [ly for ly, _ in get_workload("resnet18").unique_layers()],
+@pytest.mark.parametrize("layer", [ly for ly, _ in partition(get_workload("resnet18"), HW)[0]],
                          ids=lambda ly: ly.name)
 def test_resnet18_sampled_configs_are_bit_exact(layer):
     space = get_space(layer, HW)

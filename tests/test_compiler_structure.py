@@ -8,7 +8,7 @@ import pytest
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.schedule import get_space
+from codesign.schedule import get_space, partition
 from codesign.vta import isa
 from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.run import random_inputs
@@ -77,7 +77,7 @@ def _token_counts(m):
     return pushes, pops, illegal
 
 
-@pytest.mark.parametrize("layer", [ly for ly, _ in get_workload("resnet18").unique_layers()][-4:],
+@pytest.mark.parametrize("layer", [ly for ly, _ in partition(get_workload("resnet18"), HW)[0]][-4:],
                          ids=lambda ly: ly.name)
 def test_counters_and_tokens_for_every_valid_config(layer):
     """For every valid config: gemm/alu/store/weight/input counters equal the analytic
@@ -122,7 +122,7 @@ def test_counters_and_tokens_for_every_valid_config(layer):
 
 
 def test_every_kernel_respects_the_dst_hazard_and_fits():
-    layer = get_workload("resnet18").unique_layers()[3][0]
+    layer = partition(get_workload("resnet18"), HW)[0][2][0]  # 128x28x28 -> 128, 3x3
     space = get_space(layer, HW)
     for index in space.valid_indices()[::7]:
         prog = compile_layer(layer, space.get(int(index)), HW, functional=False)

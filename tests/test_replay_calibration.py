@@ -52,7 +52,7 @@ def test_replay_skips_unusable_records_with_reasons(tmp_path) -> None:
     failed = json.loads(good)
     failed["result"] = [[1e9], 4, 1.0, 1.0]
     group = json.loads(good)
-    group["input"][1] = "group_conv2d_packed.vta"
+    group["input"][1] = "conv3d_packed.vta"  # a template this tool does not model
     nomodel = json.loads(good)
     nomodel["input"][0] = "ext_dev -device=vta -keys=cpu"
     path = tmp_path / "mixed.log"
@@ -66,7 +66,7 @@ def test_replay_skips_unusable_records_with_reasons(tmp_path) -> None:
     assert set(reasons) == {3, 4, 5, 6}
     assert "not valid JSON" in reasons[3]
     assert "error_no=4" in reasons[4]
-    assert "group_conv2d_packed.vta" in reasons[5] and "not supported" in reasons[5]
+    assert "conv3d_packed.vta" in reasons[5] and "not supported" in reasons[5]
     assert "-model=" in reasons[6]
     assert summary["skipped"] == 4 and summary["replayed"] == 1
 

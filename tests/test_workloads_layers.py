@@ -9,7 +9,7 @@ import pytest
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import unsupported_reason
-from codesign.workloads import Conv2D, Dense, parse_layer
+from codesign.workloads import Conv2D, Conv2DTranspose, Dense, parse_layer
 
 HW1 = HwConfig()                                   # 1x16
 HW4 = HwConfig.from_name("pynq_4x8_i8w8a32_15_16_16_18")
@@ -176,7 +176,11 @@ def test_dense_reference_is_exact():
     (Conv2D(1, 3, 224, 224, 64, 7, 7, 2, 3), HW1, "in_channels=3 is not a multiple of BLOCK_IN=16"),
     (Conv2D(1, 16, 8, 8, 24, 3, 3, 1, 1), HW1, "out_channels=24 is not a multiple of BLOCK_OUT=16"),
     (Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1), HW4, "batch=1 is not a multiple of BATCH=4"),
-    (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1, groups=2), HW1, "groups=2"),
+    # grouped convs run on group_conv2d_packed.vta when each group holds whole channel blocks
+    (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1, groups=32), HW1, "depthwise .groups=32"),
+    (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1, groups=4), HW1, "in_channels/groups=8 is not a multiple of BLOCK_IN=16"),
+    (Conv2DTranspose(1, 32, 4, 4, 16, 4, 4, 2, 1, output_padding=1), HW1, "output_padding=1"),
+    (Conv2DTranspose(1, 24, 4, 4, 16, 4, 4, 2, 1), HW1, "in_channels=24"),
     (Conv2D(1, 16, 8, 8, 16, 3, 3, 1, 1, dilation=2), HW1, "dilation=2"),
     (Conv2D(1, 16, 8, 8, 16, 3, 3, 1, 16), HW1, "padding=16 exceeds the 4-bit"),
     (Conv2D(1, 16, 2, 2, 16, 5, 5, 1, 0), HW1, "empty output"),

@@ -5,8 +5,10 @@ Used by replay/calibrate (`codesign.calibrate`) and by the exporter (`codesign.t
 
 from codesign.autotvm.log import (
     CONV2D_TASK,
+    CONV2D_TRANSPOSE_TASK,
     DENSE_TASK,
     ERROR_NAMES,
+    GROUP_CONV2D_TASK,
     SUPPORTED_TASKS,
     TVM_VERSION,
     LogFormatError,
@@ -25,7 +27,7 @@ from codesign.autotvm.log import (
 )
 
 __all__ = [
-    "CONV2D_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
+    "CONV2D_TASK", "GROUP_CONV2D_TASK", "CONV2D_TRANSPOSE_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
     "Record", "Skipped", "model_from_target", "hw_from_target", "target_string", "parse_record",
     "parse_line", "parse_log", "layout_string", "layer_from_args", "task_args", "format_record",
 ]

@@ -22,11 +22,13 @@ from typing import Any
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
-from codesign.workloads import Conv2D, Dense
+from codesign.workloads import Conv2D, Conv2DTranspose, Dense
 
 CONV2D_TASK = "conv2d_packed.vta"
+GROUP_CONV2D_TASK = "group_conv2d_packed.vta"
+CONV2D_TRANSPOSE_TASK = "conv2d_transpose_packed.vta"
 DENSE_TASK = "dense_packed.vta"
-SUPPORTED_TASKS = (CONV2D_TASK, DENSE_TASK)
+SUPPORTED_TASKS = (CONV2D_TASK, GROUP_CONV2D_TASK, CONV2D_TRANSPOSE_TASK, DENSE_TASK)
 TVM_VERSION = "0.7.dev0"  # what tophub's VTA records carry (reference §9)
 LOG_VERSION = 0.2
 ERROR_COST = 1e9  # costs written as (1e9,) when error_no != 0 (reference §8)
@@ -206,10 +208,59 @@ def layout_string(hw: HwConfig) -> str:
     return f"NCHW{hw.batch}n{hw.block_in}c"
 
 
-def layer_from_args(task: str, args: list[Any], hw: HwConfig) -> Conv2D | Dense:
+def _padding4(pad: Any) -> int:
+    if not (isinstance(pad, list) and len(pad) == 4 and all(isinstance(v, int) for v in pad)):
+        raise LogFormatError(f"padding must be [top, left, bottom, right], got {pad!r}")
+    if len(set(pad)) != 1:
+        raise LogFormatError(f"padding {pad} is not symmetric; the conv layers here take one padding for all sides")
+    return pad[0]
+
+
+def _group_layer(args: list[Any], hw: HwConfig) -> Conv2D:
+    """group_conv2d_packed.vta: [data, kernel, strides, padding, dilation, groups, out_dtype]."""
+
+    if len(args) != 7:
+        raise LogFormatError(f"{GROUP_CONV2D_TASK} expects 7 arguments [data, kernel, strides, padding, dilation, "
+                             f"groups, out_dtype], got {len(args)}")
+    data, kernel = _tensor(args[0], "data", 6), _tensor(args[1], "kernel", 6)
+    stride, pad, dilation = _pair(args[2], "strides"), _padding4(args[3]), _pair(args[4], "dilation")
+    groups = args[5]
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise LogFormatError(f"groups must be a positive integer, got {groups!r}")
+    _check_packing(data[4], data[5], kernel[4], kernel[5], hw, None)
+    if kernel[1] * groups != data[1]:
+        raise LogFormatError(f"kernel input blocks {kernel[1]} x groups {groups} != data channel blocks {data[1]}")
+    return Conv2D(batch=data[0] * data[4], in_channels=data[1] * data[5], height=data[2], width=data[3],
+                  out_channels=kernel[0] * kernel[4], kernel_h=kernel[2], kernel_w=kernel[3], stride=stride,
+                  padding=pad, dilation=dilation, groups=groups)
+
+
+def _transpose_layer(args: list[Any], hw: HwConfig) -> Conv2DTranspose:
+    """conv2d_transpose_packed.vta: [data, kernel, strides, padding, out_dtype, output_padding];
+    kernel packed as (O/BO, I/BI, KH, KW, BO, BI) (graphpack `_pack_weight_conv2d_transpose`)."""
+
+    if len(args) != 6:
+        raise LogFormatError(f"{CONV2D_TRANSPOSE_TASK} expects 6 arguments [data, kernel, strides, padding, "
+                             f"out_dtype, output_padding], got {len(args)}")
+    data, kernel = _tensor(args[0], "data", 6), _tensor(args[1], "kernel", 6)
+    stride, pad = _pair(args[2], "strides"), _padding4(args[3])
+    opad = _pair(args[5], "output_padding") if args[5] is not None else 0
+    _check_packing(data[4], data[5], kernel[4], kernel[5], hw, None)
+    if kernel[1] != data[1]:
+        raise LogFormatError(f"kernel input blocks {kernel[1]} != data channel blocks {data[1]}")
+    return Conv2DTranspose(batch=data[0] * data[4], in_channels=data[1] * data[5], height=data[2], width=data[3],
+                           out_channels=kernel[0] * kernel[4], kernel_h=kernel[2], kernel_w=kernel[3],
+                           stride=stride, padding=pad, output_padding=opad)
+
+
+def layer_from_args(task: str, args: list[Any], hw: HwConfig) -> Conv2D | Conv2DTranspose | Dense:
     """Rebuild the layer of a record's task arguments, unpacking the packed shapes
     (data (N/b, C/bi, H, W, b, bi), kernel (O/bo, I/bi, KH, KW, bo, bi); dense data
     (N/b, I/bi, b, bi), weight (O/bo, I/bi, bo, bi)) and checking them against `hw`."""
+    if task == GROUP_CONV2D_TASK:
+        return _group_layer(args, hw)
+    if task == CONV2D_TRANSPOSE_TASK:
+        return _transpose_layer(args, hw)
     if task == CONV2D_TASK:
         # 7 args: data, kernel, strides, padding, dilation, layout, out_dtype; some real logs
         # write the layout twice (8 args, reference §9).
@@ -265,9 +316,20 @@ def _tensor_arg(shape: Sequence[int]) -> list[Any]:
     return ["TENSOR", [int(d) for d in shape], "int8"]
 
 
-def task_args(layer: Conv2D | Dense, hw: HwConfig) -> list[Any]:
-    """The template call arguments exactly as the TVM VTA flow serializes them (7-arg conv2d)."""
+def task_args(layer: Conv2D | Conv2DTranspose | Dense, hw: HwConfig) -> list[Any]:
+    """The template call arguments exactly as the TVM VTA flow serializes them (reference §8)."""
     b, bi, bo = hw.batch, hw.block_in, hw.block_out
+    if isinstance(layer, Conv2DTranspose):
+        data = (layer.batch // b, layer.in_channels // bi, layer.height, layer.width, b, bi)
+        kernel = (layer.out_channels // bo, layer.in_channels // bi, layer.kernel_h, layer.kernel_w, bo, bi)
+        s, p, op = layer.stride, layer.padding, layer.output_padding
+        return [_tensor_arg(data), _tensor_arg(kernel), [s, s], [p, p, p, p], "int32", [op, op]]
+    if isinstance(layer, Conv2D) and layer.groups > 1:
+        data = (layer.batch // b, layer.in_channels // bi, layer.height, layer.width, b, bi)
+        kernel = (layer.out_channels // bo, layer.in_channels // layer.groups // bi, layer.kernel_h,
+                  layer.kernel_w, bo, bi)
+        s, p, d = layer.stride, layer.padding, layer.dilation
+        return [_tensor_arg(data), _tensor_arg(kernel), [s, s], [p, p, p, p], [d, d], layer.groups, "int32"]
     if isinstance(layer, Conv2D):
         data = (layer.batch // b, layer.in_channels // bi, layer.height, layer.width, b, bi)
         kernel = (layer.out_channels // bo, layer.in_channels // bi, layer.kernel_h, layer.kernel_w, bo, bi)
@@ -316,7 +378,7 @@ def format_record(layer: Conv2D | Dense, hw: HwConfig, config: Any, seconds: flo
 
 
 __all__ = [
-    "CONV2D_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
+    "CONV2D_TASK", "GROUP_CONV2D_TASK", "CONV2D_TRANSPOSE_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
     "Record", "Skipped", "model_from_target", "hw_from_target", "target_string", "parse_record",
     "parse_line", "parse_log", "layout_string", "layer_from_args", "task_args", "format_record",
 ]

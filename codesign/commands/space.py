@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--layer", metavar="SPEC", help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
-    what.add_argument("--workload", metavar="NAME", help="built-in workload: resnet18, lstm, transformer")
+    what.add_argument("--workload", metavar="NAME",
+                      help="zoo name (codesign workloads), path/to/file.py:factory or a .pt2")
     p.add_argument("--hw", metavar="CONFIG", default="pynq_1x16_i8w8a32_15_15_18_17",
                    help="hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON file "
                         "(default: %(default)s)")

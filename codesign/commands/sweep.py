@@ -31,6 +31,8 @@ EPILOG = """\
 examples:
   codesign sweep                                  # small ResNet-18 sweep on PYNQ-Z1 into runs/sweep
   codesign sweep hw_configs/spaces/pynq-z1.yaml --workload resnet18 --trials 50 --budget 20
+  codesign sweep --workload mobilenet --trials 8 --budget 10 --out runs/mobilenet
+  codesign sweep --workload my_net.py:build --trials 8      # build() returns (module, example_inputs)
   codesign sweep --search motpe --tuner xgb --out runs/motpe --seed 1
   codesign sweep hw_configs/spaces/pynq-z1-small.yaml --search exhaustive --out runs/exh
   codesign sweep --resume runs/sweep              # continue an interrupted sweep (Ctrl-C is safe)
@@ -53,7 +55,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("space", nargs="?", default=None, metavar="SPACE.yaml",
                    help=f"hardware search space (default: {DEFAULT_SPACE.relative_to(SPACES.parent.parent)})")
-    p.add_argument("--workload", default="resnet18", help="workload name (default: resnet18)")
+    p.add_argument("--workload", default="resnet18",
+                   help="zoo name (codesign workloads), path/to/file.py:factory or a torch.export .pt2 "
+                        "(default: resnet18)")
     p.add_argument("--out", default=None, metavar="DIR", help=f"experiment directory (default: {DEFAULT_OUT})")
     p.add_argument("--trials", type=int, default=None,
                    help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")

@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--layer", metavar="SPEC",
                       help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
-    what.add_argument("--workload", metavar="NAME", help="built-in workload, e.g. resnet18")
+    what.add_argument("--workload", metavar="NAME",
+                      help="zoo name (codesign workloads), path/to/file.py:factory or a .pt2, e.g. resnet18")
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
     p.add_argument("--tuner", default="xgb", choices=TUNERS, help="search algorithm (default xgb)")
@@ -101,6 +102,9 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
     wl = get_workload(args.workload).for_hw(hw)
     vta, cpu = partition(wl, hw)
     notes = [f"{layer.name} x{count} stays on the CPU: {reason}" for layer, count, reason in cpu]
+    if not vta:
+        raise ConfigError(f"--workload {args.workload}: nothing to tune, no layer runs on {hw.name} "
+                          f"({len(cpu)} layer(s) stay on the CPU, e.g. {cpu[0][0].name}: {cpu[0][2]})")
     return vta, wl.batch, notes
 
 

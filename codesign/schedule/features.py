@@ -86,6 +86,7 @@ def config_features(t: TileArrays) -> np.ndarray:
 
 def layer_features(layer: Layer) -> np.ndarray:
     """float32 vector of length N_LAYER_FEATURES (dense: H = W = KH = KW = stride = 1, pad 0)."""
+    layer = layer.schedule_view()  # grouped / transposed convs: the conv their template tiles
     if isinstance(layer, Conv2D):
         vals = [1.0, _lg(layer.batch), _lg(layer.in_channels), _lg(layer.height), _lg(layer.width),
                 _lg(layer.out_channels), layer.kernel_h, layer.kernel_w, layer.stride, layer.padding,

@@ -29,31 +29,51 @@ def write_plots(out: Path, rows: list[dict[str, Any]], doc: dict[str, Any]) -> l
 
 
 def _shape(layer_name: str) -> str:
-    """`conv2d_4x64x56x56_64_3x3_s1_p1` -> `64x56x56_64_3x3_s1_p1` (the batch prefix dropped)."""
-    return re.sub(r"^[a-z0-9]+?_\d+x", "", layer_name)
+    """`conv2d_4x64x56x56_64_3x3_s1_p1` -> `conv2d 64x56x56_64_3x3_s1_p1` (the batch prefix dropped)."""
+    m = re.match(r"^([a-z0-9_]+?)_\d+x(.*)$", layer_name)
+    return f"{m.group(1)} {m.group(2)}" if m else layer_name
 
 
-def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8) -> Path:
-    """Grouped bars: ms per image spent in each layer (x its multiplicity) by each front design."""
+MAX_LAYER_BARS = 16  # beyond this many unique layers the smallest are grouped into one bar
+
+
+def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
+                max_layers: int = MAX_LAYER_BARS) -> Path:
+    """Grouped bars: ms per image spent in each layer (x its multiplicity) by each front design.
+    Networks with more than `max_layers` unique layers keep the `max_layers - 1` layers with the
+    most time (in any shown design) and sum the rest into one "other" bar, said in the title."""
     plt = pyplot()
 
     pts = sorted(points, key=lambda p: p["latency_ms"])[:max_designs]
+    per_design: list[dict[str, float]] = []
     names: list[str] = []  # layer shapes without the batch (designs with BATCH > 1 run batch 2, 4)
     for p in pts:
+        ms: dict[str, float] = {}
         for lay in p["layers"]:
-            if _shape(lay["layer"]) not in names:
-                names.append(_shape(lay["layer"]))
+            key = _shape(lay["layer"])
+            ms[key] = ms.get(key, 0.0) + lay["seconds"] * lay["count"] / (p.get("batch") or 1) * 1e3
+            if key not in names:
+                names.append(key)
+        per_design.append(ms)
+    note = ""
+    if len(names) > max_layers:
+        top = sorted(names, key=lambda n: -max(ms.get(n, 0.0) for ms in per_design))[:max_layers - 1]
+        rest = [n for n in names if n not in top]
+        other = f"other ({len(rest)} layers)"
+        for ms in per_design:
+            ms[other] = sum(ms.get(n, 0.0) for n in rest)
+        names = [n for n in names if n in top] + [other]
+        note = f"; {len(rest)} smallest of {len(top) + len(rest)} layers grouped as 'other'"
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.5))
     width = 0.8 / max(1, len(pts))
-    for k, p in enumerate(pts):
-        ms = {_shape(lay["layer"]): lay["seconds"] * lay["count"] / (p.get("batch") or 1) * 1e3 for lay in p["layers"]}
+    for k, (p, ms) in enumerate(zip(pts, per_design)):
         ax.bar([i + k * width for i in range(len(names))], [ms.get(n, 0.0) for n in names], width,
                label=f"{p['config']} ({p['latency_ms']:.2f} ms"
                      + (", unverified clock)" if p.get("clock_verified") is False else ")"))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("ms per image (x multiplicity)")
-    ax.set_title("per-layer latency of the Pareto designs (fastest first)")
+    ax.set_title(f"per-layer latency of the Pareto designs (fastest first{note})", fontsize=9)
     ax.legend(fontsize=6)
     ax.grid(True, axis="y", alpha=0.3)
     return save_figure(fig, path)

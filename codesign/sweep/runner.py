@@ -32,7 +32,7 @@ from codesign.sweep.results import SweepCallback, design_points, read_trials, wr
 from codesign.sweep.search import build_search
 from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext, sweep_trial
 from codesign.tune.registry import TUNERS
-from codesign.workloads import WORKLOADS, Workload, get_workload
+from codesign.workloads import Workload, get_workload
 
 RAY_DIR = "ray"
 EXPERIMENT = "sweep"
@@ -69,11 +69,11 @@ class SweepResult:
 
 # -- workloads in the options file ----------------------------------------------------------------
 def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] | None]:
-    """Registry name (and the layer list for a workload not in the registry)."""
+    """Workload name and its layer list (specs and counts)."""
     if isinstance(workload, str):
-        return workload, None
-    if workload.name in WORKLOADS:
-        return workload.name, None
+        workload = get_workload(workload)
+    # The layer list is always stored: trials (Ray workers) and --resume never re-trace a torch
+    # module, and a file.py:factory workload stays what it was when the sweep started.
     return workload.name, tuple((layer.spec, int(count)) for layer, count in workload.entries)
 
 
