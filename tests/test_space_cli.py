@@ -51,9 +51,14 @@ def test_unsupported_layer(capsys):
 def test_workload_listing(capsys):
     code, out = run(["--workload", "resnet18", "--hw", "pynq_4x8", "--json"], capsys)
     info = json.loads(out)
-    assert info["batch"] == 4 and len(info["layers"]) == 10
-    assert [r["count"] for r in info["layers"]] == [4, 1, 1, 3, 1, 1, 3, 1, 1, 3]
-    first = info["layers"][0]
+    # from_torch(ResNet-18): the 3-channel stem stays on the CPU; 10 offloaded convs and the
+    # 512 -> 1000 classifier (1000 is a multiple of BLOCK_OUT=8 on pynq_4x8)
+    assert info["batch"] == 4 and len(info["layers"]) == 12
+    assert "BLOCK_IN=8" in info["layers"][0]["unsupported"]
+    convs = [r for r in info["layers"] if r["layer"].startswith("conv2d") and not r["unsupported"]]
+    assert [r["count"] for r in convs] == [4, 1, 3, 1, 1, 3, 1, 1, 3, 1]
+    assert info["layers"][-1]["layer"] == "dense_4x512_1000" and info["layers"][-1]["unsupported"] is None
+    first = convs[0]
     assert first["layer"] == "conv2d_4x64x56x56_64_3x3_s1_p1"
     assert first["valid"] == ScheduleSpace(first["spec"], "pynq_4x8").n_valid
 

@@ -22,15 +22,11 @@ Both templates define the same 7 knobs as conv2d_packed over the axes of their
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from codesign.schedule.tiling import GEMM_LOOPS, TileArrays
 from codesign.schedule.validity import Rule
-
-if TYPE_CHECKING:
-    from codesign.workloads.layers import Layer
+from codesign.workloads.layers import Layer
 
 GROUP_TEMPLATE = "group_conv2d_packed.vta"
 TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"

@@ -19,7 +19,10 @@ layers are merged with a count.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import logging
 import math
 import sys
 from functools import cache
@@ -161,6 +164,18 @@ def _graph(module: Any, example_inputs: tuple[Any, ...], what: str) -> tuple[Any
     """(fx graph with shapes, names of parameter placeholders) via torch.export, else torch.fx."""
     import torch  # heavy; only importing a network needs it
 
+    # torch logs tracing failures (graph dumps, guard warnings) on its own: the user gets our line.
+    torch_log = logging.getLogger("torch")
+    level = torch_log.level
+    torch_log.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return _trace(torch, module, example_inputs, what)
+    finally:
+        torch_log.setLevel(level)
+
+
+def _trace(torch: Any, module: Any, example_inputs: tuple[Any, ...], what: str) -> tuple[Any, set[str]]:
     try:
         with torch.no_grad():
             ep = torch.export.export(module, tuple(example_inputs))
