@@ -123,12 +123,14 @@ def test_constraints_and_max_area(tmp_path):
 def test_ray_param_space():
     from ray import tune
 
+    from codesign.sweep.search import ray_param_space
+
     space = HwSpace.load("pynq-z1-small")
-    ps = space.ray_param_space()
+    ps = ray_param_space(space)
     assert set(ps) == set(space.params)
     assert all(isinstance(v, tune.search.sample.Categorical) for v in ps.values())
     assert list(ps["LOG_BATCH"].categories) == [0, 1, 2]
-    assert space.sample_space().keys() == ps.keys()
+    assert ray_param_space(space).keys() == ps.keys()
 
 
 def test_numpy_values_from_a_sampler_give_plain_numbers():

@@ -10,6 +10,7 @@ import pytest
 from ray.tune.search import Searcher
 
 from codesign.hw import Board, HwConfig
+from codesign.hw.space import HwSpace
 from codesign.sweep.trial import INFEASIBLE_LATENCY_MS, OBJECTIVES, evaluate_hw, transfer_configs
 from codesign.workloads import Workload
 
@@ -112,7 +113,7 @@ def test_filter_answers_infeasible_and_known_configs_without_trials(tmp_path):
     (tmp_path / "s.yaml").write_text(SPACE)
     p8, p16, p32 = ({"LOG_BLOCK": b, "clock_mhz": 100} for b in (3, 4, 5))
     inner = Scripted([p32, p8, p32, p8, p16, p8])
-    f = FeasibleSearch(inner, str(tmp_path / "s.yaml"), str(tmp_path))
+    f = FeasibleSearch(inner, HwSpace.load(tmp_path / "s.yaml"), str(tmp_path))
     assert f.suggest("A") == p8  # p32 (infeasible) answered at once, then p8 becomes trial A
     assert list(inner.told) == ["A"] and inner.told["A"]["latency_ms"] == INFEASIBLE_LATENCY_MS
     assert f.suggest("B") == p16  # p32 again: known penalty; p8: in flight, answered when A ends
@@ -125,3 +126,62 @@ def test_filter_answers_infeasible_and_known_configs_without_trials(tmp_path):
     skipped = _lines(tmp_path / SKIPPED_FILE)
     assert len(skipped) == 1 and skipped[0]["params"] == p32 and "LUT" in skipped[0]["reason"]
     assert (f.suggestions, f.answered) == (6, 4)
+
+
+def test_one_trial_parses_once_checks_once_compiles_each_schedule_once(tmp_path, monkeypatch):
+    """One hardware point from the searcher to the simulator: the space file is parsed once (by
+    the driver), the suggestion's feasibility is checked once (by the searcher), each (layer, hw)
+    schedule space is built once and every measured schedule is compiled exactly once."""
+    import codesign.hw.resources as resources_mod
+    import codesign.hw.space as space_mod
+    import codesign.schedule.space as schedule_space_mod
+    import codesign.sweep.trial as trial_mod
+    import codesign.vta.compiler as compiler_mod
+    import codesign.vta.run as run_mod
+    from codesign.sweep.filtering import FeasibleSearch
+    from codesign.sweep.trial import RECORDS_FILE, TrialContext, run_trial
+
+    calls: dict[str, list] = {"parse": [], "check": [], "space": [], "compile": []}
+
+    def spy(module, name, key, arg=lambda *a, **k: None):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[key].append(arg(*args, **kwargs))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    spy(HwSpace, "from_dict", "parse")
+    for module in (resources_mod, space_mod, trial_mod):  # every name infeasible_reason is bound to
+        spy(module, "infeasible_reason", "check", lambda hw, board, *a: hw.name)
+    compiled = lambda layer, config, hw, **k: (layer.name, int(config.index))  # noqa: E731
+    spy(run_mod, "compile_insns", "compile", compiled)  # the timing path
+    spy(compiler_mod, "compile_insns", "compile", compiled)  # behind compile_layer / run_layer
+    real_init = schedule_space_mod.ScheduleSpace.__init__
+
+    def init(self, layer, hw):
+        real_init(self, layer, hw)
+        calls["space"].append((self.layer.name, self.hw.name))
+
+    monkeypatch.setattr(schedule_space_mod.ScheduleSpace, "__init__", init)
+    schedule_space_mod.get_space.cache_clear()
+
+    (tmp_path / "s.yaml").write_text(SPACE)
+    space = HwSpace.load(tmp_path / "s.yaml")
+    p16 = {"LOG_BLOCK": 4, "clock_mhz": 100}
+    searcher = FeasibleSearch(Scripted([p16]), space, str(tmp_path))
+    params = searcher.suggest("A")
+    assert params == p16
+    wl = Workload("tiny", ((LAYER, 2), ("dense:1,64,32", 1)))
+    ctx = TrialContext(space=space, workload=wl, out_dir=str(tmp_path), tuner="random", budget=4, seed=0,
+                       checked=True)
+    result = run_trial(params, ctx)
+
+    assert result["feasible"] and result["measurements"] == 8
+    assert len(calls["parse"]) == 1  # the driver's HwSpace.load; the trial parses nothing
+    assert calls["check"] == [result["config"]]  # the searcher's check; the trial trusts it
+    assert sorted(calls["space"]) == sorted(set(calls["space"])) and len(calls["space"]) == 2
+    recs = _lines(tmp_path / RECORDS_FILE)
+    measured = sorted((r["layer"], r["index"]) for r in recs)
+    assert sorted(calls["compile"]) == measured  # each measured schedule once, the winners not again

@@ -332,7 +332,8 @@ class HwSpace:
     def excluded_reason(self, hw: HwConfig) -> str | None:
         """Why a valid HwConfig is outside the usable space: a failing constraint, max_area, or a
         board resource/clock/target rule; None if it may be simulated."""
-        reason = infeasible_reason(hw, self.board)
+        res = estimate(hw, self.board)
+        reason = infeasible_reason(hw, self.board, res)
         if reason:
             return reason
         if self.constraints:
@@ -341,7 +342,7 @@ class HwSpace:
                 if not c.evaluate(env):
                     return f"constraint {c.text!r} is false for {hw.name}"
         if self.max_area is not None:
-            area = estimate(hw, self.board).area(self.board)
+            area = res.area(self.board)
             if area > self.max_area:
                 return f"{hw.name}: area {area:.3f} exceeds max_area {self.max_area:g}"
         return None
@@ -384,21 +385,6 @@ class HwSpace:
             if point is not None:
                 return point
         return None
-
-    # -- Ray Tune --------------------------------------------------------------------------------
-    def ray_param_space(self) -> dict[str, Any]:
-        """{param: ray.tune.choice(choices)} for Tuner(param_space=...). Imports ray lazily."""
-        from ray import tune
-
-        return {k: tune.choice(list(v)) for k, v in self.params.items()}
-
-    sample_space = ray_param_space  # the contract's name
-
-    def grid_param_space(self) -> dict[str, Any]:
-        """{param: ray.tune.grid_search(choices)}: the full grid (infeasible points included)."""
-        from ray import tune
-
-        return {k: tune.grid_search(list(v)) for k, v in self.params.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"board": self.board.name, "params": {k: list(v) for k, v in self.params.items()},

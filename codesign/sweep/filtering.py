@@ -28,11 +28,11 @@ MAX_TRIES = 25  # suggestions per trial before falling back to an unevaluated fe
 
 
 class FeasibleSearch(Searcher):
-    def __init__(self, inner: Searcher, space_path: str, out_dir: str | None = None, seed: int = 0,
+    def __init__(self, inner: Searcher, space: HwSpace, out_dir: str | None = None, seed: int = 0,
                  max_tries: int = MAX_TRIES) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
-        self.space_path = str(space_path)
+        self.space = space
         self.out_dir = out_dir
         self.max_tries = max_tries
         self.rng = random.Random(seed)
@@ -43,20 +43,14 @@ class FeasibleSearch(Searcher):
         self.logged: set[str] = set()
         self.suggestions = 0  # everything the inner searcher proposed
         self.answered = 0  # of which answered without a trial (infeasible or already known)
-        self._space: Any = None
 
     # -- plumbing ------------------------------------------------------------------------------
-    def _hw_space(self) -> Any:
-        if self._space is None:
-            self._space = HwSpace.load(self.space_path)
-        return self._space
-
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         return self.inner.set_search_properties(metric, mode, config, **spec)
 
     def save(self, checkpoint_path: str) -> None:
         state = self.__dict__.copy()
-        state["_space"] = None
+        del state["space"]  # Ray pickles the searcher (and its space) itself; restore keeps ours
         with open(checkpoint_path, "wb") as f:
             pickle.dump(state, f)
 
@@ -74,8 +68,7 @@ class FeasibleSearch(Searcher):
     # -- the filter ----------------------------------------------------------------------------
     def _answer(self, params: dict[str, Any]) -> tuple[str, dict[str, float] | None]:
         """(config name, objectives if known without a trial)."""
-        space = self._hw_space()
-        hw, reason = space.check(dict(params))
+        hw, reason = self.space.check(dict(params))
         if hw is None:
             name = "invalid:" + ",".join(f"{k}={v}" for k, v in params.items())
             return name, self._infeasible(name, params, reason or "invalid point", None)
@@ -85,7 +78,7 @@ class FeasibleSearch(Searcher):
 
     def _infeasible(self, name: str, params: dict, reason: str, hw: Any) -> dict[str, float]:
         if name not in self.known:
-            res = infeasible_result(hw, reason, self._hw_space().board, name=name)
+            res = infeasible_result(hw, reason, self.space.board, name=name)
             self.known[name] = {k: float(res[k]) for k in OBJECTIVES}
             if self.out_dir is not None and name not in self.logged:
                 self.logged.add(name)
@@ -118,13 +111,13 @@ class FeasibleSearch(Searcher):
     def _fallback(self, trial_id: str) -> dict | str:
         """The searcher keeps proposing known configs: evaluate an unevaluated feasible one (the
         searcher is not told about it), or finish when every feasible config has been evaluated."""
-        space = self._hw_space()
-        fresh = [p for p, hw in zip(space.enumerate_points(), space.enumerate())
+        space = self.space
+        fresh = [(p, hw) for p, hw in zip(space.enumerate_points(), space.enumerate())
                  if hw.name not in self.known and hw.name not in self.pending]
         if not fresh:
             return Searcher.FINISHED
-        params = self.rng.choice(fresh)
-        name = space.to_hw(params).name
+        params, hw = self.rng.choice(fresh)
+        name = hw.name
         self.pending[name] = []
         self.alias[trial_id] = None
         self.config_of[trial_id] = name

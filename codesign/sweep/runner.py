@@ -113,13 +113,14 @@ def _quiet_ray() -> None:
 
 
 # -- the sweep -------------------------------------------------------------------------------------
-def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> SweepOptions:
-    """Create the experiment directory of a new sweep: the space copy and sweep.json."""
+def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> tuple[SweepOptions, HwSpace]:
+    """Create the experiment directory of a new sweep: the space copy and sweep.json. Returns the
+    options and the parsed space (parsed once here; the trials get this object)."""
     src = Path(space)
     # User mistakes are one clear error before anything is created.
-    space_obj = HwSpace.load(src)
+    hw_space = HwSpace.load(src)
     if options.get("verified_clocks_only"):
-        space_obj.verified_clocks_only()
+        hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
     _validate_tuner(options["tuner"])
     if isinstance(workload, str):
         get_workload(workload)
@@ -131,7 +132,7 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, 
     name, layers = _workload_options(workload)
     opts = SweepOptions(space=SPACE_COPY, workload=name, layers=layers, **options)
     opts.save(out_dir)
-    return opts
+    return opts, hw_space
 
 
 def run_sweep(
@@ -164,12 +165,11 @@ def run_sweep(
     out = Path(out_dir).resolve()
     if resume:
         opts = SweepOptions.load(out)
+        hw_space = HwSpace.load(out / opts.space)
     else:
-        opts = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner, search=search,
-                                                  seed=seed, max_concurrent=max_concurrent,
-                                                  verified_clocks_only=verified_clocks_only))
-
-    hw_space = HwSpace.load(out / opts.space)
+        opts, hw_space = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner,
+                                                            search=search, seed=seed, max_concurrent=max_concurrent,
+                                                            verified_clocks_only=verified_clocks_only))
     if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
         hw_space = hw_space.verified_clocks_only()
     wl = workload_from_options(opts)
@@ -183,8 +183,9 @@ def run_sweep(
     power_bound = space_power_bound(hw_space)
     own = _init_ray(address, None)
     try:
-        ctx = TrialContext(space_path=str(out / opts.space), workload=wl, out_dir=str(out), tuner=opts.tuner,
-                           budget=opts.budget, seed=opts.seed)
+        # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
+        ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
+                           seed=opts.seed, checked=opts.search != "grid")
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
                              progress=progress), *(callbacks or [])]

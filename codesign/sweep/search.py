@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.hw.space import HwSpace
 from codesign.sweep.filtering import FeasibleSearch
 from codesign.sweep.options import DEFAULT_TRIALS
 from codesign.sweep.trial import OBJECTIVES
@@ -23,6 +24,13 @@ class SearchPlan:
     search_alg: Any
     num_samples: int
     points: int | None = None  # size of the explicit point list (grid/exhaustive)
+
+
+def ray_param_space(space: HwSpace) -> dict[str, Any]:
+    """{param: ray.tune.choice(choices)}: the space as a Ray Tune param space."""
+    from ray import tune  # ray loads only when a sweep runs (seconds of import)
+
+    return {k: tune.choice(list(v)) for k, v in space.params.items()}
 
 
 def grid_points(space: Any) -> list[dict[str, Any]]:
@@ -73,7 +81,7 @@ def build_search(search: str, space: Any, *, trials: int | None, seed: int,
             raise ConfigError(f"--search {search}: the space has no feasible config")
         n = len(points) if trials is None else min(trials, len(points))
         alg = BasicVariantGenerator(points_to_evaluate=points[:n], random_state=seed)
-        return SearchPlan(space.sample_space(), alg, n, len(points))
+        return SearchPlan(ray_param_space(space), alg, n, len(points))
     if search not in ("nsga2", "motpe", "random"):
         raise ConfigError(f"--search {search!r}: allowed: nsga2, motpe, random, grid, exhaustive")
     import optuna
@@ -93,6 +101,6 @@ def build_search(search: str, space: Any, *, trials: int | None, seed: int,
     first = stock_points(space)[:n]
     inner = OptunaSearch(_optuna_space(space), metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
                          sampler=sampler, points_to_evaluate=first or None)
-    alg = FeasibleSearch(inner, space.source, out_dir, seed=seed)
+    alg = FeasibleSearch(inner, space, out_dir, seed=seed)
     # The param space lives in the searcher; Ray must not get a second one.
     return SearchPlan({}, alg, n)

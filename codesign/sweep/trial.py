@@ -15,18 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
-from codesign.hw.power import activity_from_busy
-from codesign.hw.resources import estimate, infeasible_reason
+from codesign.hw.power import PowerModel, activity_from_busy
+from codesign.hw.resources import Resources, estimate, infeasible_reason
 from codesign.hw.space import HwSpace
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
 from codesign.schedule.support import partition
 from codesign.tune import RecordWriter, load_records, tune_layer
 from codesign.tune.loop import TuneResult
+from codesign.tune.records import MeasureRecord
 from codesign.tune.task import make_task
 from codesign.vta.run import Measurement, measure
 from codesign.workloads.layers import Layer
+from codesign.workloads.networks import Workload
 
 # What an infeasible design reports to the searcher: worse than any feasible design on latency and
 # power, so every searcher learns to avoid it. These points never enter the Pareto front.
@@ -40,14 +43,18 @@ RECORDS_FILE = "records.jsonl"
 
 @dataclass(frozen=True)
 class TrialContext:
-    """What every trial needs besides its sampled parameters (picklable; shipped to Ray workers)."""
+    """What every trial needs besides its sampled parameters (picklable; Ray ships it to the
+    workers once). `checked`: the search only sends usable points (nsga2/motpe/random through
+    `FeasibleSearch`, exhaustive from the enumeration), so the trial does not check them again;
+    grid points are checked here, once."""
 
-    space_path: str
-    workload: Any  # codesign.workloads.Workload at batch 1
+    space: HwSpace  # parsed once by the driver
+    workload: Workload  # at batch 1
     out_dir: str
     tuner: str
     budget: int
     seed: int
+    checked: bool = False
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
@@ -133,25 +140,37 @@ def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult) -> Measuremen
 
 def evaluate_hw(
     hw: HwConfig,
-    board: Any,
-    workload: Any,
+    board: Board,
+    workload: Workload,
     *,
     tuner: str = "xgb",
     budget: int = 16,
     seed: int = 0,
     records_path: str | Path | None = None,
-    warm_records: list[Any] | None = None,
-    power_model: Any = None,
+    warm_records: list[MeasureRecord] | None = None,
+    power_model: PowerModel | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
     resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
-    per unique layer), `unsupported` (layers left out, with the reason) and measurements."""
+    per unique layer), `unsupported` (layers left out, with the reason) and measurements. A config
+    that does not fit `board` is never simulated."""
     start = time.perf_counter()
     resources = estimate(hw, board)
     reason = infeasible_reason(hw, board, resources)
     if reason is not None:
         return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
+    return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
+                           records_path=records_path, warm_records=warm_records, power_model=power_model,
+                           start=start)
+
+
+def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
+                    budget: int, seed: int, records_path: str | Path | None,
+                    warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
+                    start: float | None = None) -> dict[str, Any]:
+    """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
+    start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
     offloaded, cpu = partition(wl, hw)
     # Layers this config cannot run are listed with the reason and left out of the latency.
@@ -230,20 +249,13 @@ def _read_records(out_dir: str | Path) -> list[Any]:
 
 
 # -- the Ray Tune trainable ------------------------------------------------------------------------
-_SPACE_CACHE: dict[str, Any] = {}
-
-
-def _load_space(path: str) -> Any:
-    # Workers are reused across trials (reuse_actors): parse the space once per process.
-    if path not in _SPACE_CACHE:
-        _SPACE_CACHE[path] = HwSpace.load(path)
-    return _SPACE_CACHE[path]
-
-
 def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
     """Evaluate the config sampled as `params` (no Ray calls here)."""
-    space = _load_space(ctx.space_path)
-    hw, reason = space.check(dict(params))
+    space = ctx.space
+    if ctx.checked:
+        hw, reason = space.to_hw(dict(params)), None
+    else:
+        hw, reason = space.check(dict(params))
     if hw is None:  # a combination HwConfig itself rejects (instruction fields overflow, ...)
         name = "invalid:" + ",".join(f"{k}={v}" for k, v in params.items())
         return {**infeasible_result(None, reason or "invalid point", name=name), "cached": False}
@@ -255,9 +267,9 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
     if reason is not None:  # over the board's resources, wrong clock, or a space constraint
         result = infeasible_result(hw, reason, space.board)
     else:
-        result = evaluate_hw(hw, space.board, ctx.workload, tuner=ctx.tuner, budget=ctx.budget, seed=ctx.seed,
-                             records_path=Path(ctx.out_dir) / RECORDS_FILE,
-                             warm_records=_read_records(ctx.out_dir))
+        result = evaluate_usable(hw, space.board, ctx.workload, estimate(hw, space.board), tuner=ctx.tuner,
+                                 budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
+                                 warm_records=_read_records(ctx.out_dir))
     result["cached"] = False
     return result
 
