@@ -138,3 +138,31 @@ def test_explicit_unpinnable_term_is_refused_with_records_needed(tmp_path, capsy
     assert len(err.splitlines()) == 1
     assert "cannot be pinned by these 2 records" in err and "records with this spread" in err
     assert not (tmp_path / "profiles" / "x.json").exists()
+
+
+def test_tune_and_sweep_trial_use_the_profile(tmp_path, capsys) -> None:
+    from codesign.hw import Board
+    from codesign.sweep.options import SweepOptions
+    from codesign.sweep.trial import evaluate_hw
+    from codesign.workloads import Workload
+
+    # A profile whose host costs 1 ms more per call than the shipped fit.
+    shipped = TimingParams.load()
+    doc = {"kind": "profile", "name": "slowhost", "params": {"host_call_s": shipped.host_call_s + 1e-3}}
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "slowhost.json").write_text(json.dumps(doc))
+    layer = "conv2d:1,32,8,8,32,3,3,1,1"
+    argv = ["tune", "--layer", layer, "--hw", "pynq_1x16", "--tuner", "random", "--trials", "4", "--json"]
+    assert main(argv) == 0
+    base = json.loads(capsys.readouterr().out)["best"]["seconds"]
+    assert main([*argv, "--profile", "slowhost"]) == 0
+    slow = json.loads(capsys.readouterr().out)["best"]["seconds"]
+    assert slow - base == pytest.approx(1e-3, rel=1e-6)
+
+    hw, board, wl = HwConfig.resolve("pynq_1x16"), Board.named("pynq-z1"), Workload("tiny", ((layer, 2),))
+    params, _ = profiles.resolve_params("slowhost")
+    a = evaluate_hw(hw, board, wl, tuner="random", budget=3, seed=0)
+    b = evaluate_hw(hw, board, wl, tuner="random", budget=3, seed=0, params=params)
+    assert b["latency_ms"] - a["latency_ms"] == pytest.approx(2 * 1.0, rel=1e-6)  # 2 calls x 1 ms
+    opts = SweepOptions(space="space.yaml", workload="resnet18", profile="slowhost")
+    assert SweepOptions.from_json(opts.to_json()).profile == "slowhost"

@@ -77,6 +77,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="search only the clocks at which a VTA build is known to run on the board (PYNQ-Z1: "
                         "100 MHz, Ultra96: up to 250 MHz; ZCU104/KV260 have none). Without it, designs at "
                         "other clocks are explored and marked 'unverified'")
+    p.add_argument("--profile", metavar="NAME", default=None,
+                   help="calibration profile for the simulated measurements (kept in sweep.json for --resume)")
     p.add_argument("--json", action="store_true", help="print pareto.json and the file paths as one JSON object")
     p.set_defaults(func=run)
 
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
                        search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
+                       profile=args.profile,
                        progress=progress)
     if args.json:
         print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,

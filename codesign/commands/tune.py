@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
@@ -73,6 +74,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--patience", type=int, metavar="N", help="stop after N measurements without improvement")
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="measurement worker processes (default 1)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per measurement (default 60)")
+    p.add_argument("--profile", metavar="NAME", default=None,
+                   help="calibration profile for the simulated measurements (see `codesign calibrate --profile`)")
     p.add_argument("--json", action="store_true",
                    help="print JSON: one object for --layer, a list of objects for --workload")
     p.add_argument("--plot", metavar="PNG", help="write the tuning curve (best latency vs measurements)")
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     agent: Any = args.agent
     results = []
-    runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout)
+    params, _source = resolve_params(args.profile)
+    runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
     try:
         for k, (layer, _count) in enumerate(layers):
             task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent)

@@ -35,6 +35,8 @@ class SweepOptions:
     verified_clocks_only: bool = False
     # Custom workloads (tests, benchmarks): [(layer_spec, count), ...] in `parse_layer` syntax.
     layers: tuple[tuple[str, int], ...] | None = None
+    # Calibration profile the simulated measurements use (codesign.calibrate.profiles); None = shipped.
+    profile: str | None = None
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
@@ -149,6 +150,7 @@ def run_sweep(
     resume: bool = False,
     max_concurrent: int | None = None,
     verified_clocks_only: bool = False,
+    profile: str | None = None,
     progress: bool = True,
     callbacks: list[Any] | None = None,
 ) -> SweepResult:
@@ -169,10 +171,12 @@ def run_sweep(
     else:
         opts, hw_space = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner,
                                                             search=search, seed=seed, max_concurrent=max_concurrent,
-                                                            verified_clocks_only=verified_clocks_only))
+                                                            verified_clocks_only=verified_clocks_only,
+                                                            profile=profile))
     if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
         hw_space = hw_space.verified_clocks_only()
     wl = workload_from_options(opts)
+    timing_params, _source = resolve_params(opts.profile)  # resolved here: workers may not see the user's dir
     _validate_tuner(opts.tuner)
 
     _quiet_ray()
@@ -185,7 +189,7 @@ def run_sweep(
     try:
         # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
         ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
-                           seed=opts.seed, checked=opts.search != "grid")
+                           seed=opts.seed, checked=opts.search != "grid", params=timing_params)
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
                              progress=progress), *(callbacks or [])]

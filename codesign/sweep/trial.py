@@ -25,6 +25,7 @@ from codesign.pareto.objectives import OBJECTIVES
 from codesign.schedule.support import partition
 from codesign.tune import RecordWriter, load_records, tune_layer
 from codesign.tune.loop import TuneResult
+from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.task import make_task
 from codesign.vta.run import Measurement, measure
@@ -55,6 +56,7 @@ class TrialContext:
     budget: int
     seed: int
     checked: bool = False
+    params: Any = None  # TimingParams of the sweep's calibration profile (None: shipped)
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
@@ -117,17 +119,18 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
 
 
 def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
-          records: list[Any]) -> Any:
+          records: list[Any], params: Any = None) -> Any:
     """Inner tuning of one layer with transfer from earlier trials' records."""
     task = make_task(layer, hw, tuner, seed)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
     return tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed, records=writer,
-                      warm_start=own or None, progress=False, seeds=seeds)
+                      warm_start=own or None, progress=False, seeds=seeds,
+                      runner=SimulatorRunner(hw, params=params) if params is not None else None)
 
 
-def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult) -> Measurement:
+def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult, params: Any = None) -> Measurement:
     """The winner's measurement with its module busy cycles (power activity): the one the tuning
     loop took, or — when the winner came from the records of an interrupted run of this trial —
     one timing-only measurement of it."""
@@ -135,7 +138,7 @@ def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult) -> Measuremen
     assert best is not None and best.seconds is not None
     if best.busy and best.cycles is not None:
         return Measurement(best.seconds, best.cycles, best.busy)
-    return measure(layer, best.config, hw)
+    return measure(layer, best.config, hw, params)
 
 
 def evaluate_hw(
@@ -149,6 +152,7 @@ def evaluate_hw(
     records_path: str | Path | None = None,
     warm_records: list[MeasureRecord] | None = None,
     power_model: PowerModel | None = None,
+    params: Any = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
@@ -162,13 +166,13 @@ def evaluate_hw(
         return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
     return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
                            records_path=records_path, warm_records=warm_records, power_model=power_model,
-                           start=start)
+                           start=start, params=params)
 
 
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
                     budget: int, seed: int, records_path: str | Path | None,
                     warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
-                    start: float | None = None) -> dict[str, Any]:
+                    start: float | None = None, params: Any = None) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
     start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
@@ -184,13 +188,13 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     try:
         for layer, count in offloaded:
             res = _tune(layer, hw, tuner=tuner, budget=budget, seed=seed, writer=writer,
-                        records=warm_records or [])
+                        records=warm_records or [], params=params)
             measurements += int(res.measurements)
             if res.best is None:  # every measured schedule failed: the layer cannot run here
                 unsupported.append({"layer": layer.name, "count": count,
                                     "reason": f"no schedule ran in {res.measurements} measurements"})
                 continue
-            best = _best_measurement(layer, hw, res)
+            best = _best_measurement(layer, hw, res, params)
             seconds = float(best.seconds)
             total_s += seconds * count
             total_cycles += float(best.cycles) * count
@@ -269,7 +273,7 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
     else:
         result = evaluate_usable(hw, space.board, ctx.workload, estimate(hw, space.board), tuner=ctx.tuner,
                                  budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
-                                 warm_records=_read_records(ctx.out_dir))
+                                 warm_records=_read_records(ctx.out_dir), params=ctx.params)
     result["cached"] = False
     return result
 
