@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.fileio import read_text
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.workloads import Conv2D, Conv2DTranspose, Dense
@@ -163,13 +164,7 @@ def parse_log(source: str | Path | Iterable[str]) -> tuple[list[Record], list[Sk
     """All records of a log file (or of an iterable of lines). `#` comment lines and blank lines
     are skipped silently (as `load_from_file` does); malformed lines are returned as Skipped."""
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        try:
-            lines: Iterable[str] = path.read_text().splitlines()
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such log file") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not a text file") from None
+        lines: Iterable[str] = read_text(source, "AutoTVM log file").splitlines()
     else:
         lines = source
     records: list[Record] = []

@@ -20,6 +20,7 @@ from pathlib import Path
 from codesign.bitstream.bitfile import read_header
 from codesign.bitstream.catalog import Entry, sha256_file
 from codesign.errors import CodesignError, ConfigError
+from codesign.fileio import new_file_mode
 
 CACHE_ENV = "VTA_CACHE_PATH"
 SCHEMES = ("https", "http", "file")
@@ -70,6 +71,7 @@ def fetch(entry: Entry, force: bool = False,
         raise ConfigError(f"{entry.catalog}: url {url!r}: scheme {scheme!r} not allowed; allowed: {', '.join(SCHEMES)}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    os.fchmod(fd, new_file_mode(dest))  # the user's umask, not mkstemp's 0600
     h = hashlib.sha256()
     got = 0
     try:

@@ -9,10 +9,10 @@ from typing import Any
 
 from codesign.autotvm import format_record
 from codesign.errors import ConfigError
-from codesign.fileio import atomic_write_text
+from codesign.fileio import atomic_write_text, check_output_path
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
-from codesign.tune.records import best_records, load_records
+from codesign.tune.records import best_records, describe_skipped, read_records
 from codesign.workloads import parse_layer
 
 DESCRIPTION = """\
@@ -83,13 +83,30 @@ def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> li
     return out
 
 
+def read_all_records(paths: list[str]) -> tuple[list[Any], list[str]]:
+    """Records of every file plus one notice per file with skipped lines; a file with no usable
+    record at all is refused (a wrong file is a mistake, not an empty result)."""
+    records: list[Any] = []
+    notices: list[str] = []
+    for path in paths:
+        recs, skipped = read_records(path)
+        if not recs:
+            what = (f"{len(skipped)} lines, none a tuning record (line {skipped[0].line}: {skipped[0].reason})"
+                    if skipped else "the file is empty")
+            raise ConfigError(f"{path}: no tuning records: {what}; expected JSONL lines from "
+                              "`codesign tune --records` or a sweep's records.jsonl")
+        if skipped:
+            notices.append(describe_skipped(path, skipped, len(recs) + len(skipped)))
+        records += recs
+    return records, notices
+
+
 def run_autotvm(args: argparse.Namespace) -> int:
-    records = []
-    for path in args.records:
-        records += load_records(path)
-    if not records:
-        raise ConfigError(f"{', '.join(args.records)}: no tuning records (expected JSONL lines from "
-                          "`codesign tune --records`)")
+    if args.output:
+        check_output_path(args.output, "log")
+    records, notices = read_all_records(args.records)
+    for notice in notices:
+        print(f"codesign export: {notice}", file=sys.stderr)
     pairs = export_autotvm_lines(records, args.hw)
     if not pairs:
         raise ConfigError("no successful records" + (f" for --hw {args.hw}" if args.hw else ""))
@@ -101,6 +118,7 @@ def run_autotvm(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         print(json.dumps({"output": args.output, "records_read": len(records), "lines": len(pairs),
+                          "skipped": notices,
                           "entries": [{"layer": r.layer, "hw": r.hw, "index": r.index, "seconds": r.seconds}
                                       for r, _ in pairs]}))
     else:
@@ -109,6 +127,8 @@ def run_autotvm(args: argparse.Namespace) -> int:
 
 
 def run_vta_config(args: argparse.Namespace) -> int:
+    if args.output:
+        check_output_path(args.output, "vta_config.json")
     hw = HwConfig.resolve(args.hw)
     text = json.dumps(hw.to_vta_json(), indent=2) + "\n"
     if not args.output:

@@ -131,7 +131,7 @@ def _print_layer(info: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     hw = HwConfig.resolve(args.hw)
     progress = not args.json and sys.stderr.isatty()
-    if args.layer:
+    if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
         layer = parse_layer(args.layer)
         info = _layer_summary(layer, hw)
         if args.exhaustive and info["valid"]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from codesign.commands.report import format_table
 from codesign.errors import ConfigError
+from codesign.hw.space import resolve_space_path
 from codesign.paths import SPACES
 from codesign.sweep import run_sweep
 from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER
@@ -91,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.resume)
     else:
         out = Path(args.out) if args.out is not None else DEFAULT_OUT
-    space = Path(args.space) if args.space else DEFAULT_SPACE
-    if not space.exists() and (SPACES / f"{space}.yaml").exists():  # a shipped space by name
-        space = SPACES / f"{space}.yaml"
+    space = resolve_space_path(args.space) if args.space else DEFAULT_SPACE  # path or shipped name
     if not resume and not space.exists():
         raise ConfigError(f"{space}: no such space file (spaces shipped: "
                           + ", ".join(sorted(p.name for p in SPACES.glob("*.yaml"))) + ")")

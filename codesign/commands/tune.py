@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 from codesign.calibrate.profiles import resolve_params
@@ -16,7 +15,7 @@ from codesign.plotting import pyplot, save_figure
 from codesign.schedule.support import partition, unsupported_reason
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.records import import_autotvm_log, load_records
+from codesign.tune.records import describe_skipped, read_autotvm_log, read_records
 from codesign.tune.registry import TUNERS
 from codesign.tune.task import make_task
 from codesign.workloads import get_workload, parse_layer
@@ -83,20 +82,34 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def _warm_records(paths: list[str]) -> list[Any]:
+    """Records of every --warm-start file (our JSONL, else an AutoTVM log). Skipped lines are
+    counted on stderr; a file with nothing usable is refused."""
     out: list[Any] = []
     for path in paths:
-        if not Path(path).exists():
-            raise ConfigError(f"--warm-start {path}: no such file")
-        recs = load_records(path)
-        if not recs:  # not our JSONL: try it as an AutoTVM log
-            recs = import_autotvm_log(path)
+        try:
+            recs, skipped = read_records(path)
+            lines = len(recs) + len(skipped)
+            if lines == 0:
+                raise ConfigError(f"{path}: empty (no tuning records and no AutoTVM log lines)")
+            if not recs:  # not our JSONL: try it as an AutoTVM log
+                first = skipped[0]
+                recs, skipped = read_autotvm_log(path)
+                if not recs:
+                    why = f"line {skipped[0].line}: {skipped[0].reason}" if skipped else "no records"
+                    raise ConfigError(f"{path}: nothing usable in {lines} lines: neither tuning records JSONL "
+                                      f"(line {first.line}: {first.reason}) nor AutoTVM v0.2 records ({why})")
+        except ConfigError as exc:
+            raise ConfigError(f"--warm-start {exc}") from None
+        if skipped:
+            print(f"codesign tune: warm start: {describe_skipped(path, skipped, lines)}; using {len(recs)} records",
+                  file=sys.stderr)
         out += recs
     return out
 
 
 def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str]]:
     """[(layer, count)], batch, notes about layers left on the CPU."""
-    if args.layer:
+    if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
         layer = parse_layer(args.layer)
         reason = unsupported_reason(layer, hw)
         if reason:
@@ -114,6 +127,8 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
 def run(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: must be >= 1")
+    if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
+        raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
         raise ConfigError(f"--agent/--save-agent need an RL tuner (bandit, ppo, dqn), not --tuner {args.tuner}")
     hw = HwConfig.resolve(args.hw)
@@ -141,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         _plot(results, args.plot, hw, args.tuner)
     if args.json:
         objs = [dict(res.to_json(), count=count) for _layer, count, res in results]
-        print(json.dumps(objs[0] if args.layer else objs))
+        print(json.dumps(objs[0] if args.layer is not None else objs))
         return 0
     for note in notes:
         print(f"note: {note}")

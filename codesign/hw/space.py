@@ -125,6 +125,18 @@ def _eval(node: ast.AST, env: dict[str, float]) -> Any:
     raise ConfigError(f"unsupported expression node {type(node).__name__}")  # parse() rejects these
 
 
+def resolve_space_path(spec: str | Path) -> Path:
+    """A space file path from a path, or from a shipped space's name with or without `.yaml`
+    (`pynq-z1`, `pynq-z1.yaml`): an existing path wins over a shipped name."""
+    path = Path(spec)
+    if path.exists() or path.parent != Path("."):
+        return path
+    for candidate in (SPACES / path.name, SPACES / f"{path.name}.yaml"):
+        if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+            return candidate
+    return path
+
+
 class HwSpace:
     """A hardware search space on one board."""
 
@@ -144,9 +156,7 @@ class HwSpace:
     @classmethod
     def load(cls, path: str | Path) -> HwSpace:
         """Load a space file (a path, or a name in `hw_configs/spaces/`)."""
-        path = Path(path)
-        if not path.suffix and not path.exists() and (SPACES / f"{path}.yaml").exists():
-            path = SPACES / f"{path}.yaml"
+        path = resolve_space_path(path)
         known = ", ".join(sorted(p.stem for p in SPACES.glob("*.yaml")))
         data = read_document(path, "space file", f" (shipped spaces: {known})")
         return cls.from_dict(data, source=str(path))
@@ -395,4 +405,5 @@ class HwSpace:
         return f"HwSpace({self.source!r}, board={self.board.name}, size={self.size})"
 
 
-__all__ = ["Constraint", "DERIVED_NAMES", "FIXED_KEYS", "HwSpace", "PARAM_KEYS", "RESOURCE_NAMES", "TOP_KEYS"]
+__all__ = ["Constraint", "DERIVED_NAMES", "FIXED_KEYS", "HwSpace", "PARAM_KEYS", "RESOURCE_NAMES", "TOP_KEYS",
+           "resolve_space_path"]

@@ -19,6 +19,7 @@ from typing import Any
 
 from codesign import autotvm
 from codesign.errors import ConfigError
+from codesign.fileio import check_output_path, read_text
 from codesign.schedule import ScheduleSpace
 
 RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
@@ -97,7 +98,7 @@ class RecordWriter:
     """Appends records to a JSONL file, one flushed line each (`with RecordWriter(path) as w`)."""
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
-        self.path = Path(path)
+        self.path = check_output_path(path, "records")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         # A crash may have left a truncated last line: start ours on a fresh line.
@@ -132,26 +133,55 @@ class RecordWriter:
         self.close()
 
 
-def load_records(path: str | Path, *, strict: bool = False) -> list[MeasureRecord]:
-    """Read a records file. Malformed lines (a crash-truncated line) are skipped; `strict=True`
-    raises `ConfigError` naming the line instead. Lines starting with `#` are comments."""
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line of a user file that was not used, and why (1-based line number)."""
+
+    line: int
+    reason: str
+
+
+def read_records(path: str | Path) -> tuple[list[MeasureRecord], list[SkippedLine]]:
+    """Records of a records file plus the non-blank, non-`#` lines that are not records (a
+    crash-truncated last line, another format), so callers can say how much they skipped."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such records file") from None
+    text = read_text(path, "records file", errors="replace")
     out: list[MeasureRecord] = []
+    skipped: list[SkippedLine] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         try:
-            out.append(MeasureRecord.from_dict(json.loads(line)))
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError(f"a JSON {type(data).__name__}, not an object")
+            out.append(MeasureRecord.from_dict(data))
+        except json.JSONDecodeError as exc:
+            skipped.append(SkippedLine(lineno, f"not JSON ({exc.msg})"))
         except (ValueError, TypeError, AttributeError) as exc:
-            if strict:
-                raise ConfigError(f"{path}:{lineno}: not a tuning record ({exc}); expected keys "
-                                  + ", ".join(RECORD_KEYS)) from None
-    return out
+            skipped.append(SkippedLine(lineno, f"not a tuning record ({exc})"))
+    return out, skipped
+
+
+def load_records(path: str | Path, *, strict: bool = False) -> list[MeasureRecord]:
+    """Read a records file. Malformed lines (a crash-truncated line) are skipped (`read_records`
+    returns them); `strict=True` raises `ConfigError` naming the first one instead. Lines starting
+    with `#` are comments."""
+    records, skipped = read_records(path)
+    if strict and skipped:
+        raise ConfigError(f"{path}:{skipped[0].line}: {skipped[0].reason}; expected keys "
+                          + ", ".join(RECORD_KEYS))
+    return records
+
+
+def describe_skipped(path: str | Path, skipped: list[SkippedLine], total: int | None = None) -> str:
+    """'FILE: skipped 3 lines (line 7: not JSON (...); ...)' — one line for the user."""
+    first = "; ".join(f"line {s.line}: {s.reason}" for s in skipped[:2])
+    more = f"; {len(skipped) - 2} more" if len(skipped) > 2 else ""
+    of = f" of {total}" if total is not None else ""
+    noun = "line" if (len(skipped) if total is None else total) == 1 else "lines"
+    return f"{path}: skipped {len(skipped)}{of} {noun} ({first}{more})"
 
 
 def best_records(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], MeasureRecord]:
@@ -170,18 +200,26 @@ def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:
     """Convert the usable lines of an AutoTVM v0.2 log (conv2d_packed / dense_packed) to records
     with tuner "autotvm", so existing tuning history (e.g. the calibration log) seeds our tuners.
     Parsing is `codesign.autotvm`'s; records it cannot map to a layer, hw and config are skipped
-    (e.g. the 8-argument 4x8 conv2d lines, or knobs that are not candidates)."""
-    records, _skipped = autotvm.parse_log(path)
+    (e.g. the 8-argument 4x8 conv2d lines, or knobs that are not candidates): `read_autotvm_log`
+    returns them."""
+    return read_autotvm_log(path)[0]
+
+
+def read_autotvm_log(path: str | Path) -> tuple[list[MeasureRecord], list[SkippedLine]]:
+    """`import_autotvm_log` plus the lines it could not use, with the reason."""
+    records, bad = autotvm.parse_log(path)
+    skipped = [SkippedLine(b.line, b.reason) for b in bad]
     out: list[MeasureRecord] = []
     for rec in records:
         try:
             hw = autotvm.hw_from_target(rec.target)
             layer = autotvm.layer_from_args(rec.task, rec.args, hw)
             config = ScheduleSpace(layer, hw).from_knobs(rec.knobs)
-        except Exception:  # noqa: BLE001 - a record we cannot map is skipped, never a crash
+        except Exception as exc:  # noqa: BLE001 - a record we cannot map is skipped, never a crash
+            skipped.append(SkippedLine(rec.line, str(exc) or type(exc).__name__))
             continue
         seconds = rec.cost if rec.ok else None
         error = None if rec.ok else f"autotvm {autotvm.ERROR_NAMES.get(rec.error_no, rec.error_no)}"
         out.append(MeasureRecord.make(layer, hw, config, seconds, None, error, "autotvm", 0,
                                       timestamp=rec.timestamp))
-    return out
+    return out, sorted(skipped, key=lambda s: s.line)
