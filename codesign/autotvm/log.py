@@ -164,7 +164,7 @@ def parse_log(source: str | Path | Iterable[str]) -> tuple[list[Record], list[Sk
     """All records of a log file (or of an iterable of lines). `#` comment lines and blank lines
     are skipped silently (as `load_from_file` does); malformed lines are returned as Skipped."""
     if isinstance(source, (str, Path)):
-        lines: Iterable[str] = read_text(source, "AutoTVM log file").splitlines()
+        lines: Iterable[str] = read_text(source, "log file").splitlines()
     else:
         lines = source
     records: list[Record] = []
