@@ -170,7 +170,7 @@ def load_records(path: str | Path, *, strict: bool = False) -> list[MeasureRecor
     with `#` are comments."""
     records, skipped = read_records(path)
     if strict and skipped:
-        raise ConfigError(f"{path}:{skipped[0].line}: {skipped[0].reason}; expected keys "
+        raise ConfigError(f"{path}:{skipped[0].line}: not a tuning record ({skipped[0].reason}); expected keys "
                           + ", ".join(RECORD_KEYS))
     return records
 
