@@ -37,13 +37,11 @@ def _shape(layer_name: str) -> str:
 MAX_LAYER_BARS = 16  # beyond this many unique layers the smallest are grouped into one bar
 
 
-def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
-                max_layers: int = MAX_LAYER_BARS) -> Path:
-    """Grouped bars: ms per image spent in each layer (x its multiplicity) by each front design.
-    Networks with more than `max_layers` unique layers keep the `max_layers - 1` layers with the
-    most time (in any shown design) and sum the rest into one "other" bar, said in the title."""
-    plt = pyplot()
-
+def layer_bars(points: list[dict[str, Any]], max_designs: int = 8, max_layers: int = MAX_LAYER_BARS
+               ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, float]], str]:
+    """(designs fastest first, bar names, per design {name: ms per image}, note). Networks with
+    more than `max_layers` unique layers keep the `max_layers - 1` layers with the most time (in
+    any shown design) and sum the rest into one "other (N layers)" bar; the note says so."""
     pts = sorted(points, key=lambda p: p["latency_ms"])[:max_designs]
     per_design: list[dict[str, float]] = []
     names: list[str] = []  # layer shapes without the batch (designs with BATCH > 1 run batch 2, 4)
@@ -57,19 +55,28 @@ def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
         per_design.append(ms)
     note = ""
     if len(names) > max_layers:
-        top = sorted(names, key=lambda n: -max(ms.get(n, 0.0) for ms in per_design))[:max_layers - 1]
+        top = set(sorted(names, key=lambda n: -max(ms.get(n, 0.0) for ms in per_design))[:max_layers - 1])
         rest = [n for n in names if n not in top]
         other = f"other ({len(rest)} layers)"
         for ms in per_design:
-            ms[other] = sum(ms.get(n, 0.0) for n in rest)
+            ms[other] = sum(ms.pop(n, 0.0) for n in rest)
+        note = f"; the {len(rest)} smallest of {len(names)} layers summed as 'other'"
         names = [n for n in names if n in top] + [other]
-        note = f"; {len(rest)} smallest of {len(top) + len(rest)} layers grouped as 'other'"
+    return pts, names, per_design, note
+
+
+def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
+                max_layers: int = MAX_LAYER_BARS) -> Path:
+    """Grouped bars: ms per image spent in each layer (x its multiplicity) by each front design;
+    at most `max_layers` bars per design (`layer_bars`)."""
+    plt = pyplot()
+
+    pts, names, per_design, note = layer_bars(points, max_designs, max_layers)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.5))
     width = 0.8 / max(1, len(pts))
     for k, (p, ms) in enumerate(zip(pts, per_design)):
         ax.bar([i + k * width for i in range(len(names))], [ms.get(n, 0.0) for n in names], width,
-               label=f"{p['config']} ({p['latency_ms']:.2f} ms"
-                     + (", unverified clock)" if p.get("clock_verified") is False else ")"))
+               label=f"{p['config']} ({p['latency_ms']:.2f} ms)")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("ms per image (x multiplicity)")
