@@ -28,21 +28,28 @@ from codesign.tune.exhaustive import exhaustive
 from codesign.workloads import ZOO, get_workload
 
 FROM_TORCH_PROBE = """
-import json, resource, time
+import json, os, resource, time
+
+def rss_mb():  # current resident set size
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
 t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
 from codesign.workloads import from_torch
 from codesign.workloads.zoo import resnet50
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+r0 = rss_mb()
 t2 = time.perf_counter()
 module, inputs = resnet50()
 t3 = time.perf_counter()
+r1 = rss_mb()
 wl = from_torch(module, inputs, name="resnet50")
 t4 = time.perf_counter()
-rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+r2 = rss_mb()
 print(json.dumps({"torch_import_s": t1 - t0, "build_module_s": t3 - t2, "from_torch_s": t4 - t3,
-                  "peak_rss_mb": rss1 / 1024, "rss_before_build_mb": rss0 / 1024,
+                  "rss_after_import_mb": r0, "rss_after_build_mb": r1, "rss_after_from_torch_mb": r2,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "unique_layers": len(wl.entries)}))
 """
 

@@ -31,13 +31,26 @@ NET = textwrap.dedent("""
     def broken():
         raise RuntimeError("no weights here")
 
-    def untraceable():
-        class M(nn.Module):
-            def forward(self, x):
-                if x.sum() > 0:
-                    return x
-                return torch.nonzero(x).float().sum()
-        return M(), (torch.zeros(1, 16),)
+    def untraceable():  # the example input does not fit the module: nothing can trace or run it
+        return nn.Linear(16, 8), (torch.zeros(1, 32),)
+
+    class Out:
+        def __init__(self, y):
+            self.y = y
+
+    class Custom(nn.Module):  # data-dependent branch and a custom output type: export and fx fail
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(16, 32, 3, 1, 1), nn.Linear(32, 16)
+
+        def forward(self, x):
+            y = self.conv(x).mean((2, 3))
+            if y.sum() >= 0:
+                y = self.fc(y)
+            return Out(y)
+
+    def custom():
+        return Custom(), (torch.zeros(1, 16, 8, 8),)
 
     def nothing():
         return nn.ReLU(), (torch.zeros(1, 16),)
@@ -86,6 +99,11 @@ def test_zoo_networks_use_the_new_templates():
     assert len(partition(r50, HW1)[0]) == 22  # tophub holds 22 ResNet-50 conv2d workloads (reference §9)
 
 
+def test_module_that_does_not_export_falls_back(netfile):
+    wl = get_workload(f"{netfile}:custom")
+    assert [layer for layer, _ in wl.entries] == [Conv2D(1, 16, 8, 8, 32, 3, 3, 1, 1), Dense(1, 32, 16)]
+
+
 def test_pt2_file(tmp_path):
     net = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, 1, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 1, 1, 0))
     ep = torch.export.export(net, (torch.zeros(1, 16, 8, 8),))
@@ -100,8 +118,8 @@ def test_pt2_file(tmp_path):
 @pytest.mark.parametrize("spec, match", [
     ("missing.py:build", "workload file 'missing.py' does not exist"),
     ("{net}:broken", "workload factory .* raised RuntimeError: no weights here"),
-    ("{net}:nope", "has no function 'nope'; functions: broken, build, nothing, untraceable"),
-    ("{net}:untraceable", "does not trace with torch.export or torch.fx"),
+    ("{net}:nope", "has no function 'nope'; functions: Custom, Out, broken, build, custom, nothing, untraceable"),
+    ("{net}:untraceable", "does not trace .torch.export, torch.fx. nor run on its example inputs: mat1 and mat2"),
     ("{net}:nothing", "nothing VTA could offload"),
     ("missing.pt2", "workload file 'missing.pt2' does not exist"),
     ("{dir}/bad.pt2", "is not a torch.export .pt2 archive"),

@@ -176,54 +176,92 @@ def _graph(module: Any, example_inputs: tuple[Any, ...], what: str) -> tuple[Any
 
 
 def _trace(torch: Any, module: Any, example_inputs: tuple[Any, ...], what: str) -> tuple[Any, set[str]]:
+    """torch.export first; then torch.fx symbolic tracing with shape propagation; then (for
+    modules neither can trace, e.g. data-dependent control flow or custom output types) one eager
+    run with forward hooks on the conv / linear / LSTM-cell submodules, which sees the path the
+    example inputs take (functional calls such as F.conv2d are not seen there)."""
+    errors = []
     try:
         with torch.no_grad():
             ep = torch.export.export(module, tuple(example_inputs))
         params = set(ep.graph_signature.inputs_to_parameters) | set(ep.graph_signature.inputs_to_buffers)
         return ep.graph, params
-    except Exception as export_error:  # noqa: BLE001 - any export failure falls back to fx
-        try:
-            from torch.fx.passes.shape_prop import ShapeProp
+    except Exception as exc:  # noqa: BLE001 - any export failure falls back to fx
+        errors.append(exc)
+    try:
+        from torch.fx.passes.shape_prop import ShapeProp  # heavy; part of torch
 
-            gm = torch.fx.symbolic_trace(module)
-            with torch.no_grad():
-                ShapeProp(gm).propagate(*example_inputs)
-            return _fx_to_aten(gm), set()
-        except Exception:  # noqa: BLE001 - report the export error, the more telling one
-            first = str(export_error).strip().splitlines()[0] if str(export_error).strip() else type(export_error).__name__
-            raise ConfigError(f"{what}: the module does not trace with torch.export or torch.fx: {first[:200]}") from None
+        gm = torch.fx.symbolic_trace(module)
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*example_inputs)
+        mods = dict(gm.named_modules())
+        calls = [(n.name, mods[n.target], _shape(n.args[0]), _shape(n)) for n in gm.graph.nodes
+                 if n.op == "call_module" and n.args and hasattr(n.args[0], "meta")]
+        return _module_graph(torch, calls), set()
+    except Exception as exc:  # noqa: BLE001 - fall back to an eager run
+        errors.append(exc)
+    try:
+        return _module_graph(torch, _eager_calls(torch, module, example_inputs)), set()
+    except Exception as exc:  # noqa: BLE001 - the module does not run on its example inputs
+        errors.append(exc)
+    text = str(errors[-1]).strip() or type(errors[-1]).__name__
+    raise ConfigError(f"{what}: the module does not trace (torch.export, torch.fx) nor run on its example inputs: "
+                      f"{text.splitlines()[0][:200]}") from None
 
 
-def _fx_to_aten(gm: Any) -> Any:
-    """Rewrite module calls of a symbolically traced graph as aten-like nodes `_visit` reads."""
-    import torch  # heavy; only importing a network needs it
+def _eager_calls(torch: Any, module: Any, example_inputs: tuple[Any, ...]) -> list[tuple]:
+    calls: list[tuple] = []
+    kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d, torch.nn.Linear,
+             torch.nn.LSTMCell)
+
+    def hook(name: str) -> Any:
+        def record(mod: Any, inputs: tuple, output: Any) -> None:
+            out = output[0] if isinstance(output, tuple) else output
+            calls.append((name, mod, tuple(inputs[0].shape), tuple(out.shape)))
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in module.named_modules() if isinstance(m, kinds)]
+    try:
+        with torch.no_grad():
+            module(*example_inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def _module_graph(torch: Any, calls: list[tuple]) -> Any:
+    """aten-like nodes (what `_visit` reads) for submodule calls (name, module, in, out shape)."""
+
+    class Shaped:
+        def __init__(self, shape: tuple[int, ...] | None, op: str = "placeholder") -> None:
+            self.meta = {"val": None if shape is None else torch.empty(shape, device="meta")}
+            self.op, self.name = op, "param" if op == "get_attr" else "x"
 
     class Node:
-        def __init__(self, name: str, target: str, args: tuple, kwargs: dict, meta: dict) -> None:
-            self.name, self.target, self.args, self.kwargs, self.meta = name, target, args, kwargs, meta
+        def __init__(self, name: str, target: str, args: tuple, out: tuple[int, ...] | None) -> None:
+            self.name, self.target, self.args, self.kwargs = name, target, args, {}
+            self.meta = {"val": None if out is None else torch.empty(out, device="meta")}
             self.op = "call_function"
 
-    class Const:
-        def __init__(self, shape: tuple[int, ...]) -> None:
-            self.meta = {"val": torch.empty(shape, device="meta")}
-            self.op = "get_attr"
-            self.name = "param"
-
     nodes = []
-    mods = dict(gm.named_modules())
-    for n in gm.graph.nodes:
-        if n.op != "call_module":
+    for name, m, x, out in calls:
+        if x is None:
             continue
-        m = mods[n.target]
-        if isinstance(m, torch.nn.Conv2d):
-            nodes.append(Node(n.name, "aten.conv2d.default", (n.args[0], Const(tuple(m.weight.shape)), None, m.stride,
-                                                              m.padding, m.dilation, m.groups), {}, n.meta))
-        elif isinstance(m, torch.nn.ConvTranspose2d):
-            nodes.append(Node(n.name, "aten.conv_transpose2d.input",
-                              (n.args[0], Const(tuple(m.weight.shape)), None, m.stride, m.padding,
-                               m.output_padding, m.groups, m.dilation), {}, n.meta))
+        if isinstance(m, torch.nn.ConvTranspose2d):
+            nodes.append(Node(name, "aten.conv_transpose2d.input", (
+                Shaped(x), Shaped(tuple(m.weight.shape), "get_attr"), None, m.stride, m.padding,
+                m.output_padding, m.groups, m.dilation), out))
+        elif isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
+            nodes.append(Node(name, "aten.conv2d.default", (
+                Shaped(x), Shaped(tuple(m.weight.shape), "get_attr"), None, m.stride, m.padding, m.dilation,
+                m.groups), out))
         elif isinstance(m, torch.nn.Linear):
-            nodes.append(Node(n.name, "aten.linear.default", (n.args[0], Const(tuple(m.weight.shape))), {}, n.meta))
+            nodes.append(Node(name, "aten.linear.default", (Shaped(x), Shaped(tuple(m.weight.shape), "get_attr")), out))
+        elif isinstance(m, torch.nn.LSTMCell):
+            nodes.append(Node(name, "aten.lstm_cell.default", (
+                Shaped(x), None, Shaped(tuple(m.weight_ih.shape), "get_attr"),
+                Shaped(tuple(m.weight_hh.shape), "get_attr")), out))
 
     class Graph:
         pass
