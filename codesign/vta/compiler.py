@@ -37,11 +37,13 @@ array arithmetic (`codesign.vta.layout` computes them over the tile grid).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from numba import njit
 
-from codesign.errors import ConfigError, InvalidSchedule
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
 from codesign.vta.layout import Kernel, TilePlan
@@ -74,65 +76,116 @@ class Compiled:
     uops: np.ndarray  # DRAM micro-op array: every kernel once, in first-load order
     plan: TilePlan
     uop_load_rows: np.ndarray  # rows of LOAD UOP instructions whose dram_base is region-relative
+    pair_rows: np.ndarray | None = None  # instructions of each assembled pair (before the tail)
 
 
 # -- micro-op ring cache (reference §5.4, runtime.cc UopQueue::Push) ---------------------------
-def _ring_schedule(sizes: list[int], uses: np.ndarray, n_pairs: int, depth: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Simulate the runtime's uop ring over the per-pair kernel use sequence `uses`.
-
-    Returns (load, bgn), each (n_pairs, len(uses)): whether a LOAD UOP precedes that use and the
-    kernel's SRAM start. The ring is deterministic, so once the state at a pair boundary repeats
-    the rest is periodic."""
-    n_k = len(sizes)
-    begin = [0] * n_k
-    end = [0] * n_k
-    cache: list[int] = []
-    state = {"sram_end": 0, "cache_idx": 0}
-
-    def push(kid: int) -> bool:
-        if end[kid] != begin[kid]:  # kernel->cached()
-            return False
-        n = sizes[kid]
-        if state["sram_end"] + n > depth:  # wrap: evict from the start
-            state["cache_idx"] = 0
-            uop_begin, state["sram_end"] = 0, n
-        else:
-            uop_begin = state["sram_end"]
-            state["sram_end"] += n
-        evict_begin = ci = state["cache_idx"]
-        while ci < len(cache) and begin[cache[ci]] < state["sram_end"]:
-            begin[cache[ci]] = end[cache[ci]] = 0
-            ci += 1
-        begin[kid], end[kid] = uop_begin, state["sram_end"]
-        cache.insert(ci, kid)
-        del cache[evict_begin:ci]
-        state["cache_idx"] = evict_begin + 1
-        return True
-
-    load_rows: list[list[bool]] = []
-    bgn_rows: list[list[int]] = []
-    seen: dict[tuple, int] = {}
+@njit(cache=True)
+def _ring_kernel(sizes, uses, n_pairs, depth):  # pragma: no cover - compiled
+    """The runtime's uop ring over n_pairs repetitions of the kernel use sequence `uses`, until
+    the ring state at a pair boundary repeats. Returns (load, bgn, m, start): rows 0..m-1 of
+    (LOAD UOP before the use?, kernel SRAM start); start = first pair of the period or -1."""
+    n_k = sizes.shape[0]
+    U = uses.shape[0]
+    begin = np.zeros(n_k, np.int64)
+    end = np.zeros(n_k, np.int64)
+    cache = np.empty(n_k + 1, np.int64)
+    n_cache = 0
+    sram_end = 0
+    cache_idx = 0
+    width = 3 + 3 * n_k
+    seen = np.empty((n_pairs, width), np.int64)
+    load = np.zeros((n_pairs, U), np.bool_)
+    bgn = np.zeros((n_pairs, U), np.int64)
+    tmp = np.empty(n_k + 1, np.int64)
     for p in range(n_pairs):
-        key = (tuple(begin), tuple(end), tuple(cache), state["sram_end"], state["cache_idx"])
-        if key in seen:  # periodic from here on
-            start = seen[key]
-            period = p - start
-            reps = np.arange(n_pairs - p) % period + start
-            load = np.array(load_rows, dtype=bool)
-            bgn = np.array(bgn_rows, dtype=np.int64)
-            return np.concatenate([load, load[reps]]), np.concatenate([bgn, bgn[reps]])
-        seen[key] = p
-        lr, br = [], []
-        for kid in uses.tolist():
-            lr.append(push(kid))
-            br.append(begin[kid])
-        load_rows.append(lr)
-        bgn_rows.append(br)
-    return np.array(load_rows, dtype=bool), np.array(bgn_rows, dtype=np.int64)
+        key = seen[p]
+        key[:] = -1
+        key[0], key[1], key[2] = sram_end, cache_idx, n_cache
+        key[3:3 + n_k] = begin
+        key[3 + n_k:3 + 2 * n_k] = end
+        key[3 + 2 * n_k:3 + 2 * n_k + n_cache] = cache[:n_cache]
+        for q in range(p):
+            same = True
+            for c in range(width):
+                if seen[q, c] != key[c]:
+                    same = False
+                    break
+            if same:
+                return load, bgn, p, q
+        for ui in range(U):
+            kid = uses[ui]
+            if end[kid] == begin[kid]:  # not cached: push (UopQueue::Push)
+                n = sizes[kid]
+                if sram_end + n > depth:  # wrap: evict from the start
+                    cache_idx = 0
+                    uop_begin = 0
+                    sram_end = n
+                else:
+                    uop_begin = sram_end
+                    sram_end += n
+                evict_begin = cache_idx
+                ci = cache_idx
+                while ci < n_cache and begin[cache[ci]] < sram_end:
+                    begin[cache[ci]] = 0
+                    end[cache[ci]] = 0
+                    ci += 1
+                begin[kid] = uop_begin
+                end[kid] = sram_end
+                # cache = cache[:evict_begin] + [kid] + cache[ci:]
+                rest = n_cache - ci
+                tmp[:rest] = cache[ci:n_cache]
+                cache[evict_begin] = kid
+                cache[evict_begin + 1:evict_begin + 1 + rest] = tmp[:rest]
+                n_cache = evict_begin + 1 + rest
+                cache_idx = evict_begin + 1
+                load[p, ui] = True
+            bgn[p, ui] = begin[kid]
+    return load, bgn, n_pairs, -1
+
+
+def ring_schedule(sizes: np.ndarray, uses: np.ndarray, n_pairs: int, depth: int) -> Ring:
+    """Simulate the runtime's uop ring over the per-pair kernel use sequence `uses`: for each
+    use whether a LOAD UOP precedes it and the kernel's SRAM start. The ring is deterministic,
+    so once the state at a pair boundary repeats the rest is periodic (`Ring`)."""
+    load, bgn, m, start = _ring_kernel(np.asarray(sizes, dtype=np.int64), np.asarray(uses, dtype=np.int64),
+                                       int(n_pairs), int(depth))
+    return Ring(load[:m], bgn[:m], None if start < 0 else int(start))
+
+
+@dataclass(frozen=True)
+class Ring:
+    """The uop ring over the pairs: rows of (load before use?, kernel SRAM start) per kernel use
+    for pairs 0..m-1; from pair m on, pair j repeats row `start + (j - m) % (m - start)`."""
+
+    load: np.ndarray  # (m, uses) bool
+    bgn: np.ndarray   # (m, uses) int64
+    start: int | None  # None: every pair has its own row
+
+    def row_of(self, pairs: np.ndarray) -> np.ndarray:
+        m = self.load.shape[0]
+        if self.start is None:
+            return pairs
+        return np.where(pairs < m, pairs, self.start + (pairs - m) % max(m - self.start, 1))
+
+    def steady(self, n_pairs: int) -> bool:
+        """No pair after the first reloads a kernel (the rows pairs >= 1 use load nothing; row
+        0 is one of them only when the period starts at pair 0, and pair 0 always loads)."""
+        return self.start != 0 and not self.load[1:].any()
+
+    def n_loads(self, n_pairs: int) -> int:
+        """LOAD UOP instructions over all n_pairs pairs."""
+        per = self.load.sum(axis=1)
+        m = per.shape[0]
+        if self.start is None or n_pairs <= m:
+            return int(per[:n_pairs].sum())
+        period = m - self.start
+        full, rest = divmod(n_pairs - m, period)
+        return int(per.sum() + full * per[self.start:].sum() + per[self.start:self.start + rest].sum())
 
 
 # -- assembly -------------------------------------------------------------------------------------
+@lru_cache(maxsize=256)
 def _positions(T: int, K: int, G: int) -> dict[str, np.ndarray]:
     """Row index of every instruction of one pair in the pair template (see module docstring);
     G = batch blocks per tile, each with its own reset and accumulate GEMM."""
@@ -193,47 +246,83 @@ def _kernels(plan: TilePlan) -> list[Kernel]:
         kernels += [plan.reset.shifted(dsh + b * plan.acc_per_batch, 0, 0) for b in range(G)]
         kernels += [plan.gemm.shifted(dsh + b * plan.acc_per_batch, ssh + b * plan.inp_per_batch, wsh)
                     for b in range(G)]
-        kernels += [Kernel(np.array([[dsh, dsh, 0]], dtype=np.int64))] * 3
+        kernels += [Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0))] * 3
     return kernels
 
 
-def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_base: int,
-             out_base: int, scratch: Scratch | None = None) -> Compiled:
-    """The instruction matrix of `plan`. `*_base` are DRAM element indices of the regions; LOAD
-    UOP rows get region-relative offsets (patched by `compile_insns` once the uop region exists).
-    With `scratch`, the matrix is a view into its reusable buffer (valid until the next use)."""
-    P, K, T, G = plan.n_pairs, plan.n_steps, plan.n_threads, plan.n_batch
-    for what, used, depth in (("INP", plan.inp_per_thread, hw.inp_depth),
-                              ("WGT", plan.wgt_per_thread, hw.wgt_depth),
-                              ("ACC", plan.acc_per_thread, hw.acc_depth)):
-        if used * T > depth:
-            raise InvalidSchedule(f"SRAM capacity: {what} tile {used} x {T} thread(s) > {depth} elements")
-    pos = _positions(T, K, G)
-    R = int(pos["rows"])
-    inp_rows, wgt_rows, g, r, a, st = (pos[k] for k in ("inp", "wgt", "gemm", "reset", "alu", "store"))
-    tsl = np.arange(T)
+@dataclass(frozen=True)
+class UopSchedule:
+    """Micro-op kernels of a plan and where the runtime's ring cache puts them (§5.4)."""
 
-    # Micro-op kernels and the runtime's uop cache over the per-pair compute sequence.
-    kernels = _kernels(plan)
-    sizes = [kern.size for kern in kernels]
-    if max(sizes) > hw.uop_depth:
-        raise InvalidSchedule(f"uop capacity: a micro-op kernel has {max(sizes)} uops > uop buffer "
-                              f"depth {hw.uop_depth} (reference §7.4 rule 5)")
+    sizes: np.ndarray      # uops per kernel
+    comp_rows: np.ndarray  # pair-template rows of the compute instructions using a kernel, in order
+    comp_kid: np.ndarray   # the kernel each of them uses
+    ring: Ring
+    dram_off: np.ndarray   # kernel -> offset in the DRAM uop array (first-load order)
+    uops: np.ndarray       # the DRAM uop array
+
+
+@lru_cache(maxsize=256)
+def _use_order(T: int, K: int, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pair-template rows of the compute instructions in order, the kernel each uses, the
+    kernels in first-use order). One kernel per runtime call site (`_kernels`): per thread t,
+    G resets, G GEMMs, SHR, MIN, MAX, numbered t * (2G + 3) + slot."""
+    pos = _positions(T, K, G)
     slots = 2 * G + 3
     kb = np.arange(G)
-    comp_rows = np.concatenate([r.reshape(-1), g.reshape(-1), a.reshape(-1)])
+    tsl = np.arange(T)
+    comp_rows = np.concatenate([pos["reset"].reshape(-1), pos["gemm"].reshape(-1), pos["alu"].reshape(-1)])
     comp_kid = np.concatenate([
         (tsl[:, None] * slots + kb).reshape(-1),
         np.broadcast_to(tsl[:, None] * slots + G + kb, (K, T, G)).reshape(-1),
         (tsl[:, None] * slots + 2 * G + np.arange(3)).reshape(-1)])
     order = np.argsort(comp_rows, kind="stable")
     comp_rows, comp_kid = comp_rows[order], comp_kid[order]
-    load, bgn = _ring_schedule(sizes, comp_kid, P, hw.uop_depth)
-    size_arr = np.array(sizes, dtype=np.int64)
-    first = list(dict.fromkeys(comp_kid.tolist()))  # DRAM uop array: kernels in first-load order
+    first = np.array(list(dict.fromkeys(comp_kid.tolist())), dtype=np.int64)
+    for arr in (comp_rows, comp_kid, first):
+        arr.setflags(write=False)
+    return comp_rows, comp_kid, first
+
+
+def uop_uses(plan: TilePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(uops per kernel, kernel of each compute instruction of a pair in program order,
+    kernels in first-use order = the DRAM uop array), see `_use_order`. Kernels fit the uop
+    buffer: that is validity rule `uop_capacity`, checked by `layout.base_plan`."""
+    T, K, G = plan.n_threads, plan.n_steps, plan.n_batch
+    sizes = np.tile(np.array([plan.reset.size] * G + [plan.gemm.size] * G + [1, 1, 1], dtype=np.int64), T)
+    _, comp_kid, first = _use_order(T, K, G)
+    return sizes, comp_kid, first
+
+
+def uop_schedule(plan: TilePlan, hw: HwConfig) -> UopSchedule:
+    sizes, comp_kid, first = uop_uses(plan)
+    comp_rows = _use_order(plan.n_threads, plan.n_steps, plan.n_batch)[0]
+    kernels = _kernels(plan)
+    ring = ring_schedule(sizes, comp_kid, plan.n_pairs, hw.uop_depth)
     dram_off = np.zeros(len(kernels), dtype=np.int64)
-    dram_off[first] = np.concatenate([[0], np.cumsum(size_arr[first])[:-1]])
+    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
     uops = np.concatenate([kernels[kid].uops for kid in first])
+    return UopSchedule(sizes, comp_rows, comp_kid, ring, dram_off, uops)
+
+
+def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_base: int,
+             out_base: int, scratch: Scratch | None = None, sched: UopSchedule | None = None
+             ) -> Compiled:
+    """The instruction matrix of `plan`'s pairs `plan.pair_ids` (all pairs: the program) plus
+    the final synchronization. `*_base` are DRAM element indices of the regions; LOAD UOP rows
+    get region-relative offsets (patched by `compile_insns` once the uop region exists). With
+    `scratch`, the matrix is a view into its reusable buffer (valid until the next use)."""
+    P, K, T, G = plan.n_pairs, plan.n_steps, plan.n_threads, plan.n_batch
+    sched = uop_schedule(plan, hw) if sched is None else sched
+    pos = _positions(T, K, G)
+    R = int(pos["rows"])
+    inp_rows, wgt_rows, g, r, a, st = (pos[k] for k in ("inp", "wgt", "gemm", "reset", "alu", "store"))
+    tsl = np.arange(T)
+    pairs = plan.pair_ids
+    n_sel = len(pairs)
+    ring_rows = sched.ring.row_of(pairs)
+    load, bgn = sched.ring.load[ring_rows], sched.ring.bgn[ring_rows]
+    comp_rows, comp_kid, size_arr = sched.comp_rows, sched.comp_kid, sched.sizes
 
     # The pair template.
     tpl = np.zeros((R, NF), dtype=np.int64)
@@ -271,8 +360,9 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
     tpl[st, C["pop_prev_dep"]] = 1  # g2s
     tpl[st, C["push_prev_dep"]] = 1  # s2g
     _dma_template(tpl, st, plan.store)
-    steady = not load[1:].any()
-    if steady:  # micro-ops of pair 0 stay cached: uop_bgn/end are the same in every pair
+    # Steady: only pair 0 loads kernels, which then stay cached (uop_bgn/end equal in all pairs).
+    steady = pairs[0] == 0 and not load[1:].any() and sched.ring.steady(P)
+    if steady:
         tpl[comp_rows, C["uop_bgn"]] = bgn[0]
         tpl[comp_rows, C["uop_end"]] = bgn[0] + size_arr[comp_kid]
 
@@ -283,7 +373,7 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
     lrows[:, C["opcode"]] = isa.OP_LOAD
     lrows[:, C["memory_type"]] = isa.MEM_UOP
     lrows[:, C["sram_base"]] = bgn[lp, lu]
-    lrows[:, C["dram_base"]] = dram_off[kid]
+    lrows[:, C["dram_base"]] = sched.dram_off[kid]
     lrows[:, C["y_size"]] = 1
     lrows[:, C["x_size"]] = size_arr[kid]
     lrows[:, C["x_stride"]] = size_arr[kid]
@@ -298,9 +388,9 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
     # LOAD UOP rows. Only when kernels are evicted and reloaded in later pairs is the body
     # rebuilt with np.insert.
     n_lu = lp.size
-    n_rows = n_lu + P * R + 3
+    n_rows = n_lu + n_sel * R + 3
     out = np.empty((n_rows, NF), dtype=np.int64) if scratch is None else scratch.get(n_rows)
-    M = out[n_lu:n_lu + P * R].reshape(P, R, NF) if steady else np.empty((P, R, NF), dtype=np.int64)
+    M = out[n_lu:n_lu + n_sel * R].reshape(n_sel, R, NF) if steady else np.empty((n_sel, R, NF), dtype=np.int64)
     M[:] = tpl
     _dma_fill(M, inp_rows, plan.inp, inp_base)
     _dma_fill(M, wgt_rows, plan.wgt, wgt_base)
@@ -309,18 +399,21 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
         M[:, comp_rows, C["uop_bgn"]] = bgn
         M[:, comp_rows, C["uop_end"]] = bgn + size_arr[comp_kid]
     # First/last-pair tokens.
-    M[0, inp_rows[0], C["pop_next_dep"]] = 0
-    M[0, r[:, 0], C["pop_next_dep"]] = 0
-    M[P - 1, g[K - 1, :, -1], C["push_prev_dep"]] = 0
-    M[P - 1, st[:-1], C["push_prev_dep"]] = 0  # the very last store's token goes to the final no-op
+    first_sel = np.flatnonzero(pairs == 0)
+    last_sel = np.flatnonzero(pairs == P - 1)
+    M[first_sel[:, None], inp_rows[0], C["pop_next_dep"]] = 0
+    M[first_sel[:, None], r[:, 0], C["pop_next_dep"]] = 0
+    M[last_sel[:, None], g[K - 1, :, -1], C["push_prev_dep"]] = 0
+    M[last_sel[:, None], st[:-1], C["push_prev_dep"]] = 0  # the very last store's token goes to the final no-op
 
     at = lp * R + comp_rows[lu]
     if steady:
         out[:R + n_lu] = np.insert(M[0].copy(), at, lrows, axis=0)
     else:
-        out[:-3] = np.insert(M.reshape(P * R, NF), at, lrows, axis=0)
+        out[:-3] = np.insert(M.reshape(n_sel * R, NF), at, lrows, axis=0)
     out[-3:] = tail
-    return Compiled(insns=out, uops=uops, plan=plan, uop_load_rows=at + np.arange(n_lu))
+    return Compiled(insns=out, uops=sched.uops, plan=plan, uop_load_rows=at + np.arange(n_lu),
+                    pair_rows=R + np.bincount(lp, minlength=n_sel))
 
 
 # -- public entry ---------------------------------------------------------------------------------

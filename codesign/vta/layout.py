@@ -15,8 +15,8 @@ tile position the DRAM offsets and the INP pads (reference §7.3 "DMA instructio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -25,13 +25,17 @@ from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.tiling import geometry, knob_arrays, tile_arrays
+from codesign.schedule.validity import first_failure
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """A micro-op kernel: uops (m, 3) [dst, src, wgt] plus the folded loop of the instruction."""
+    """A micro-op kernel: the unrolled loops it enumerates plus the folded loop of the
+    instruction. `unrolled` is (u, 4) [extent, dst, src, wgt factor] outer to inner; the uops
+    (m, 3) [dst, src, wgt] are the mixed-radix enumeration of those loops plus `offset` (the
+    thread's SRAM slice), built only when asked for (the timing path needs only the size)."""
 
-    uops: np.ndarray
+    unrolled: np.ndarray
     iter_out: int = 1
     iter_in: int = 1
     dst_factor_out: int = 0
@@ -40,16 +44,35 @@ class Kernel:
     src_factor_in: int = 0
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
+    offset: tuple[int, int, int] = (0, 0, 0)
+    explicit: np.ndarray | None = None  # (m, 3) uops of a kernel that is no loop nest
+
+    @classmethod
+    def from_uops(cls, uops: np.ndarray) -> Kernel:
+        return cls(np.zeros((0, 4), dtype=np.int64), explicit=np.ascontiguousarray(uops, dtype=np.int64))
 
     @property
     def size(self) -> int:
-        return int(self.uops.shape[0])
+        if self.explicit is not None:
+            return int(self.explicit.shape[0])
+        return int(np.prod(self.unrolled[:, 0])) if self.unrolled.shape[0] else 1
+
+    @cached_property
+    def uops(self) -> np.ndarray:
+        u = self.unrolled
+        if self.explicit is not None:
+            base = self.explicit
+        elif u.shape[0]:
+            idx = np.indices(u[:, 0], dtype=np.int64).reshape(u.shape[0], -1).T
+            base = idx @ u[:, 1:]
+        else:
+            base = np.zeros((1, 3), dtype=np.int64)
+        return np.ascontiguousarray(base + np.array(self.offset, dtype=np.int64))
 
     def shifted(self, dst: int, src: int, wgt: int) -> Kernel:
         """The same kernel for another virtual thread's SRAM slice."""
-        return Kernel(self.uops + np.array([dst, src, wgt], dtype=np.int64), self.iter_out,
-                      self.iter_in, self.dst_factor_out, self.dst_factor_in, self.src_factor_out,
-                      self.src_factor_in, self.wgt_factor_out, self.wgt_factor_in)
+        o = self.offset
+        return replace(self, offset=(o[0] + dst, o[1] + src, o[2] + wgt))
 
 
 @dataclass(frozen=True)
@@ -83,13 +106,17 @@ class TilePlan:
     inp_per_batch: int
     reset: Kernel
     gemm: Kernel
-    inp: Dma2D
-    wgt: Dma2D
-    store: Dma2D
+    inp: Dma2D | None  # over the pairs `pair_ids` (None in a `base_plan`)
+    wgt: Dma2D | None
+    store: Dma2D | None
     inp_elems: int  # DRAM sizes in elements of the packed tensors
     wgt_elems: int
     out_elems: int
     info: dict[str, Any]
+    grid: tuple[int, int, int, int] = (1, 1, 1, 1)  # pair loops (bo, h0', co0', w0), outer to inner
+    geo: Any = None  # `codesign.schedule.tiling.Geometry` of the layer
+    dma_shape: dict[str, int] = field(default_factory=dict)  # the config's geometry row
+    pair_ids: np.ndarray | None = None  # pairs the DMA arrays cover, in program order
 
 
 # -- knobs -------------------------------------------------------------------------------------
@@ -101,32 +128,16 @@ def knob_dict(config: Any) -> dict[str, Any]:
     return knobs
 
 
-def _kernel(fold: dict[str, np.ndarray]) -> Kernel:
+def _kernel(roles: np.ndarray, loops: np.ndarray) -> Kernel:
     """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
     3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (reference §7.3)."""
-    roles, loops = fold["roles"][0], fold["loops"][0]
-    unrolled = loops[roles == 3]
-    if unrolled.shape[0]:
-        idx = np.indices(unrolled[:, 0], dtype=np.int64).reshape(unrolled.shape[0], -1).T
-        uops = idx @ unrolled[:, 1:]
-    else:
-        uops = np.zeros((1, 3), dtype=np.int64)
     kw: dict[str, int] = {}
     for role, slot in ((1, "out"), (2, "in")):
         sel = loops[roles == role]
         if sel.shape[0]:
-            kw[f"iter_{slot}"] = int(sel[0, 0])
-            kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
-                int(v) for v in sel[0, 1:])
-    return Kernel(np.ascontiguousarray(uops), **kw)
-
-
-def check_dst_hazard(kernel: Kernel, what: str) -> None:
-    """Reference §3.9/§7.4 rule 4: a uop's dst must differ from the previous two (VerifyDep)."""
-    d = kernel.uops[:, 0]
-    if d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))):
-        raise InvalidSchedule(f"uop dst hazard: the {what} micro-op kernel writes the same "
-                              "accumulator row within 3 consecutive micro-ops (reference §7.4 rule 4)")
+            kw[f"iter_{slot}"], kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
+                sel[0].tolist())
+    return Kernel(loops[roles == 3], **kw)
 
 
 # -- tile geometry from `codesign.schedule.tiling`, tabulated per (layer, hw) ----------------------
@@ -154,9 +165,7 @@ class GeoTable:
 
     def row(self, i: int) -> tuple[dict[str, int], Kernel, Kernel]:
         vals = dict(zip(self.names, self.rows[i].tolist()))
-        gemm = _kernel({"roles": self.gemm[0][i:i + 1], "loops": self.gemm[1][i:i + 1]})
-        reset = _kernel({"roles": self.reset[0][i:i + 1], "loops": self.reset[1][i:i + 1]})
-        return vals, gemm, reset
+        return vals, _kernel(self.gemm[0][i], self.gemm[1][i]), _kernel(self.reset[0][i], self.reset[1][i])
 
 
 @lru_cache(maxsize=64)  # a few MB each at most
@@ -167,10 +176,11 @@ def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, GeoTable | None]:
     return space, GeoTable(space.tile_arrays(np.arange(space.size, dtype=np.int64)))
 
 
-def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any]
+def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any], skip: tuple[str, ...] = ()
                   ) -> tuple[dict[str, int], Kernel, Kernel]:
     """One config's tile geometry: a table row when the config's space index is known, else
-    `tiling.tile_arrays` on this config alone."""
+    `tiling.tile_arrays` on this config alone. Raises InvalidSchedule with the first validity
+    rule (`codesign.schedule.validity`) the config breaks: the compiler states no rule itself."""
     try:
         space, table = _space_table(layer, hw)
     except CodesignError:
@@ -182,8 +192,12 @@ def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any]
         vals, gemm, reset = table.row(int(index))
         # A Config from another space could carry a stale index: check it against the knobs.
         if all(_inner_of(v) == vals[name] for name, v in knobs.items() if name in vals):
-            return vals, gemm, reset
+            if space.is_valid(int(index)):
+                return vals, gemm, reset
     ta = tile_arrays(layer, hw, knob_arrays(knobs, geometry(layer, hw).kind))
+    why = first_failure(ta, skip=skip)
+    if why is not None:
+        raise InvalidSchedule(why)
     return GeoTable(ta).row(0)
 
 
@@ -192,8 +206,17 @@ def _inner_of(value: Any) -> int:
 
 
 # -- the plan ------------------------------------------------------------------------------------
-def tile_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = True) -> TilePlan:
-    """The `TilePlan` of `layer` under `config` (Config or knob dict) on `hw`.
+def tile_plan(layer: Any, config: Any, hw: HwConfig, pairs: np.ndarray | None = None, *,
+              check_hazard: bool = True) -> TilePlan:
+    """The `TilePlan` of `layer` under `config` (Config or knob dict) on `hw`; its DMA arrays
+    cover every pair, or only the pair indices `pairs` (see `with_pairs`). `check_hazard=False`
+    when a template replaces the GEMM kernel (vta/template_plans.py): the micro-op rules of this
+    conv's kernel then do not apply."""
+    return with_pairs(base_plan(layer, config, hw, check_hazard=check_hazard), pairs)
+
+
+def base_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = True) -> TilePlan:
+    """The position-independent part of the `TilePlan` (DMA arrays not built yet).
 
     Tile sizes, counts, Hin_t/Win_t, SRAM use, fold plans and DMA patterns come from
     `codesign.schedule.tiling` (dense is a 1x1 conv on a 1x1 image there, reference §7.5).
@@ -204,7 +227,8 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
                             "supported by the compiler (allowed: conv2d_packed.vta, dense_packed.vta)")
     knobs = knob_dict(config)
     geo = geometry(layer, hw)
-    g, gemm, reset = _geometry_row(layer, config, hw, knobs)
+    g, gemm, reset = _geometry_row(layer, config, hw, knobs,
+                                   () if check_hazard else ("uop_hazard", "uop_capacity"))
     tb, th, tw, tci, tco = g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"]
     ont, hnt = g["oc_nthread"], g["h_nthread"]
     for name, f, extent in (("tile_b", tb, geo.b), ("tile_h", th, geo.out_h), ("tile_w", tw, geo.out_w),
@@ -215,41 +239,58 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
         if v not in (1, 2):
             raise InvalidSchedule(f"knob {name}={v}: allowed 1, 2")
     nb, nh, nw, K, nco = g["b_tiles"], g["h_tiles"], g["w_tiles"], g["ci_steps"], g["co_tiles"]
-    if nco % ont or nh % hnt:
-        raise InvalidSchedule(f"virtual-thread divisibility: oc_nthread={ont} must divide the co tile "
-                              f"count ({nco}) and h_nthread={hnt} the h tile count ({nh})")
     H, W, OH, OW = geo.height, geo.width, geo.out_h, geo.out_w
-    CIB, COB, s, p = geo.ci, geo.co, geo.stride, geo.pad
+    CIB, COB = geo.ci, geo.co
     hin, win = g["hin_t"], g["win_t"]
     kk = geo.kh * geo.kw
     T = ont * hnt
-    if p and tb != 1:
-        raise InvalidSchedule(f"padding: tile_b={knobs.get('tile_b')}: a padded load pads only the "
-                              "spatial dims, so tile_b[1] must be 1 (reference §7.4 rule 3)")
+    grid = (nb, nh // hnt, nco // ont, nw)
+    return TilePlan(
+        n_pairs=int(np.prod(grid)), n_steps=K, n_threads=T, n_batch=tb,
+        inp_per_thread=g["inp_elems"], wgt_per_thread=g["wgt_elems"], acc_per_thread=g["acc_elems"],
+        acc_per_batch=tco * th * tw, inp_per_batch=tci * hin * win,
+        reset=reset, gemm=gemm, inp=None, wgt=None, store=None,
+        inp_elems=geo.b * CIB * H * W, wgt_elems=COB * CIB * kk, out_elems=geo.b * COB * OH * OW,
+        info=dict(tile_b=tb, tile_h=th, tile_w=tw, tile_ci=tci, tile_co=tco, oc_nthread=ont,
+                  h_nthread=hnt, hin_t=hin, win_t=win),
+        grid=grid, geo=geo, dma_shape=g,
+    )
 
-    # Tile grid: pair axes (bo, h0', co0', w0); thread t = ht * ont + ot, cthread outermost (§7.3).
-    bo, h0i, co0i, w0 = (a.reshape(-1, 1) for a in np.meshgrid(
-        np.arange(nb), np.arange(nh // hnt), np.arange(nco // ont), np.arange(nw), indexing="ij"))
+
+def _pads(start: np.ndarray, extent: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zero padding before and after a window [start, start + extent) of an axis of `size`."""
+    return np.maximum(-start, 0), np.maximum(start + extent - size, 0)
+
+
+def with_pairs(plan: TilePlan, pairs: np.ndarray | None = None) -> TilePlan:
+    """`plan` with the DMA arrays of the pairs `pairs` (indices into the tile grid, in program
+    order; None = all pairs). Pair j is the tile-loop iteration (bo, h0', co0', w0) =
+    unravel(j, grid); thread t = ht * oc_nthread + ot, cthread outermost (§7.3)."""
+    geo, g = plan.geo, plan.dma_shape
+    info = plan.info
+    tb, th, tw, tci, tco = (info[k] for k in ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co"))
+    ont, hin, win = info["oc_nthread"], info["hin_t"], info["win_t"]
+    H, W, OH, OW = geo.height, geo.width, geo.out_h, geo.out_w
+    CIB, COB, s, p = geo.ci, geo.co, geo.stride, geo.pad
+    kk = geo.kh * geo.kw
+    T, K = plan.n_threads, plan.n_steps
+    nh_t, nco_t = plan.grid[1], plan.grid[2]
+    if pairs is None:
+        pairs = np.arange(plan.n_pairs, dtype=np.int64)
+    bo, h0i, co0i, w0 = (a.reshape(-1, 1) for a in np.unravel_index(pairs, plan.grid))
     t = np.arange(T)
-    h0 = (t // ont) * (nh // hnt) + h0i  # (P, T)
-    co0 = (t % ont) * (nco // ont) + co0i
+    h0 = (t // ont) * nh_t + h0i  # (P, T)
+    co0 = (t % ont) * nco_t + co0i
     b0 = bo * tb + 0 * co0
-    P = bo.shape[0]
     k = np.arange(K).reshape(1, K, 1)
 
     # INP (reference §7.3 "DMA instructions"): window start in input coordinates.
     hs = (h0 * th * s - p)[:, None, :]  # (P, 1, T)
     ws = (w0 * tw * s - p)[:, None, :]
     chan = b0[:, None, :] * CIB + k * tci  # (P, K, T)
-    if not g["inp_ok"]:
-        raise InvalidSchedule(f"2-D DMA pattern: the input tile [{tb}, {tci}, {hin}, {win}] does not "
-                              "reduce to a 2-D load (reference §7.4 rule 2)")
     if p:
-        if tci != 1:
-            raise InvalidSchedule(f"padding: tile_ci={knobs.get('tile_ci')}: a padded load needs "
-                                  "tile_ci[1] = 1 (reference §7.4 rule 3)")
-        yp0, xp0 = np.maximum(-hs, 0), np.maximum(-ws, 0)
-        yp1, xp1 = np.maximum(hs + hin - H, 0), np.maximum(ws + win - W, 0)
+        yp0, yp1 = _pads(hs, hin, H)
+        xp0, xp1 = _pads(ws, win, W)
         inp = Dma2D(dram=(chan * H + hs + yp0) * W + ws + xp0, y_size=hin - yp0 - yp1,
                     x_size=win - xp0 - xp1, x_stride=W, y_pad_0=yp0, y_pad_1=yp1, x_pad_0=xp0,
                     x_pad_1=xp1)
@@ -259,21 +300,38 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
     wgt = Dma2D((co0[:, None, :] * tco * CIB + k * tci) * kk, g["wgt_y_size"], g["wgt_x_size"],
                 g["wgt_x_stride"])
     # STORE (reference §7.4 rule 2): acc tile [b, co, h, w] -> out[b, co, h, w].
-    if not g["store_ok"]:
-        raise InvalidSchedule(f"2-D DMA pattern: the output tile [{tb}, {tco}, {th}, {tw}] of a {OH}x{OW} "
-                              "output needs tile_co[1]=1, tile_h=OH or tile_w=OW (reference §7.4)")
     store = Dma2D(((b0 * COB + co0 * tco) * OH + h0 * th) * OW + w0 * tw, g["store_y_size"],
                   g["store_x_size"], g["store_x_stride"])
+    return replace(plan, inp=inp, wgt=wgt, store=store, pair_ids=np.asarray(pairs, dtype=np.int64))
 
-    if check_hazard:  # off when a template replaces the GEMM kernel (vta/template_plans.py)
-        check_dst_hazard(gemm, "GEMM")
-        check_dst_hazard(reset, "reset GEMM")
-    return TilePlan(
-        n_pairs=P, n_steps=K, n_threads=T, n_batch=tb,
-        inp_per_thread=g["inp_elems"], wgt_per_thread=g["wgt_elems"], acc_per_thread=g["acc_elems"],
-        acc_per_batch=tco * th * tw, inp_per_batch=tci * hin * win,
-        reset=reset, gemm=gemm, inp=inp, wgt=wgt, store=store,
-        inp_elems=geo.b * CIB * H * W, wgt_elems=COB * CIB * kk, out_elems=geo.b * COB * OH * OW,
-        info=dict(tile_b=tb, tile_h=th, tile_w=tw, tile_ci=tci, tile_co=tco, oc_nthread=ont,
-                  h_nthread=hnt, hin_t=hin, win_t=win),
-    )
+
+def pad_classes(plan: TilePlan) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairs load identically shaped (padded) INP tiles: a class id per h0' (over all
+    threads) and per w0 of the tile grid; every other DMA field that the timing depends on is
+    the same at every tile position (the dram offsets differ but only set the footprint)."""
+    geo, info = plan.geo, plan.info
+    nh_t, nw = plan.grid[1], plan.grid[3]
+    if not geo.pad:
+        return np.zeros(nh_t, dtype=np.int64), np.zeros(nw, dtype=np.int64)
+    ont, T = info["oc_nthread"], plan.n_threads
+    h0 = (np.arange(T) // ont) * nh_t + np.arange(nh_t)[:, None]  # (nh', T)
+    top, bottom = _pads(h0 * info["tile_h"] * geo.stride - geo.pad, info["hin_t"], geo.height)
+    left, right = _pads(np.arange(nw) * info["tile_w"] * geo.stride - geo.pad, info["win_t"], geo.width)
+    return (_dense([(tuple(a), tuple(b)) for a, b in zip(top.tolist(), bottom.tolist())]),
+            _dense(list(zip(left.tolist(), right.tolist()))))
+
+
+def _dense(keys: list[Any]) -> np.ndarray:
+    """Ids 0, 1, ... of the distinct keys, in order of first appearance (short axes)."""
+    ids: dict[Any, int] = {}
+    return np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+
+
+def check_dst_hazard(kernel: Kernel, what: str) -> None:
+    """Reference §3.9/§7.4 rule 4 on an explicit kernel (a template's own GEMM kernel; the
+    conv2d/dense kernels are covered by the validity rule `uop_hazard`): a uop's dst must
+    differ from the previous two (VerifyDep)."""
+    d = kernel.uops[:, 0]
+    if d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))):
+        raise InvalidSchedule(f"uop dst hazard: the {what} micro-op kernel writes the same "
+                              "accumulator row within 3 consecutive micro-ops (reference §7.4 rule 4)")

@@ -7,7 +7,6 @@ explicit host overhead, reference §4.7).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +17,12 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
-from codesign.vta.compiler import Scratch, compile_insns, compile_layer
+from codesign.vta.blocks import BLOCK_TEMPLATES, compile_blocks
+from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.simulator import simulate
 from codesign.workloads import parse_layer
 
 DEFAULT_SEED = 0
-_local = threading.local()  # one reusable instruction buffer per thread for measure_seconds
 
 
 @dataclass(frozen=True)
@@ -120,20 +119,24 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
 
 
 def measure(layer: Any, config: Any, hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
-    """`Measurement` of `config` (a Config or knob dict) in timing-only mode: compile the
-    instruction matrix (no DRAM data) and run the timing kernel. The caller is responsible for
-    passing a valid config (tuners draw from `ScheduleSpace.valid_indices()`); rules the compiler
-    itself checks still raise InvalidSchedule. Same cycles and busy as `run_layer(...,
-    functional=False)`, without building the program's DRAM regions."""
+    """`Measurement` of `config` (a Config or knob dict) in timing-only mode: the cycles and busy
+    cycles of the instruction-level model (`time_program` on `compile_insns`, the same as
+    `run_layer(..., functional=False)`), exactly, computed from one assembled pair per class of
+    identical pairs (`compile_blocks` + `time_blocks`). The caller is responsible for passing a
+    valid config (tuners draw from `ScheduleSpace.valid_indices()`); invalid ones raise
+    InvalidSchedule naming the validity rule."""
     params = _params(params)
     hw = HwConfig.resolve(hw)
-    scratch = getattr(_local, "scratch", None)
-    if scratch is None:
-        scratch = _local.scratch = Scratch()
-    insns = compile_insns(layer, config, hw, scratch=scratch).insns
-    res = timing.time_program(insns, hw, params)
-    n = int(insns.shape[0])
-    seconds = float(timing.predict_seconds(res.cycles, n, hw, params, *layer_io_bytes(layer)))
+    res = None
+    if getattr(layer, "template", None) in BLOCK_TEMPLATES:
+        blocks = compile_blocks(layer, config, hw)
+        n_insns = blocks.n_insns
+        res = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
+    if res is None:  # another template, or more tokens in flight than the block kernel keeps
+        insns = compile_insns(layer, config, hw).insns
+        n_insns = int(insns.shape[0])
+        res = timing.time_program(insns, hw, params)
+    seconds = float(timing.predict_seconds(res.cycles, n_insns, hw, params, *layer_io_bytes(layer)))
     return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
 
 

@@ -66,11 +66,12 @@ def _transpose_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
     uops = transpose_uops(layer, th, tw, tci, tco)
     if uops.shape[0] == 0:
         uops = np.zeros((1, 3), dtype=np.int64)  # pragma: no cover - every tile has a real pixel
-    gemm = Kernel(np.ascontiguousarray(uops))
+    gemm = Kernel.from_uops(uops)
     check_dst_hazard(gemm, "GEMM")
     check_dst_hazard(plan.reset, "reset GEMM")
-    if gemm.size > hw.uop_depth:
-        raise InvalidSchedule(f"uop capacity: the transposed-conv kernel has {gemm.size} uops > UOP depth {hw.uop_depth}")
+    size = max(gemm.size, plan.reset.size)
+    if size > hw.uop_depth:
+        raise InvalidSchedule(f"uop capacity: the transposed-conv kernel has {size} uops > UOP depth {hw.uop_depth}")
     return replace(plan, gemm=gemm)
 
 

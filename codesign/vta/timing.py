@@ -54,6 +54,7 @@ The kernel is a `numba.njit(cache=True)` function over the int64 instruction mat
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -198,13 +199,20 @@ def _default_params(mtime: float) -> TimingParams:
     return TimingParams.load()
 
 
+_checked = [-1.0, -1.0]  # [monotonic time of the last stat, mtime seen]
+
+
 def default_params() -> TimingParams:
-    """The shipped parameters (re-read when the file changes)."""
-    try:
-        mtime = DEFAULT_PARAMS_PATH.stat().st_mtime
-    except FileNotFoundError:
-        mtime = -1.0
-    return _default_params(mtime)
+    """The shipped parameters (re-read when the file changes; its mtime is looked at no more
+    than once a second: tuners call this thousands of times a second)."""
+    now = time.monotonic()
+    if now - _checked[0] > 1.0:
+        try:
+            _checked[1] = DEFAULT_PARAMS_PATH.stat().st_mtime
+        except FileNotFoundError:
+            _checked[1] = -1.0
+        _checked[0] = now
+    return _default_params(_checked[1])
 
 
 @dataclass(frozen=True)
@@ -232,7 +240,11 @@ _PCOLS = ("dma_bytes_per_cycle_efficiency", "dma_insn_latency", "dma_row_overhea
           "cache_bytes")
 
 # Kernel status codes.
-_OK, _DEADLOCK, _BAD_FLAG, _BAD_OPCODE, _BAD_MEM = 0, 1, 2, 3, 4
+_OK, _DEADLOCK, _BAD_FLAG, _BAD_OPCODE, _BAD_MEM, _OVERFLOW = 0, 1, 2, 3, 4, 5
+#: Time unit of the kernel: 2^-24 cycle. Times are int64 so that the model is exactly invariant
+#: under a time shift (what makes periodic fast-forward exact); every cost is rounded to this
+#: grid once (a DMA's port time per beat), far below a cycle, and 2^63 units are ~5e11 cycles.
+_TIME_SCALE = float(1 << 24)
 # Token FIFOs (reference §2.8).
 _L2G, _G2L, _G2S, _S2G = 0, 1, 2, 3
 _FIFO_NAMES = ("l2g", "g2l", "g2s", "s2g")
@@ -249,39 +261,89 @@ def _mix_efficiency(eff_hit, eff_dram, cache, footprint):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def _dma_fixed(insns, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c):  # pragma: no cover
-    """Off-port cycles of a DMA: request latency, per-row burst set-up, zero padding (INP/ACC
+def _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c):  # pragma: no cover
+    """Off-port time of a DMA: request latency, per-row burst set-up, zero padding (INP/ACC
     loads only)."""
-    mem = insns[i, c_mem]
-    y = insns[i, c_y]
+    mem = rows[i, c_mem]
+    y = rows[i, c_y]
     pad = 0
     if op == 0 and (mem == 2 or mem == 3 or mem == 5):
-        xp = insns[i, c_xp0] + insns[i, c_xp1]
-        pad = (insns[i, c_yp0] + insns[i, c_yp1]) * (xp + insns[i, c_x]) + y * xp
+        xp = rows[i, c_xp0] + rows[i, c_xp1]
+        pad = (rows[i, c_yp0] + rows[i, c_yp1]) * (xp + rows[i, c_x]) + y * xp
     return lat + y * row_oh + pad * pad_c
 
 
 @njit(cache=True)
-def _time_kernel(insns, cols, elem_bytes, port_bytes, p):  # pragma: no cover - compiled
-    n = insns.shape[0]
+def _dispatch(rows, c_op, c_mem, block_start):  # pragma: no cover - compiled
+    """Per block of rows, the rows of each module queue in program order (reference §2.9:
+    STORE -> store; LOAD INP/WGT -> load; the rest -> compute). Returns (qrows, qstart, qlen)
+    with block b's queue-q rows at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]]."""
+    nb = block_start.shape[0] - 1
+    qrows = np.empty(rows.shape[0], np.int64)
+    qstart = np.zeros((nb, 3), np.int64)
+    qlen = np.zeros((nb, 3), np.int64)
+    k = 0
+    for b in range(nb):
+        for q in range(3):
+            qstart[b, q] = k
+            for i in range(block_start[b], block_start[b + 1]):
+                op = rows[i, c_op]
+                mem = rows[i, c_mem]
+                if op == 1:
+                    qi = 2
+                elif op == 0 and (mem == 1 or mem == 2):
+                    qi = 0
+                else:
+                    qi = 1
+                if qi == q:
+                    qrows[k] = i
+                    k += 1
+            qlen[b, q] = k - qstart[b, q]
+    return qrows, qstart, qlen
+
+
+@njit(cache=True)
+def _fix(x):  # pragma: no cover - compiled
+    """Cycles (float) -> fixed-point time units (int64, TIME_SCALE per cycle)."""
+    return np.int64(np.round(x * _TIME_SCALE))
+
+
+@njit(cache=True)
+def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, port_bytes, p,
+            fifo_cap):  # pragma: no cover - compiled
+    """The timing model over a program given as blocks of rows: pair `j` of the program runs
+    block `pair_class[j]` (the last entry is the tail block). A plain instruction matrix is one
+    block run once. Returns (status, row, end, busy[3], port_busy, heads[3], footprint, steps),
+    times in fixed-point units.
+
+    Periodic fast-forward (exact): times are integers, and the model only adds costs and
+    compares times, so it commutes with a shift of every time. When the load queue starts
+    pair j, the state relative to the load clock (queue positions relative to j, clocks, token
+    FIFOs) is compared with the state at pair j - c for each candidate period c (j % c == 0);
+    if it is equal and the blocks of the pairs the queues can still read repeat with period c,
+    the next periods repeat exactly, so they are skipped by adding their time and busy-cycle
+    increments."""
     c_op, c_pp, c_pn, c_hp, c_hn = cols[0], cols[1], cols[2], cols[3], cols[4]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
     c_ub, c_ue, c_io, c_ii = cols[12], cols[13], cols[14], cols[15]
     c_base, c_stride = cols[16], cols[17]
-    eff_hit, lat, row_oh, pad_c = p[0], p[1], p[2], p[3]
-    g_oh, g_loop, a_cpu, a_oh, a_loop, sync = p[4], p[5], p[6], p[7], p[8], p[9]
-    eff_dram, cache = p[10], p[11]
+    eff_hit, eff_dram, cache = p[0], p[10], p[11]
+    lat, row_oh, pad_c = _fix(p[1]), _fix(p[2]), _fix(p[3])
+    g_oh, g_loop, a_cpu, a_oh, a_loop, sync = _fix(p[4]), _fix(p[5]), _fix(p[6]), _fix(p[7]), _fix(p[8]), _fix(p[9])
+    unit = np.int64(_TIME_SCALE)
+    n = rows.shape[0]
+    NP = pair_class.shape[0]
 
     # DRAM footprint: bytes spanned by the DMAs of each memory type, summed.
     lo = np.full(6, np.inf)
     hi = np.full(6, -np.inf)
     for i in range(n):
-        op = insns[i, c_op]
-        mem = insns[i, c_mem]
-        if (op == 0 or op == 1) and insns[i, c_x] != 0 and mem >= 0 and mem < 6:
-            b = insns[i, c_base] * elem_bytes[mem]
-            e = (insns[i, c_base] + (insns[i, c_y] - 1) * insns[i, c_stride] + insns[i, c_x]) * elem_bytes[mem]
+        op = rows[i, c_op]
+        mem = rows[i, c_mem]
+        if (op == 0 or op == 1) and rows[i, c_x] != 0 and mem >= 0 and mem < 6:
+            b = rows[i, c_base] * elem_bytes[mem]
+            e = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]) * elem_bytes[mem]
             if b < lo[mem]:
                 lo[mem] = b
             if e > hi[mem]:
@@ -290,145 +352,221 @@ def _time_kernel(insns, cols, elem_bytes, port_bytes, p):  # pragma: no cover - 
     for mem in range(6):
         if hi[mem] > lo[mem]:
             footprint += hi[mem] - lo[mem]
-    eff = _mix_efficiency(eff_hit, eff_dram, cache, footprint)
+    inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
 
-    # Dispatch (reference §2.9): STORE -> store; LOAD INP/WGT -> load; the rest -> compute.
-    qidx = np.empty((3, n), np.int64)
-    qlen = np.zeros(3, np.int64)
-    for i in range(n):
-        op = insns[i, c_op]
-        mem = insns[i, c_mem]
-        if op == 1:
-            q = 2
-        elif op == 0 and (mem == 1 or mem == 2):
-            q = 0
-        else:
-            q = 1
-        qidx[q, qlen[q]] = i
-        qlen[q] += 1
-
-    # FIFOs of token-availability times; indices as _L2G.._S2G.
-    fifo = np.empty((4, n + 1), np.float64)
+    # Token FIFOs (_L2G.._S2G) as rings of availability times.
+    fifo = np.empty((4, fifo_cap), np.int64)
     head = np.zeros(4, np.int64)
     tail = np.zeros(4, np.int64)
-    # pop_prev / pop_next / push_prev / push_next FIFO per module (-1: the bit must be 0).
     pop_prev = np.array([-1, 0, 2], np.int64)
     pop_next = np.array([1, 3, -1], np.int64)
     push_prev = np.array([-1, 1, 3], np.int64)
     push_next = np.array([0, 2, -1], np.int64)
 
-    free = np.zeros(3, np.float64)
-    busy = np.zeros(3, np.float64)
-    ptr = np.zeros(3, np.int64)
+    free = np.zeros(3, np.int64)
+    busy = np.zeros(3, np.int64)
     heads = np.full(3, -1, np.int64)
-    port_free = 0.0
-    port_busy = 0.0
-    t_end = 0.0
+    pq = np.zeros(3, np.int64)   # pair of each queue's head
+    iq = np.zeros(3, np.int64)   # position in that pair's block
+    for q in range(3):
+        while pq[q] < NP and iq[q] >= qlen[pair_class[pq[q]], q]:
+            pq[q] += 1
+    port_free = np.int64(0)
+    port_busy = np.int64(0)
+    t_end = np.int64(0)
+    steps = 0
+
+    # Periodic fast-forward anchors: one snapshot per candidate period.
+    n_per = periods.shape[0]
+    max_state = 12 + 64
+    state = np.zeros(max_state, np.int64)
+    a_state = np.zeros((n_per, max_state), np.int64)
+    a_len = np.full(n_per, -1, np.int64)
+    a_pair = np.full(n_per, -1, np.int64)
+    a_ref = np.zeros(n_per, np.int64)
+    a_busy = np.zeros((n_per, 4), np.int64)
 
     while True:
         best = -1
-        best_t = 0.0
-        best_key = np.inf
+        best_t = np.int64(0)
+        best_key = np.int64(0)
         pending = False
         for m in range(3):
-            if ptr[m] >= qlen[m]:
+            if pq[m] >= NP:
                 heads[m] = -1
                 continue
             pending = True
-            i = qidx[m, ptr[m]]
+            i = qrows[qstart[pair_class[pq[m]], m] + iq[m]]
             heads[m] = i
             t = free[m]
             ok = True
-            if insns[i, c_pp] != 0:
+            if rows[i, c_pp] != 0:
                 f = pop_prev[m]
                 if f < 0:
-                    return _BAD_FLAG, i, 0.0, busy, port_busy, heads, footprint
+                    return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
                 if head[f] == tail[f]:
                     ok = False
-                elif fifo[f, head[f]] > t:
-                    t = fifo[f, head[f]]
-            if insns[i, c_pn] != 0:
+                elif fifo[f, head[f] % fifo_cap] > t:
+                    t = fifo[f, head[f] % fifo_cap]
+            if rows[i, c_pn] != 0:
                 f = pop_next[m]
                 if f < 0:
-                    return _BAD_FLAG, i, 0.0, busy, port_busy, heads, footprint
+                    return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
                 if head[f] == tail[f]:
                     ok = False
-                elif fifo[f, head[f]] > t:
-                    t = fifo[f, head[f]]
-            if (insns[i, c_hp] != 0 and push_prev[m] < 0) or (insns[i, c_hn] != 0 and push_next[m] < 0):
-                return _BAD_FLAG, i, 0.0, busy, port_busy, heads, footprint
+                elif fifo[f, head[f] % fifo_cap] > t:
+                    t = fifo[f, head[f] % fifo_cap]
+            if (rows[i, c_hp] != 0 and push_prev[m] < 0) or (rows[i, c_hn] != 0 and push_next[m] < 0):
+                return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
             if not ok:
                 continue
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
             key = t
-            op = insns[i, c_op]
-            if (op == 0 or op == 1) and insns[i, c_x] != 0:
-                key = t + _dma_fixed(insns, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
+            op = rows[i, c_op]
+            if (op == 0 or op == 1) and rows[i, c_x] != 0:
+                key = t + _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
                                      lat, row_oh, pad_c)
-            if key < best_key:
+            if best < 0 or key < best_key:
                 best = m
                 best_t = t
                 best_key = key
         if not pending:
             break
         if best < 0:
-            return _DEADLOCK, -1, 0.0, busy, port_busy, heads, footprint
+            return _DEADLOCK, -1, t_end, busy, port_busy, heads, footprint, steps
 
         m = best
-        i = qidx[m, ptr[m]]
+        i = heads[m]
         t = best_t
-        if insns[i, c_pp] != 0:
+        steps += 1
+        if rows[i, c_pp] != 0:
             head[pop_prev[m]] += 1
-        if insns[i, c_pn] != 0:
+        if rows[i, c_pn] != 0:
             head[pop_next[m]] += 1
 
-        op = insns[i, c_op]
+        op = rows[i, c_op]
         if op == 0 or op == 1:  # LOAD / STORE
-            x = insns[i, c_x]
+            x = rows[i, c_x]
             if x == 0:
                 end = t + sync
             else:
-                mem = insns[i, c_mem]
+                mem = rows[i, c_mem]
                 if mem < 0 or mem >= elem_bytes.shape[0]:
-                    return _BAD_MEM, i, 0.0, busy, port_busy, heads, footprint
-                y = insns[i, c_y]
+                    return _BAD_MEM, i, t_end, busy, port_busy, heads, footprint, steps
+                y = rows[i, c_y]
                 row_bytes = x * elem_bytes[mem]
                 beats = (row_bytes + port_bytes[mem] - 1) // port_bytes[mem]
-                data = y * beats / eff
-                ready = t + _dma_fixed(insns, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
+                data = y * beats * inv_eff
+                ready = t + _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
                                        lat, row_oh, pad_c)
                 start = ready if ready > port_free else port_free
                 end = start + data
                 port_free = end
                 port_busy += data
         elif op == 2:  # GEMM
-            nu = insns[i, c_ue] - insns[i, c_ub]
-            loops = insns[i, c_io] * insns[i, c_ii]
-            end = t + g_oh + loops * (nu + g_loop)
+            nu = rows[i, c_ue] - rows[i, c_ub]
+            loops = rows[i, c_io] * rows[i, c_ii]
+            end = t + g_oh + loops * (nu * unit + g_loop)
         elif op == 4:  # ALU
-            nu = insns[i, c_ue] - insns[i, c_ub]
-            loops = insns[i, c_io] * insns[i, c_ii]
+            nu = rows[i, c_ue] - rows[i, c_ub]
+            loops = rows[i, c_io] * rows[i, c_ii]
             end = t + a_oh + loops * (nu * a_cpu + a_loop)
         elif op == 3:  # FINISH
             end = t + sync
         else:
-            return _BAD_OPCODE, i, 0.0, busy, port_busy, heads, footprint
+            return _BAD_OPCODE, i, t_end, busy, port_busy, heads, footprint, steps
 
-        if insns[i, c_hp] != 0:
+        if rows[i, c_hp] != 0:
             f = push_prev[m]
-            fifo[f, tail[f]] = end
+            if tail[f] - head[f] >= fifo_cap:
+                return _OVERFLOW, i, t_end, busy, port_busy, heads, footprint, steps
+            fifo[f, tail[f] % fifo_cap] = end
             tail[f] += 1
-        if insns[i, c_hn] != 0:
+        if rows[i, c_hn] != 0:
             f = push_next[m]
-            fifo[f, tail[f]] = end
+            if tail[f] - head[f] >= fifo_cap:
+                return _OVERFLOW, i, t_end, busy, port_busy, heads, footprint, steps
+            fifo[f, tail[f] % fifo_cap] = end
             tail[f] += 1
         busy[m] += end - t
         free[m] = end
-        ptr[m] += 1
         if end > t_end:
             t_end = end
-    return _OK, -1, t_end, busy, port_busy, heads, footprint
+        iq[m] += 1
+        p0 = pq[m]
+        while pq[m] < NP and iq[m] >= qlen[pair_class[pq[m]], m]:
+            pq[m] += 1
+            iq[m] = 0
+        if m != 0 or pq[0] == p0 or pq[0] >= NP or n_per == 0:
+            continue
+
+        # -- the load queue starts pair j: snapshot, try to skip whole periods -----------------
+        j = pq[0]
+        ref = free[0]
+        size = 12
+        for f in range(4):
+            size += tail[f] - head[f]
+        if size > max_state:
+            continue
+        state[0] = pq[1] - j
+        state[1] = iq[1]
+        state[2] = pq[2] - j
+        state[3] = iq[2]
+        state[4] = free[1] - ref
+        state[5] = free[2] - ref
+        state[6] = port_free - ref
+        state[7] = t_end - ref
+        k = 12
+        for f in range(4):
+            state[8 + f] = tail[f] - head[f]
+            for e in range(head[f], tail[f]):
+                state[k] = fifo[f, e % fifo_cap] - ref
+                k += 1
+        lo_pair = min(pq[1], pq[2])
+        for a in range(n_per):
+            c = periods[a]
+            if j % c != 0 or a_pair[a] != j - c or a_len[a] != size or lo_pair < c:
+                continue
+            same = True
+            for s in range(size):
+                if state[s] != a_state[a, s]:
+                    same = False
+                    break
+            if not same:
+                continue
+            # The queues read pairs lo_pair .. j + r*c during the next r periods.
+            r_end = lo_pair
+            while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
+                r_end += 1
+            reps = (r_end - 1 - j) // c
+            if r_end <= j or reps < 1:
+                continue
+            shift = reps * (ref - a_ref[a])
+            for q in range(3):
+                free[q] += shift
+                busy[q] += reps * (busy[q] - a_busy[a, q])
+                pq[q] += reps * c
+            port_busy += reps * (port_busy - a_busy[a, 3])
+            port_free += shift
+            t_end += shift
+            for f in range(4):
+                for e in range(head[f], tail[f]):
+                    fifo[f, e % fifo_cap] += shift
+            j = pq[0]
+            ref = free[0]
+            break
+        for a in range(n_per):
+            if j % periods[a] == 0:
+                a_pair[a] = j
+                a_len[a] = size
+                a_ref[a] = ref
+                for q in range(3):
+                    a_busy[a, q] = busy[q]
+                a_busy[a, 3] = port_busy
+                for s in range(size):
+                    a_state[a, s] = state[s]
+    return _OK, -1, t_end, busy, port_busy, heads, footprint, steps
 
 
 # -- Python wrapper ---------------------------------------------------------------------------
@@ -470,17 +608,10 @@ def _describe_head(insns: np.ndarray, i: int) -> str:
     return f"instruction {i} ({name})"
 
 
-def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = None) -> TimingResult:
-    """Cycles of an instruction matrix on `hw` under the decoupled access-execute model.
-
-    Raises SimulationError on a deadlock (no module can progress) or an illegal instruction."""
-    params = default_params() if params is None else params
-    m = np.ascontiguousarray(insns, dtype=np.int64)
-    if m.ndim != 2 or m.shape[1] != isa.N_FIELDS:
-        raise SimulationError(f"instruction matrix must have shape (n, {isa.N_FIELDS}), got {m.shape}")
-    elem, port = _hw_arrays(hw, params.uop_port_bytes)
-    status, idx, end, busy, port_busy, heads, footprint = _time_kernel(m, _COLS, elem, port,
-                                                                      _param_array(params, hw.clock_mhz))
+def _result(status: int, idx: int, end: int, busy: np.ndarray, port_busy: int, heads: np.ndarray,
+            footprint: float, rows: np.ndarray) -> TimingResult:
+    """TimingResult of a kernel run, or the SimulationError its status names."""
+    m = rows
     if status == _DEADLOCK:
         blocked = []
         for q, h in enumerate(heads):
@@ -501,12 +632,54 @@ def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = 
     if status == _BAD_MEM:
         raise SimulationError(f"instruction {idx}: memory_type={m[idx, isa.COL['memory_type']]} unknown; "
                               "allowed 0..5")
+    unit = int(_TIME_SCALE)
     return TimingResult(
-        cycles=int(math.ceil(end - 1e-9)),
-        busy={name: int(round(b)) for name, b in zip(isa.QUEUE_NAMES, busy)},
-        port_busy=int(round(port_busy)),
+        cycles=-(-int(end) // unit),
+        busy={name: (int(b) + unit // 2) // unit for name, b in zip(isa.QUEUE_NAMES, busy)},
+        port_busy=(int(port_busy) + unit // 2) // unit,
         footprint_bytes=int(footprint),
     )
+
+
+def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = None) -> TimingResult:
+    """Cycles of an instruction matrix on `hw` under the decoupled access-execute model: every
+    instruction is simulated in order (the instruction-level model).
+
+    Raises SimulationError on a deadlock (no module can progress) or an illegal instruction."""
+    params = default_params() if params is None else params
+    m = np.ascontiguousarray(insns, dtype=np.int64)
+    if m.ndim != 2 or m.shape[1] != isa.N_FIELDS:
+        raise SimulationError(f"instruction matrix must have shape (n, {isa.N_FIELDS}), got {m.shape}")
+    elem, port = _hw_arrays(hw, params.uop_port_bytes)
+    qrows, qstart, qlen = _dispatch(m, _COLS[0], _COLS[5], np.array([0, m.shape[0]], dtype=np.int64))
+    status, idx, end, busy, port_busy, heads, footprint, _ = _engine(
+        m, _COLS, qrows, qstart, qlen, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+        elem, port, _param_array(params, hw.clock_mhz), m.shape[0] + 1)
+    return _result(status, idx, end, busy, port_busy, heads, footprint, m)
+
+
+#: Token capacity of the FIFOs in `time_blocks` (programs built from pair blocks keep a few
+#: tokens in flight; more means a malformed pattern and falls back to `time_program`).
+_BLOCK_FIFO_CAP = 4096
+
+
+def time_blocks(rows: np.ndarray, block_start: np.ndarray, pair_class: np.ndarray, periods: np.ndarray,
+                hw: HwConfig, params: TimingParams | None = None) -> TimingResult | None:
+    """Cycles of a program given as blocks of instruction rows: block b is
+    rows[block_start[b]:block_start[b + 1]], and the program runs block pair_class[j] for
+    j = 0, 1, ... (a compiler's pairs, the last entry the tail). Exactly the cycles, busy and
+    port cycles `time_program` gives on the full matrix (same kernel; whole periods of pairs
+    whose state repeats are skipped, see `_engine`). `periods`: candidate periods in pairs,
+    largest first. None if more tokens are in flight than the kernel keeps."""
+    params = default_params() if params is None else params
+    elem, port = _hw_arrays(hw, params.uop_port_bytes)
+    qrows, qstart, qlen = _dispatch(rows, _COLS[0], _COLS[5], block_start)
+    status, idx, end, busy, port_busy, heads, footprint, _ = _engine(
+        rows, _COLS, qrows, qstart, qlen, pair_class, periods, elem, port,
+        _param_array(params, hw.clock_mhz), _BLOCK_FIFO_CAP)
+    if status == _OVERFLOW:
+        return None
+    return _result(status, idx, end, busy, port_busy, heads, footprint, rows)
 
 
 def port_efficiency(hw: HwConfig, footprint_bytes: float, params: TimingParams | None = None) -> float:
@@ -535,6 +708,7 @@ def predict_seconds(cycles: int | float, n_insns: int, hw: HwConfig, params: Tim
     return float(cycles) / hw.clock_hz + host_seconds(n_insns, params, in_bytes, out_bytes)
 
 
-__all__ = ["TimingParams", "TimingResult", "time_program", "predict_seconds", "host_seconds", "port_efficiency",
+__all__ = ["TimingParams", "TimingResult", "time_program", "time_blocks", "predict_seconds", "host_seconds",
+           "port_efficiency",
            "default_params",
            "DEFAULT_PARAMS_PATH"]

@@ -1,0 +1,102 @@
+"""The timing fast path (`measure_seconds` = `blocks.compile_blocks` + `timing.time_blocks`)
+gives exactly what the instruction-level model gives on the full program (`compile_insns` +
+`time_program`): same cycles, same seconds, on every valid config of 10 layers x 3 hardware
+configs (one of them with a small micro-op buffer, so kernels are evicted and reloaded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.vta import isa, timing
+from codesign.vta.blocks import compile_blocks
+from codesign.vta.compiler import compile_insns
+from codesign.vta.run import layer_io_bytes, measure_seconds
+from codesign.workloads import Conv2D, Dense
+
+# Small enough that timing every full program stays quick, varied enough to cover padding on
+# both axes, strides, 1x1 kernels, virtual threads over h and co, and dense.
+LAYERS = [
+    Conv2D(1, 64, 14, 14, 64, 3, 3, 1, 1),
+    Conv2D(1, 64, 14, 14, 128, 3, 3, 2, 1),
+    Conv2D(1, 64, 14, 14, 128, 1, 1, 2, 0),
+    Conv2D(1, 128, 7, 7, 128, 3, 3, 1, 1),
+    Conv2D(1, 32, 16, 16, 32, 3, 3, 1, 1),
+    Conv2D(1, 32, 16, 16, 64, 1, 1, 1, 0),
+    Conv2D(1, 16, 28, 28, 32, 3, 3, 2, 1),
+    Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1),
+    Conv2D(1, 32, 12, 12, 32, 5, 5, 1, 2),
+    Dense(1, 256, 128),
+]
+HWS = [HwConfig.resolve("pynq_1x16"), HwConfig.resolve("pynq_4x8"),
+       HwConfig.resolve("pynq_1x16").with_(LOG_UOP_BUFF_SIZE=9)]  # 128 uops: the ring evicts
+
+
+def _layer(layer, hw):
+    """The layer with its batch scaled to the config's BATCH (4x8 packs 4 images)."""
+    if hw.batch == 1:
+        return layer
+    if isinstance(layer, Dense):
+        return Dense(hw.batch, layer.in_features, layer.out_features)
+    return Conv2D(hw.batch, layer.in_channels, layer.height, layer.width, layer.out_channels,
+                  layer.kernel_h, layer.kernel_w, layer.stride, layer.padding)
+
+
+@pytest.mark.parametrize("hw", HWS, ids=["1x16", "4x8", "1x16_uop128"])
+def test_fast_path_equals_instruction_level_model_on_every_valid_config(hw):
+    params = timing.default_params()
+    n = reloads = 0
+    for base in LAYERS:
+        layer = _layer(base, hw)
+        space = get_space(layer, hw)
+        for index in space.valid_indices():
+            config = space.get(int(index))
+            insns = compile_insns(layer, config, hw).insns
+            ref = timing.time_program(insns, hw, params)
+            seconds, cycles = measure_seconds(layer, config, hw, params)
+            assert cycles == ref.cycles, (layer.name, int(index))
+            assert seconds == timing.predict_seconds(ref.cycles, insns.shape[0], hw, params, *layer_io_bytes(layer))
+            n += 1
+            uop_loads = (insns[:, isa.COL["opcode"]] == isa.OP_LOAD) & (insns[:, isa.COL["memory_type"]] == isa.MEM_UOP)
+            reloads += int(uop_loads.sum()) > 2 * 3 * 2 + 1  # more than each kernel once
+    assert n > 300
+    if hw.uop_depth == 128:
+        assert reloads > 0  # the evicting ring was exercised
+
+
+def test_blocks_are_the_assembled_rows_and_skip_most_pairs():
+    """Each block is row for row the compiler's rows of that pair (the DRAM offsets of the
+    pairs a block stands for differ, nothing else), and a big layer is timed from a few blocks
+    with most pairs skipped by the periodic fast-forward."""
+    hw = HWS[0]
+    layer = Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1)
+    space = get_space(layer, hw)
+    for index in space.valid_indices()[::25]:
+        config = space.get(int(index))
+        blocks = compile_blocks(layer, config, hw)
+        full = compile_insns(layer, config, hw).insns
+        expanded = np.concatenate([blocks.rows[blocks.block_start[b]:blocks.block_start[b + 1]]
+                                   for b in blocks.pair_class])
+        assert expanded.shape == full.shape == (blocks.n_insns, isa.N_FIELDS)
+        keep = [c for c in range(isa.N_FIELDS) if c != isa.COL["dram_base"]]
+        assert np.array_equal(expanded[:, keep], full[:, keep])
+        assert len(blocks.block_start) - 1 <= 12
+        sizes = np.diff(blocks.block_start)[blocks.pair_class]
+        offset = np.concatenate([[0], np.cumsum(sizes)])
+        for b in range(len(blocks.block_start) - 1):  # the pair a block was emitted from: every field
+            j = int(np.flatnonzero(blocks.pair_class == b)[0])
+            own = blocks.rows[blocks.block_start[b]:blocks.block_start[b + 1]]
+            assert np.array_equal(own, full[offset[j]:offset[j + 1]])
+
+
+def test_time_blocks_without_periods_equals_with_periods():
+    hw = HWS[1]
+    layer = _layer(Conv2D(1, 64, 14, 14, 64, 3, 3, 1, 1), hw)
+    space = get_space(layer, hw)
+    for index in space.valid_indices()[::5]:
+        b = compile_blocks(layer, space.get(int(index)), hw)
+        fast = timing.time_blocks(b.rows, b.block_start, b.pair_class, b.periods, hw)
+        slow = timing.time_blocks(b.rows, b.block_start, b.pair_class, np.zeros(0, dtype=np.int64), hw)
+        assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)
