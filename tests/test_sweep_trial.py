@@ -156,7 +156,8 @@ def test_one_trial_parses_once_checks_once_compiles_each_schedule_once(tmp_path,
     for module in (resources_mod, space_mod, trial_mod):  # every name infeasible_reason is bound to
         spy(module, "infeasible_reason", "check", lambda hw, board, *a: hw.name)
     compiled = lambda layer, config, hw, **k: (layer.name, int(config.index))  # noqa: E731
-    spy(run_mod, "compile_insns", "compile", compiled)  # the timing path
+    spy(run_mod, "compile_insns", "compile", compiled)  # the timing path (other templates)
+    spy(run_mod, "compile_blocks", "compile", compiled)  # the timing path (conv2d, dense)
     spy(compiler_mod, "compile_insns", "compile", compiled)  # behind compile_layer / run_layer
     real_init = schedule_space_mod.ScheduleSpace.__init__
 
