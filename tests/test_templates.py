@@ -13,7 +13,7 @@ from codesign import autotvm
 from codesign.calibrate.replay import replay
 from codesign.cli import main
 from codesign.hw.config import HwConfig
-from codesign.schedule import ScheduleSpace, get_factors
+from codesign.schedule import CONFIG_FEATURE_NAMES, ScheduleSpace, get_factors, layer_features
 from codesign.schedule.templates import transpose_uops
 from codesign.tune import MeasureRecord, RecordWriter
 from codesign.vta import isa
@@ -160,3 +160,19 @@ def test_records_round_trip_through_export_and_replay(tmp_path, capsys):
     assert summary["index_mismatch"] == 0 and summary["invalid"] == 0
     for row in got:
         assert row.predicted_s is not None and row.predicted_s > 0
+
+
+def test_features_describe_the_template_kernels():
+    tr = Conv2DTranspose(1, 32, 4, 4, 16, 4, 4, 2, 1)
+    sp = ScheduleSpace(tr, HW1)
+    feats = sp.features_batch(sp.valid_indices())
+    assert np.isfinite(feats).all()
+    col = CONFIG_FEATURE_NAMES.index("log2_uops")
+    for row, index in zip(feats, sp.valid_indices()):
+        k = sp.get(int(index)).knobs
+        n = transpose_uops(tr, k["tile_h"][1], k["tile_w"][1], k["tile_ci"][1], k["tile_co"][1]).shape[0]
+        assert row[col] == pytest.approx(np.log2(n))
+    # a grouped conv is described by the conv its template tiles (one group's input channels)
+    grp = Conv2D(1, 64, 8, 8, 64, 3, 3, 1, 1, groups=4)
+    assert np.array_equal(layer_features(grp), layer_features(grp.schedule_view()))
+    assert np.isfinite(ScheduleSpace(grp, HW1).features_batch(ScheduleSpace(grp, HW1).valid_indices())).all()
