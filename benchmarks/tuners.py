@@ -44,10 +44,13 @@ CHECKPOINTS = (25, 50, 100, 200)
 
 def resnet_layers(hw_name: str) -> list[Any]:
     from codesign.hw.config import HwConfig
-    from codesign.workloads import get_workload
+    from codesign.schedule import partition
+    from codesign.workloads import Conv2D, get_workload
 
     hw = HwConfig.resolve(hw_name)
-    return [layer for layer, _ in get_workload("resnet18").for_hw(hw).unique_layers()]
+    # the 10 offloaded ResNet-18 convs (from_torch also yields the CPU stem and the classifier)
+    offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
+    return [layer for layer, _ in offloaded if isinstance(layer, Conv2D)]
 
 
 def table_for(layer: Any, hw: Any, cache_dir: Path) -> dict[int, tuple[float, int]]:
