@@ -15,3 +15,8 @@ class InvalidSchedule(CodesignError):
 
 class SimulationError(CodesignError):
     """A VTA program that cannot run: deadlock, empty-queue pop, out-of-bounds access."""
+
+
+class BoardError(CodesignError):
+    """A board refused a request or cannot run it: wrong bitstream, checksum, part, payload size,
+    unknown function, an unreachable board."""

@@ -13,10 +13,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 # Third-party libraries that may be imported inside functions: each is heavy to import and needed
 # only by some commands (torch: RL tuners; xgboost: xgb tuner; ray/optuna: the sweep; matplotlib:
 # plots; scipy: the calibration fit; tvm/pynq: the board flow).
-HEAVY = {"torch", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "pynq"}
+HEAVY = {"torch", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq"}
 # (module, imported module): codesign imports allowed inside a function, with the reason.
 ALLOWED_CODESIGN = {
     ("codesign", "codesign.vta.run"),  # `codesign.run_layer`: the package root must not load numba
+    # the emulated board loads the numba simulator; a real board's server must not need numba
+    ("codesign.board.server", "codesign.board.emulated"),
 }
 
 

@@ -208,6 +208,15 @@ def decode_uop(data: bytes, hw: HwConfig) -> dict[str, int]:
 
 
 # -- the instruction matrix ----------------------------------------------------------------------
+def elem_bytes(hw: HwConfig) -> dict[int, int]:
+    """DRAM bytes per element moved by a LOAD/STORE of each memory type (§1.2, §3.2): a
+    `dram_base` field is a byte address divided by this (§5.1)."""
+    return {MEM_UOP: UOP_BYTES, MEM_WGT: hw.wgt_elem_bytes, MEM_INP: hw.inp_elem_bytes,
+            MEM_ACC: hw.acc_elem_bytes, MEM_OUT: hw.out_elem_bytes,
+            # int8 DRAM data widened to int32 lanes: one byte per ACC lane moves (§3.2).
+            MEM_ACC_8BIT: hw.batch * hw.block_out}
+
+
 def empty_insns(n: int) -> np.ndarray:
     return np.zeros((n, N_FIELDS), dtype=np.int64)
 
@@ -354,6 +363,6 @@ __all__ = [
     "Q_LOAD", "Q_COMPUTE", "Q_STORE", "QUEUE_NAMES",
     "FIELDS", "COL", "N_FIELDS", "UOP_FIELDS", "INSN_BYTES", "UOP_BYTES", "Field",
     "layouts", "layout", "uop_widths", "encode_insn", "decode_insn", "encode_uop", "decode_uop",
-    "empty_insns", "insn_from_fields", "insns_to_dicts", "check_insns",
+    "elem_bytes", "empty_insns", "insn_from_fields", "insns_to_dicts", "check_insns",
     "encode_insns", "decode_insns", "encode_uops", "decode_uops", "queue_of",
 ]

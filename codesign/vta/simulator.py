@@ -186,11 +186,8 @@ def _explain_program(program: Program) -> None:
 
 
 def elem_bytes(hw: HwConfig) -> dict[int, int]:
-    """DRAM bytes per element moved by a LOAD/STORE of each memory type (§1.2, §3.2)."""
-    return {isa.MEM_UOP: isa.UOP_BYTES, isa.MEM_WGT: hw.wgt_elem_bytes, isa.MEM_INP: hw.inp_elem_bytes,
-            isa.MEM_ACC: hw.acc_elem_bytes, isa.MEM_OUT: hw.out_elem_bytes,
-            # int8 DRAM data widened to int32 lanes: one byte per ACC lane moves (§3.2).
-            isa.MEM_ACC_8BIT: hw.batch * hw.block_out}
+    """DRAM bytes per element moved by a LOAD/STORE of each memory type (`isa.elem_bytes`)."""
+    return isa.elem_bytes(hw)
 
 
 def counter_bytes(hw: HwConfig) -> dict[int, int]:

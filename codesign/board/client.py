@@ -1,0 +1,179 @@
+"""Host side of the board protocol: `BoardClient` talks to one board server over `tvm.rpc`,
+directly (`BoardClient("HOST:PORT")`) or through a tracker (`BoardClient.from_tracker`).
+
+    client = BoardClient("127.0.0.1:9091")
+    client.info()                                   # dict: board, part, bitstream, emulated, ...
+    client.program(bit_bytes, sha256, "pynq_1x16_i8w8a32_15_15_18_17")
+    reply = client.run(program.to_bytes(), number=1, repeat=3)
+    reply.outputs["output"], reply.device_s, reply.call_s, reply.rpc_s
+
+Every refusal or failure raises `protocol.RemoteError` (a `BoardError`) with one line; a lost
+connection raises `BoardLost`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.board import protocol
+from codesign.board.server import parse_addr
+from codesign.errors import BoardError
+
+
+class BoardLost(BoardError):
+    """The connection to a board failed or dropped."""
+
+
+@dataclass(frozen=True)
+class RunReply:
+    outputs: dict[str, np.ndarray]
+    device_s: list[float]
+    call_s: float  # the board's whole driver call
+    rpc_s: float  # the host's whole RPC round trip
+    header: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device_median_s(self) -> float:
+        return float(np.median(self.device_s))
+
+
+def _within(timeout_s: float, what: str, fn: Any) -> Any:
+    """Run a blocking tvm connect in a thread: a tvm server serves one session at a time, so a
+    busy (or hung) board would block the caller forever."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except Exception as exc:  # noqa: BLE001 - reported below as one line
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="board-connect")
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise BoardLost(f"cannot connect to {what}: no session within {timeout_s:g} s (busy with another "
+                        "client, hung, or not a board server)")
+    if "error" in box:
+        raise BoardLost(f"cannot connect to {what}: {_one_line(box['error'])}")
+    return box["value"]
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else type(exc).__name__
+
+
+class BoardClient:
+    """One RPC session with one board. Not thread-safe: use one client per thread."""
+
+    def __init__(self, addr: str, *, session: Any = None, connect_timeout_s: float = 10.0,
+                 name: str | None = None) -> None:
+        self.addr = addr
+        self.name = name or addr
+        self._funcs: dict[str, Any] = {}
+        if session is None:
+            import tvm.rpc  # heavy; board flow only
+
+            host, port = parse_addr(addr, "board address")
+            session = _within(connect_timeout_s, f"board {addr}", lambda: tvm.rpc.connect(host, port))
+        self.session = session
+
+    @classmethod
+    def from_tracker(cls, tracker: str, key: str, *, priority: int = 1, timeout_s: float = 30.0) -> BoardClient:
+        """A free board of type `key` from the tracker (waits up to `timeout_s` for one)."""
+        import tvm.rpc  # heavy; board flow only
+
+        host, port = parse_addr(tracker, "--tracker")
+        session = _within(timeout_s, f"a {key!r} board from tracker {tracker}",
+                          lambda: tvm.rpc.connect_tracker(host, port).request(key, priority=priority))
+        return cls(f"{key}@{tracker}", session=session)
+
+    # -- calls --------------------------------------------------------------------------------
+    def _func(self, name: str) -> Any:
+        if name not in self._funcs:
+            try:
+                self._funcs[name] = self.session.get_function(name)
+            except Exception as exc:  # noqa: BLE001
+                text = _one_line(exc)
+                if "no function" in text or "Cannot find" in text:
+                    raise protocol.RemoteError(f"board {self.name} does not serve {name!r}; it serves only "
+                                               f"{', '.join(protocol.FUNCTIONS)}") from None
+                raise BoardLost(f"board {self.name}: {text}") from None
+        return self._funcs[name]
+
+    def call(self, name: str, *args: Any) -> tuple[dict[str, Any], bytes]:
+        """Call a board function by name; returns the checked (header, payload)."""
+        fn = self._func(name)
+        try:
+            blob = fn(*[bytearray(a) if isinstance(a, (bytes, bytearray, memoryview)) else a for a in args])
+        except Exception as exc:  # noqa: BLE001 - the session or socket broke
+            self._funcs.clear()
+            raise BoardLost(f"board {self.name} lost during {name.rsplit('.', 1)[-1]}: {_one_line(exc)}") from None
+        # A traceback that kept `fn` alive would keep the session open, and a tvm server serves
+        # one session at a time: drop it before anything can raise.
+        del fn
+        header, payload = protocol.decode(blob, f"board {self.name}")
+        return protocol.check(header, f"board {self.name}"), payload
+
+    def info(self) -> dict[str, Any]:
+        header, _ = self.call(protocol.INFO)
+        return header
+
+    def program(self, bitstream: bytes, sha256: str | None = None, config: str = "") -> dict[str, Any]:
+        return self.call(protocol.PROGRAM, bytes(bitstream), sha256 or hashlib.sha256(bitstream).hexdigest(), str(config))[0]
+
+    def program_file(self, path: str | Path, config: str) -> dict[str, Any]:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise BoardError(f"--bitstream {path}: cannot read ({exc.strerror})") from None
+        return self.program(data, hashlib.sha256(data).hexdigest(), config)
+
+    def ensure_bitstream(self, config: str, bitstream: str | Path | None = None) -> dict[str, Any]:
+        """Make the board run `config`: program `bitstream` unless it is already loaded. Without a
+        bitstream file the board must already run `config`."""
+        loaded = self.info().get("bitstream") or {}
+        if bitstream is not None:
+            data = Path(bitstream).read_bytes() if Path(bitstream).is_file() else None
+            if data is None:
+                raise BoardError(f"--bitstream {bitstream}: no such file")
+            sha = hashlib.sha256(data).hexdigest()
+            if loaded.get("sha256") == sha and loaded.get("config") == config:
+                return loaded
+            return self.program(data, sha, config)["bitstream"]
+        if loaded.get("config") != config:
+            raise BoardError(f"board {self.name} runs {loaded.get('config') or 'no VTA bitstream'}, not {config}; "
+                             "pass --bitstream FILE for that config")
+        return loaded
+
+    def run(self, program_blob: bytes, number: int = 1, repeat: int = 1, timeout_s: float = 10.0) -> RunReply:
+        start = time.perf_counter()
+        header, payload = self.call(protocol.RUN, bytes(program_blob), int(number), int(repeat), float(timeout_s))
+        rpc_s = time.perf_counter() - start
+        outputs, pos = {}, 0
+        for out in header["outputs"]:
+            n = int(out["nbytes"])
+            outputs[out["name"]] = np.frombuffer(payload[pos:pos + n], dtype=np.uint8).copy()
+            pos += n
+        return RunReply(outputs, [float(s) for s in header["device_s"]], float(header["call_s"]), rpc_s, header)
+
+    def close(self) -> None:
+        self._funcs.clear()
+        self.session = None
+
+    def __enter__(self) -> BoardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["BoardClient", "BoardLost", "RunReply"]
