@@ -11,10 +11,12 @@ the previous layer's output when the shapes match (the main path of the network)
 int8 data. A layer repeated `count` times in the network runs once and counts `count` times in the
 total (the same program on the same shapes takes the same time).
 
-Each layer gets `predicted` seconds from the timing model (timing only, with the chosen
-parameters or profile) and `measured` seconds from an executor: the functional simulator
-(`--simulate`) or a board. The record's own seconds are shown too (a board measurement for tophub
-records).
+Each layer gets predicted seconds from the timing model (timing only, with the chosen parameters
+or profile): device time (cycles / clock) and the whole call (device + host terms). An executor
+runs it: the functional simulator (`--simulate`: device time from the same model) or a board
+(device time measured start-to-done by the driver, and the board's whole driver call). Measured
+and predicted are compared on device time; the call times are shown beside them. The record's own
+seconds are shown too (a board measurement of the whole call for tophub records).
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ class LayerResult:
     index: int
     schedule_source: str  # records | tophub | fallback
     input_source: str  # chained | random
-    predicted_s: float
-    measured_s: float
-    device_s: float | None
+    predicted_s: float  # model: device + host terms (a whole operator call)
+    predicted_device_s: float  # model: cycles / clock
+    measured_device_s: float
+    measured_call_s: float | None  # a board's whole driver call; None on the simulator
     record_s: float | None
     bit_exact: bool
     mismatches: int
@@ -61,14 +64,14 @@ class LayerResult:
         return asdict(self)
 
 
-# executor(layer, config, hw, data, weight) -> (int8 output, measured seconds, device seconds or None)
+# executor(layer, config, hw, data, weight) -> (int8 output, device seconds, call seconds or None)
 Executor = Callable[[Any, Any, HwConfig, np.ndarray, np.ndarray], tuple[np.ndarray, float, float | None]]
 
 
 def simulator_executor(params: timing.TimingParams) -> Executor:
     def run(layer: Any, config: Any, hw: HwConfig, data: np.ndarray, weight: np.ndarray):
         res = run_layer(layer, config, hw, data=data, weight=weight, params=params)
-        return res.output, res.seconds, res.cycles / hw.clock_hz
+        return res.output, res.cycles / hw.clock_hz, None
 
     return run
 
@@ -126,24 +129,29 @@ def run_network(workload_name: str, hw: HwConfig, records: Sequence[MeasureRecor
         else:
             data = rng.integers(-128, 128, size=layer.data_shape(), dtype=np.int8)
             input_source = "random"
-        predicted, _cycles = measure_seconds(layer, config, hw, params)
-        output, measured, device = executor(layer, config, hw, data, weight)
+        predicted, cycles = measure_seconds(layer, config, hw, params)
+        output, device, call = executor(layer, config, hw, data, weight)
         reference = layer.reference(data, weight)
         mismatches = int(np.count_nonzero(np.asarray(output) != reference))
         row = LayerResult(k, layer.name, count, int(config.index), source, input_source, float(predicted),
-                          float(measured), None if device is None else float(device),
+                          cycles / hw.clock_hz, float(device), None if call is None else float(call),
                           None if record_s is None else float(record_s), mismatches == 0, mismatches)
         rows.append(row)
         prev = np.asarray(output, dtype=np.int8)
         if on_layer is not None:
             on_layer(row)
-    total_pred = sum(r.predicted_s * r.count for r in rows)
-    total_meas = sum(r.measured_s * r.count for r in rows)
+    total_pred = sum(r.predicted_device_s * r.count for r in rows)
+    total_meas = sum(r.measured_device_s * r.count for r in rows)
+    calls = [r.measured_call_s for r in rows]
     return {
         "workload": workload.name, "batch": workload.batch, "hw": hw.name,
         "layers": [r.to_dict() for r in rows],
         "cpu_layers": [{"layer": layer.name, "count": c, "reason": why} for layer, c, why in cpu],
-        "total_predicted_s": total_pred, "total_measured_s": total_meas,
+        # Device time, model vs executor; then whole calls: model (device + host) and board.
+        "total_predicted_device_s": total_pred, "total_measured_device_s": total_meas,
+        "total_predicted_call_s": sum(r.predicted_s * r.count for r in rows),
+        "total_measured_call_s": (sum(c * r.count for c, r in zip(calls, rows))  # type: ignore[operator]
+                                  if rows and all(c is not None for c in calls) else None),
         # Sum of the records' own seconds when every layer has one (tophub: 2019 board measurements).
         "total_record_s": (sum(r.record_s * r.count for r in rows)  # type: ignore[operator]
                            if rows and all(r.record_s is not None for r in rows) else None),
@@ -156,13 +164,14 @@ def plot(result: dict[str, Any], path: str | Path, measured_label: str) -> Path:
     rows = result["layers"]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows) + 2), 4.2))
     x = np.arange(len(rows))
-    ax.bar(x - 0.2, [r["predicted_s"] * 1e3 * r["count"] for r in rows], 0.4, label="predicted (model)")
-    ax.bar(x + 0.2, [r["measured_s"] * 1e3 * r["count"] for r in rows], 0.4, label=measured_label)
+    ax.bar(x - 0.2, [r["predicted_device_s"] * 1e3 * r["count"] for r in rows], 0.4, label="predicted (model)")
+    ax.bar(x + 0.2, [r["measured_device_s"] * 1e3 * r["count"] for r in rows], 0.4, label=measured_label)
     ax.set_xticks(x, [f"{r['position']}: {r['layer'].replace('conv2d_', '')} x{r['count']}" for r in rows],
                   rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("ms per network run (layer x count)")
-    ax.set_title(f"{result['workload']} on {result['hw']}: total predicted {result['total_predicted_s'] * 1e3:.1f} ms, "
-                 f"{measured_label} {result['total_measured_s'] * 1e3:.1f} ms", fontsize=9)
+    ax.set_ylabel("device ms per network run (layer x count)")
+    ax.set_title(f"{result['workload']} on {result['hw']}: device time predicted "
+                 f"{result['total_predicted_device_s'] * 1e3:.1f} ms, {measured_label} "
+                 f"{result['total_measured_device_s'] * 1e3:.1f} ms", fontsize=9)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 

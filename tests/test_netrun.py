@@ -28,10 +28,11 @@ def test_run_resnet18_simulated_bit_exact_with_tophub_schedules(tmp_path, capsys
     assert len(layers) == 10 and res["all_bit_exact"] and all(r["mismatches"] == 0 for r in layers)
     assert {r["schedule_source"] for r in layers} == {"tophub"}  # VTA's own default schedules
     assert sum(r["count"] for r in layers) == 19
-    assert res["total_measured_s"] == pytest.approx(sum(r["measured_s"] * r["count"] for r in layers))
+    assert res["total_measured_device_s"] == pytest.approx(sum(r["measured_device_s"] * r["count"] for r in layers))
     # The simulator runs the same timing model the prediction uses.
     for r in layers:
-        assert r["measured_s"] == pytest.approx(r["predicted_s"], rel=1e-12)
+        assert r["measured_device_s"] == pytest.approx(r["predicted_device_s"], rel=1e-12)
+        assert r["predicted_s"] > r["predicted_device_s"] and r["measured_call_s"] is None
         assert r["record_s"] is not None
     assert layers[1]["input_source"] == "chained"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -68,19 +68,23 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result["all_bit_exact"] else 1
     print(f"{result['workload']} (batch {result['batch']}) on {result['hw']}; measured by the functional simulator; "
           f"predicted with {source}")
-    print(f"{'#':>2} {'layer':<34} {'x':>2} {'schedule':<14} {'input':<7} {'pred_ms':>9} {'meas_ms':>9} "
-          f"{'record_ms':>9} {'total_ms':>9} {'output':<10}")
+    print(f"{'#':>2} {'layer':<34} {'x':>2} {'schedule':<12} {'input':<7} {'pred_dev':>9} {'meas_dev':>9} "
+          f"{'pred_call':>9} {'meas_call':>9} {'record':>9} {'output':<10}   (ms per call)")
     for r in result["layers"]:
         rec = "-" if r["record_s"] is None else f"{r['record_s'] * 1e3:9.3f}"
+        call = "-" if r["measured_call_s"] is None else f"{r['measured_call_s'] * 1e3:9.3f}"
         out = "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
-        print(f"{r['position']:>2} {r['layer']:<34} {r['count']:>2} {r['schedule_source'] + ' ' + str(r['index']):<14} "
-              f"{r['input_source']:<7} {r['predicted_s'] * 1e3:9.3f} {r['measured_s'] * 1e3:9.3f} {rec:>9} "
-              f"{r['measured_s'] * r['count'] * 1e3:9.3f} {out:<10}")
+        print(f"{r['position']:>2} {r['layer']:<34} {r['count']:>2} {r['schedule_source'] + ' ' + str(r['index']):<12} "
+              f"{r['input_source']:<7} {r['predicted_device_s'] * 1e3:9.3f} {r['measured_device_s'] * 1e3:9.3f} "
+              f"{r['predicted_s'] * 1e3:9.3f} {call:>9} {rec:>9} {out:<10}")
     for c in result["cpu_layers"]:
         print(f"   {c['layer']} x{c['count']}: on the CPU ({c['reason']})")
-    print(f"total (offloaded layers x count): predicted {result['total_predicted_s'] * 1e3:.3f} ms, "
-          f"measured {result['total_measured_s'] * 1e3:.3f} ms; outputs "
+    print(f"total device time (offloaded layers x count): predicted {result['total_predicted_device_s'] * 1e3:.3f} ms, "
+          f"measured {result['total_measured_device_s'] * 1e3:.3f} ms; outputs "
           f"{'all bit-exact' if result['all_bit_exact'] else 'NOT all bit-exact'}")
+    meas_call = result["total_measured_call_s"]
+    print(f"total per call incl. host: predicted {result['total_predicted_call_s'] * 1e3:.3f} ms"
+          + (f", measured {meas_call * 1e3:.3f} ms" if meas_call is not None else " (no board: nothing measured)"))
     if result["total_record_s"] is not None:
         print(f"the records' own seconds sum to {result['total_record_s'] * 1e3:.3f} ms "
               "(for tophub records: measured on a PYNQ-Z1 board in 2019)")
