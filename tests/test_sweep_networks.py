@@ -44,7 +44,7 @@ def test_file_workload_is_stored_as_layers(tmp_path):
                    "torch.nn.ConvTranspose2d(32, 16, 4, 2, 1))\n    return m, (torch.zeros(1, 16, 8, 8),)\n")
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
-    opts = prepare(space, f"{net}:f", tmp_path / "sweep",
+    opts, _space = prepare(space, f"{net}:f", tmp_path / "sweep",
                    {"trials": 1, "budget": 2, "tuner": "random", "search": "random", "seed": 0})
     saved = SweepOptions.load(tmp_path / "sweep")
     assert saved.workload == opts.workload == "net_f"
