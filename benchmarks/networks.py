@@ -41,7 +41,7 @@ from codesign.workloads import from_torch
 from codesign.workloads.zoo import resnet50
 r0 = rss_mb()
 t2 = time.perf_counter()
-module, inputs = resnet50()
+module, inputs = resnet50()  # real weights, as a user's module has them
 t3 = time.perf_counter()
 r1 = rss_mb()
 wl = from_torch(module, inputs, name="resnet50")
