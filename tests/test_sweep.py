@@ -306,3 +306,27 @@ def test_verified_clocks_only_on_a_board_without_one_is_one_line(tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert "board zcu104 has no verified clock" in err[-1]
     assert not (tmp_path / "o").exists()
+
+
+def test_default_inner_search_front_equals_exhaustive_front(ray_session, space_file, tmp_path):
+    """On a small hardware space the sweep's default inner search (`auto`: exhaustive where the
+    simulator makes it cheap) gives the front that exhaustive inner search gives: the same
+    designs with the same objectives, every valid schedule of every layer measured."""
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import get_space
+    from codesign.sweep import run_sweep
+    from codesign.sweep.options import DEFAULT_TUNER
+    from codesign.workloads import Workload
+
+    assert DEFAULT_TUNER == "auto"
+    wl = Workload("tiny2", (("conv2d:1,32,8,8,32,3,3,1,1", 2), ("conv2d:1,32,8,8,64,1,1,1,0", 1)))
+    fronts, measured = [], []
+    for name, kw in (("default", {}), ("exhaustive", {"tuner": "exhaustive"})):
+        result = run_sweep(space_file, wl, tmp_path / name, trials=None, search="grid", seed=0, progress=False, **kw)
+        fronts.append(sorted((p["config"], p["latency_ms"], p["area"], p["power_w"]) for p in result.pareto["points"]))
+        measured.append({t["config"]: (t["measurements"], t["hw"]) for t in result.trials if t.get("feasible")})
+    assert fronts[0] == fronts[1] and fronts[0]
+    assert measured[0] == measured[1]
+    for n, hw_dict in measured[0].values():  # every valid schedule of every layer, once
+        hw = HwConfig.from_dict(hw_dict)
+        assert n == sum(get_space(layer, hw).n_valid for layer, _ in wl.entries)

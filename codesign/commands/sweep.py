@@ -13,7 +13,7 @@ from codesign.errors import ConfigError
 from codesign.hw.space import resolve_space_path
 from codesign.paths import SPACES
 from codesign.sweep import run_sweep
-from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TRIALS, DEFAULT_TUNER
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
 DEFAULT_OUT = Path("runs/sweep")
@@ -64,7 +64,12 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"schedule measurements per layer and config (default: {DEFAULT_BUDGET})")
-    p.add_argument("--tuner", default=DEFAULT_TUNER, help=f"inner schedule tuner (default: {DEFAULT_TUNER})")
+    p.add_argument("--tuner", default=DEFAULT_TUNER,
+                   help=f"inner schedule tuner (default: {DEFAULT_TUNER}: every valid schedule when that fits "
+                        "--exhaustive-budget, else xgb with --budget measurements)")
+    p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
+                   help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
+                        f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
     p.add_argument("--search", default="motpe", choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
                    help="outer search algorithm (default: motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
     p.add_argument("--seed", type=int, default=0, help="seed of the outer search and inner tuners (default: 0)")
@@ -101,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if trials is None and args.search not in ("grid", "exhaustive"):
         trials = DEFAULT_TRIALS
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
-                       search=args.search, seed=args.seed, address=args.address, resume=resume,
+                       exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
                        profile=args.profile,
                        progress=progress)

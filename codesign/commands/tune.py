@@ -13,6 +13,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.support import partition, unsupported_reason
+from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import describe_skipped, read_autotvm_log, read_records
@@ -30,7 +31,11 @@ never measured; no schedule is measured twice. Every measurement can be appended
 records file (--records), which can warm-start later runs (--warm-start, also AutoTVM logs) and
 be exported with `codesign export autotvm`.
 
-tuners:  xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
+tuners:  auto    (default) every valid schedule when valid schedules x the measured cost of one
+                 measurement fit --exhaustive-budget seconds (the simulator: always for
+                 ResNet-18), else xgb within --trials measurements
+         exhaustive  every valid schedule (the exact optimum; --parallel spreads it over cores)
+         xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
          bandit  neural contextual bandit (a whole knob vector per action)
          ppo     PPO, multi-step knob moves (-1/0/+1 per knob, horizon 20)
          dqn     double DQN with one Q-head per knob, multi-step
@@ -42,7 +47,9 @@ A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image 
 
 EPILOG = """\
 examples:
-  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --trials 50
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1                  # auto: exact on the simulator
+  codesign tune --workload resnet18 --tuner exhaustive --parallel 2
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --tuner xgb --trials 50
   codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --trials 100 --plot curve.png
   codesign tune --workload resnet18 --hw pynq_4x8 --tuner bandit --records runs/r18_4x8.jsonl
   codesign tune --workload resnet18 --tuner bandit --save-agent agents/bandit.pt --json
@@ -61,7 +68,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                       help="zoo name (codesign workloads), path/to/file.py:factory or a .pt2, e.g. resnet18")
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
-    p.add_argument("--tuner", default="xgb", choices=TUNERS, help="search algorithm (default xgb)")
+    p.add_argument("--tuner", default="auto", choices=TUNERS, help="search algorithm (default auto)")
+    p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
+                   help=f"--tuner auto: seconds of measuring per layer up to which the search is exhaustive "
+                        f"(default {DEFAULT_EXHAUSTIVE_S:g})")
     p.add_argument("--trials", type=int, default=100, metavar="N", help="measurements per layer (default 100)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--agent", metavar="PATH", help="pretrained agent checkpoint (bandit/ppo/dqn)")
@@ -125,6 +135,8 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.exhaustive_budget >= 0:
+        raise ConfigError(f"--exhaustive-budget {args.exhaustive_budget:g}: must be a number of seconds >= 0")
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: must be >= 1")
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
@@ -141,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
     try:
         for k, (layer, _count) in enumerate(layers):
-            task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent)
+            extra = {"time_budget_s": args.exhaustive_budget} if args.tuner == "auto" else {}
+            task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, **extra)
             res = tune_layer(layer, hw, tuner=task.tuner, budget=args.trials, seed=args.seed + k,
                              records=args.records, warm_start=warm, progress=progress, runner=runner,
                              patience=args.patience)

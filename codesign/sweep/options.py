@@ -9,13 +9,14 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
+from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
 # Defaults of `codesign sweep`: a ResNet-18 sweep of a few minutes on 2 cores (README main job).
 DEFAULT_TRIALS = 48
 DEFAULT_BUDGET = 16
-DEFAULT_TUNER = "xgb"
+DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesign.tune.auto)
 SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
 
 
@@ -28,6 +29,8 @@ class SweepOptions:
     trials: int | None = DEFAULT_TRIALS
     budget: int = DEFAULT_BUDGET
     tuner: str = DEFAULT_TUNER
+    # `auto` searches a layer exhaustively when its valid configs x the measured cost fit this.
+    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S
     search: str = "motpe"
     seed: int = 0
     max_concurrent: int | None = None
@@ -45,6 +48,8 @@ class SweepOptions:
             raise ConfigError(f"--trials {self.trials!r}: must be a positive integer")
         if not isinstance(self.budget, int) or self.budget < 1:
             raise ConfigError(f"--budget {self.budget!r}: must be a positive integer")
+        if not isinstance(self.exhaustive_s, (int, float)) or not self.exhaustive_s >= 0:
+            raise ConfigError(f"--exhaustive-budget {self.exhaustive_s!r}: must be a number of seconds >= 0")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ConfigError(f"max_concurrent={self.max_concurrent!r}: must be a positive integer")
 

@@ -27,7 +27,14 @@ from codesign.errors import ConfigError
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
-from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_TRIALS, DEFAULT_TUNER, SPACE_COPY, SweepOptions
+from codesign.sweep.options import (
+    DEFAULT_BUDGET,
+    DEFAULT_EXHAUSTIVE_S,
+    DEFAULT_TRIALS,
+    DEFAULT_TUNER,
+    SPACE_COPY,
+    SweepOptions,
+)
 from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
 from codesign.sweep.search import build_search
@@ -144,6 +151,7 @@ def run_sweep(
     trials: int | None = DEFAULT_TRIALS,
     budget: int = DEFAULT_BUDGET,
     tuner: str = DEFAULT_TUNER,
+    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
     search: str = "motpe",
     seed: int = 0,
     address: str | None = None,
@@ -170,7 +178,7 @@ def run_sweep(
         hw_space = HwSpace.load(out / opts.space)
     else:
         opts, hw_space = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner,
-                                                            search=search, seed=seed, max_concurrent=max_concurrent,
+                                                            exhaustive_s=exhaustive_s, search=search, seed=seed, max_concurrent=max_concurrent,
                                                             verified_clocks_only=verified_clocks_only,
                                                             profile=profile))
     if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
@@ -189,7 +197,7 @@ def run_sweep(
     try:
         # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
         ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
-                           seed=opts.seed, checked=opts.search != "grid", params=timing_params)
+                           exhaustive_s=opts.exhaustive_s, seed=opts.seed, checked=opts.search != "grid", params=timing_params)
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
                              progress=progress), *(callbacks or [])]

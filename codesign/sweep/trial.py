@@ -23,6 +23,7 @@ from codesign.hw.space import HwSpace
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
 from codesign.schedule.support import partition
+from codesign.sweep.options import DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
 from codesign.tune import RecordWriter, load_records, tune_layer
 from codesign.tune.loop import TuneResult
 from codesign.tune.measure import SimulatorRunner
@@ -56,6 +57,7 @@ class TrialContext:
     budget: int
     seed: int
     checked: bool = False
+    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
     params: Any = None  # TimingParams of the sweep's calibration profile (None: shipped)
 
 
@@ -119,9 +121,9 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
 
 
 def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
-          records: list[Any], params: Any = None) -> Any:
+          records: list[Any], params: Any = None, exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> Any:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    task = make_task(layer, hw, tuner, seed)
+    task = make_task(layer, hw, tuner, seed, **({"time_budget_s": exhaustive_s} if tuner == "auto" else {}))
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
@@ -146,13 +148,14 @@ def evaluate_hw(
     board: Board,
     workload: Workload,
     *,
-    tuner: str = "xgb",
+    tuner: str = DEFAULT_TUNER,
     budget: int = 16,
     seed: int = 0,
     records_path: str | Path | None = None,
     warm_records: list[MeasureRecord] | None = None,
     power_model: PowerModel | None = None,
     params: Any = None,
+    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
@@ -166,13 +169,14 @@ def evaluate_hw(
         return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
     return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
                            records_path=records_path, warm_records=warm_records, power_model=power_model,
-                           start=start, params=params)
+                           start=start, params=params, exhaustive_s=exhaustive_s)
 
 
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
                     budget: int, seed: int, records_path: str | Path | None,
                     warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
-                    start: float | None = None, params: Any = None) -> dict[str, Any]:
+                    start: float | None = None, params: Any = None,
+                    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
     start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
@@ -188,7 +192,7 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     try:
         for layer, count in offloaded:
             res = _tune(layer, hw, tuner=tuner, budget=budget, seed=seed, writer=writer,
-                        records=warm_records or [], params=params)
+                        records=warm_records or [], params=params, exhaustive_s=exhaustive_s)
             measurements += int(res.measurements)
             if res.best is None:  # every measured schedule failed: the layer cannot run here
                 unsupported.append({"layer": layer.name, "count": count,
@@ -273,7 +277,8 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
     else:
         result = evaluate_usable(hw, space.board, ctx.workload, estimate(hw, space.board), tuner=ctx.tuner,
                                  budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
-                                 warm_records=_read_records(ctx.out_dir), params=ctx.params)
+                                 warm_records=_read_records(ctx.out_dir), params=ctx.params,
+                                 exhaustive_s=ctx.exhaustive_s)
     result["cached"] = False
     return result
 

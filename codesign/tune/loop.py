@@ -203,6 +203,7 @@ def tune_task(task: TuneTask, *, budget: int = 50, seed: int = 0, runner: Runner
         raise ConfigError(f"budget={budget}: must be >= 0 measurements")
     tuner, view = task.tuner, task.view
     tuner.set_task(task.layer, task.hw)
+    budget = tuner.plan_budget(budget, runner)
     result = TuneResult(task.layer, task.hw, tuner.name, seed, None, None, None)
     cache = warm_start(task, warm_start_records, result)
     pending = list(seeds)

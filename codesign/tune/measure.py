@@ -63,6 +63,11 @@ def _run_one(runner: Runner, inp: MeasureInput) -> tuple[Measurement | None, str
         return None, msg, time.perf_counter() - start
 
 
+def _run_chunk(runner: Runner, inputs: Sequence[MeasureInput]) -> list[tuple[Measurement | None, str | None, float]]:
+    """`_run_one` over a chunk in one worker call (measurements cheaper than a pool round trip)."""
+    return [_run_one(runner, inp) for inp in inputs]
+
+
 def _measurement(value: tuple[float, int | None]) -> Measurement:
     seconds, cycles = value
     return Measurement(float(seconds), None if cycles is None else int(cycles))
@@ -87,10 +92,28 @@ class Runner:
     measurement (enforced by killing the worker when parallel; checked after the fact in-process,
     where a running measurement cannot be interrupted)."""
 
-    def __init__(self, n_parallel: int = 1, timeout_s: float | None = None) -> None:
+    #: Inputs sent to a worker at once when parallel (1: one at a time, each with its own timeout).
+    chunk = 1
+
+    def __init__(self, n_parallel: int = 1, timeout_s: float | None = None,
+                 cost_s: float | None = None) -> None:
         self.n_parallel = max(1, int(n_parallel))
         self.timeout_s = timeout_s
+        self.cost_s = cost_s
         self._pool: cf.ProcessPoolExecutor | None = None
+
+    def seconds_per_measurement(self, inputs: Sequence[MeasureInput]) -> float:
+        """Wall seconds one measurement costs with this runner (its parallelism counted): `cost_s`
+        when given (a board's measured cost, a benchmark's parameter), else the median time of
+        measuring `inputs` here after one warm-up run (JIT caches, tables; a probe: the results
+        are not kept)."""
+        if self.cost_s is not None:
+            return float(self.cost_s) / self.n_parallel
+        if not inputs:
+            return 0.0
+        _run_one(self, inputs[0])
+        walls = sorted(_run_one(self, inp)[2] for inp in inputs)
+        return walls[len(walls) // 2] / self.n_parallel
 
     def measure_one(self, inp: MeasureInput) -> Measurement:
         """Measure one config; raise on failure."""
@@ -119,6 +142,8 @@ class Runner:
         return out
 
     def _run_parallel(self, inputs: Sequence[MeasureInput]) -> list[tuple]:
+        if self.chunk > 1 and len(inputs) > self.chunk:
+            return self._run_chunked(inputs)
         pool = self._get_pool()
         futures = [pool.submit(_run_one, self, inp) for inp in inputs]
         raw: list[tuple] = []
@@ -142,6 +167,27 @@ class Runner:
             done = len(raw)
             rest = list(inputs[done:])
             raw.extend(self._run_parallel(rest) if rest else [])
+        return raw
+
+    def _run_chunked(self, inputs: Sequence[MeasureInput]) -> list[tuple]:
+        """Chunks of `chunk` inputs per worker call; if a chunk times out or its worker dies,
+        the rest is measured one input at a time (each with its own timeout)."""
+        pool = self._get_pool()
+        size = max(self.chunk, -(-len(inputs) // (4 * self.n_parallel)))
+        parts = [inputs[i:i + size] for i in range(0, len(inputs), size)]
+        futures = [pool.submit(_run_chunk, self, part) for part in parts]
+        raw: list[tuple] = []
+        for part, fut in zip(parts, futures):
+            try:
+                raw.extend(fut.result(timeout=None if self.timeout_s is None else self.timeout_s * len(part)))
+            except Exception:  # noqa: BLE001 - timeout or dead worker: redo the rest one by one
+                self.close(kill=True)
+                chunk, self.chunk = self.chunk, 1
+                try:
+                    raw.extend(self._run_parallel(list(inputs[len(raw):])))
+                finally:
+                    self.chunk = chunk
+                break
         return raw
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
@@ -177,11 +223,14 @@ class Runner:
 
 
 class SimulatorRunner(Runner):
-    """Times schedules with the VTA timing model (`codesign.vta.run.measure`)."""
+    """Times schedules with the VTA timing model (`codesign.vta.run.measure`). A measurement
+    takes ~0.1-1 ms, so parallel workers get them in chunks."""
+
+    chunk = 64
 
     def __init__(self, hw: Any = None, n_parallel: int = 1, timeout_s: float | None = 60.0,
-                 params: Any = None) -> None:
-        super().__init__(n_parallel, timeout_s)
+                 params: Any = None, cost_s: float | None = None) -> None:
+        super().__init__(n_parallel, timeout_s, cost_s)
         self.hw = hw
         self.params = params
 
@@ -208,8 +257,8 @@ class TableRunner(Runner):
     """Looks measurements up in a precomputed {config index: (seconds, cycles)} table (from
     `exhaustive_table`): benchmarks replay many tuner seeds without re-simulating."""
 
-    def __init__(self, table: dict[int, tuple[float, int | None]]) -> None:
-        super().__init__(1, None)
+    def __init__(self, table: dict[int, tuple[float, int | None]], cost_s: float | None = None) -> None:
+        super().__init__(1, None, cost_s)
         self.table = table
 
     def measure_one(self, inp: MeasureInput) -> Measurement:

@@ -13,6 +13,8 @@ from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 
 TUNER_CLASSES: dict[str, str] = {
+    "auto": "codesign.tune.auto:AutoTuner",
+    "exhaustive": "codesign.tune.exhaustive:ExhaustiveTuner",
     "random": "codesign.tune.random_tuner:RandomTuner",
     "grid": "codesign.tune.grid:GridTuner",
     "ga": "codesign.tune.ga:GATuner",

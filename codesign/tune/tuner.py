@@ -12,7 +12,7 @@ import numpy as np
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import ScheduleSpace
-from codesign.tune.measure import MeasureResult
+from codesign.tune.measure import MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.view import SpaceView
 from codesign.workloads.layers import Layer
@@ -47,6 +47,12 @@ class Tuner:
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         """Called once before the first proposal with the task being tuned (learned tuners build
         their observation of it here). Default: nothing."""
+
+    def plan_budget(self, budget: int, runner: Runner) -> int:
+        """Called once after `set_task`, before warm start, with the loop's measurement budget
+        and the runner: the budget the loop should use. Default: unchanged (the exhaustive
+        tuner needs every valid config; `auto` picks its search from the runner's cost)."""
+        return budget
 
     def warm_start(self, results: Sequence[MeasureResult]) -> None:
         """Results from earlier runs of the same layer/hw (records). Default: plain observations."""

@@ -1,0 +1,87 @@
+"""`auto`, the default inner search: exact where measuring is cheap, sample-efficient where it
+is expensive. Before the first proposal it asks the runner what one measurement costs
+(`Runner.seconds_per_measurement`: a probe of a few configs on the simulator, the board's cost
+on a board) and searches exhaustively when every valid config fits the time budget
+(`time_budget_s`, `--exhaustive-budget`); otherwise it runs the learned tuner (`learned`,
+XGBoost by default) within the loop's measurement budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config
+from codesign.tune.exhaustive import ExhaustiveTuner
+from codesign.tune.measure import MeasureInput, MeasureResult, Runner
+from codesign.tune.records import MeasureRecord
+from codesign.tune.registry import make_tuner
+from codesign.tune.tuner import Tuner
+from codesign.workloads.layers import Layer
+
+#: Seconds of measuring per layer below which `auto` is exhaustive. ResNet-18 layers have <= 464
+#: valid configs at <= ~1 ms each on the simulator (benchmarks/compiler.py), far below it; a board
+#: at seconds per measurement is far above it.
+DEFAULT_EXHAUSTIVE_S = 10.0
+PROBES = 3  # configs timed to estimate the cost of one measurement
+
+
+class AutoTuner(Tuner):
+    name = "auto"
+
+    def __init__(self, space: Any, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
+                 learned: str = "xgb", agent: Any = None, **kw: Any) -> None:
+        super().__init__(space, seed, kw.pop("view", None))
+        self.time_budget_s = float(time_budget_s)
+        self.learned, self.learned_kw, self.agent_arg = learned, kw, agent
+        self.inner: Tuner | None = None
+        self.choice: dict[str, Any] = {}
+        self._task: tuple[Layer, HwConfig] | None = None
+
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
+        self._task = (layer, hw)
+
+    def plan_budget(self, budget: int, runner: Runner) -> int:
+        layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
+        valid = self.view.valid
+        probe = self.rng.choice(valid, size=min(PROBES, valid.size), replace=False) if valid.size else []
+        cost = runner.seconds_per_measurement([MeasureInput(layer, hw, self.view.config(int(i))) for i in probe])
+        exhaustive_s = cost * valid.size
+        if exhaustive_s <= self.time_budget_s:
+            self.inner = ExhaustiveTuner(self.space, self.seed, view=self.view)
+        else:
+            agent = {} if self.agent_arg is None else {"agent": self.agent_arg}
+            self.inner = make_tuner(self.learned, self.space, self.seed, view=self.view, **agent, **self.learned_kw)
+        self.choice = {"search": self.inner.name, "valid": int(valid.size), "seconds_per_measurement": cost,
+                       "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s}
+        self.inner.set_task(layer, hw)
+        self.name = f"auto:{self.inner.name}"  # records and results say which search ran
+        self.batch_size = self.inner.batch_size
+        return self.inner.plan_budget(budget, runner)
+
+    # -- everything else is the chosen tuner's ----------------------------------------------
+    def _chosen(self) -> Tuner:
+        if self.inner is None:  # used outside the tuning loop: decide with the simulator's cost
+            raise RuntimeError("AutoTuner: plan_budget() chooses the search; call it first (tune_task does)")
+        return self.inner
+
+    @property
+    def agent(self) -> Any:  # type: ignore[override]
+        return None if self.inner is None else self.inner.agent
+
+    def propose(self, n: int) -> list[Config]:
+        return self._chosen().propose(n)
+
+    def observe(self, results: Sequence[MeasureResult]) -> None:
+        super().observe(results)
+        self._chosen().observe(results)
+
+    def warm_start(self, results: Sequence[MeasureResult]) -> None:
+        super().observe(results)
+        self._chosen().warm_start(results)
+
+    def transfer(self, records: Sequence[MeasureRecord]) -> None:
+        self._chosen().transfer(records)
+
+
+__all__ = ["AutoTuner", "DEFAULT_EXHAUSTIVE_S"]
