@@ -13,7 +13,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.support import partition, unsupported_reason
-from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
+from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import describe_skipped, read_autotvm_log, read_records
@@ -22,6 +22,7 @@ from codesign.tune.task import make_task
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
+LEARNED_TRIALS = 100  # --trials default of the sampling tuners
 
 DESCRIPTION = """\
 Find the fastest valid schedule (AutoTVM knobs of conv2d_packed.vta / dense_packed.vta) of a
@@ -72,7 +73,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
                    help=f"--tuner auto: seconds of measuring per layer up to which the search is exhaustive "
                         f"(default {DEFAULT_EXHAUSTIVE_S:g})")
-    p.add_argument("--trials", type=int, default=100, metavar="N", help="measurements per layer (default 100)")
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help=f"measurements per layer (default {LEARNED_TRIALS}; auto and exhaustive: every valid "
+                        "schedule when the search is exhaustive)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--agent", metavar="PATH", help="pretrained agent checkpoint (bandit/ppo/dqn)")
     p.add_argument("--save-agent", metavar="PATH", help="save the RL agent after tuning (bandit/ppo/dqn)")
@@ -137,8 +140,10 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
 def run(args: argparse.Namespace) -> int:
     if not args.exhaustive_budget >= 0:
         raise ConfigError(f"--exhaustive-budget {args.exhaustive_budget:g}: must be a number of seconds >= 0")
-    if args.trials < 1:
+    if args.trials is not None and args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: must be >= 1")
+    trials = args.trials if args.trials is not None else LEARNED_TRIALS
+    budget = None if args.trials is None and args.tuner in ("auto", "exhaustive") else trials
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
@@ -149,15 +154,18 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     agent: Any = args.agent
     results = []
+    searched: dict[str, str] = {}
     params, _source = resolve_params(args.profile)
     runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
     try:
         for k, (layer, _count) in enumerate(layers):
-            extra = {"time_budget_s": args.exhaustive_budget} if args.tuner == "auto" else {}
+            extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} if args.tuner == "auto" else {}
             task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, **extra)
-            res = tune_layer(layer, hw, tuner=task.tuner, budget=args.trials, seed=args.seed + k,
+            res = tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=args.seed + k,
                              records=args.records, warm_start=warm, progress=progress, runner=runner,
                              patience=args.patience)
+            if isinstance(task.tuner, AutoTuner):
+                searched[layer.name] = f", auto: {task.tuner.choice['search']}"
             if task.tuner.agent is not None:
                 agent = task.tuner.agent  # one agent keeps learning across the layers
             results.append((layer, _count, res))
@@ -182,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         total += count * res.best_seconds / batch
         knobs = " ".join(f"{k}={v}" for k, v in res.best.knobs.items())
         print(f"{layer.name} x{count}: {res.best_seconds * 1e3:.4f} ms  index {res.best.index}  "
-              f"[{knobs}]  after {res.measurements} measurements ({res.stopped})")
+              f"[{knobs}]  after {res.measurements} measurements ({res.stopped}{searched.get(layer.name, '')})")
     if len(results) > 1:
         print(f"total offloaded latency: {total * 1e3:.3f} ms per image (batch {batch}, {hw.name}, "
               f"tuner {args.tuner})")

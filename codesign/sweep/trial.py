@@ -123,11 +123,14 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
 def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
           records: list[Any], params: Any = None, exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> Any:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    task = make_task(layer, hw, tuner, seed, **({"time_budget_s": exhaustive_s} if tuner == "auto" else {}))
+    extra = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
+    task = make_task(layer, hw, tuner, seed, **extra)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
-    return tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed, records=writer,
+    # auto and exhaustive plan their own budget (every valid config when exhaustive).
+    return tune_layer(layer, hw, tuner=task.tuner, budget=None if tuner in ("auto", "exhaustive") else budget,
+                      seed=seed, records=writer,
                       warm_start=own or None, progress=False, seeds=seeds,
                       runner=SimulatorRunner(hw, params=params) if params is not None else None)
 

@@ -16,7 +16,7 @@ from codesign.tune.exhaustive import ExhaustiveTuner
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.registry import make_tuner
-from codesign.tune.tuner import Tuner
+from codesign.tune.tuner import DEFAULT_BUDGET, Tuner
 from codesign.workloads.layers import Layer
 
 #: Seconds of measuring per layer below which `auto` is exhaustive. ResNet-18 layers have <= 464
@@ -30,9 +30,10 @@ class AutoTuner(Tuner):
     name = "auto"
 
     def __init__(self, space: Any, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
-                 learned: str = "xgb", agent: Any = None, **kw: Any) -> None:
+                 learned: str = "xgb", learned_budget: int = DEFAULT_BUDGET, agent: Any = None, **kw: Any) -> None:
         super().__init__(space, seed, kw.pop("view", None))
         self.time_budget_s = float(time_budget_s)
+        self.learned_budget = int(learned_budget)
         self.learned, self.learned_kw, self.agent_arg = learned, kw, agent
         self.inner: Tuner | None = None
         self.choice: dict[str, Any] = {}
@@ -41,7 +42,9 @@ class AutoTuner(Tuner):
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self._task = (layer, hw)
 
-    def plan_budget(self, budget: int, runner: Runner) -> int:
+    def plan_budget(self, budget: int | None, runner: Runner) -> int:
+        """Without a budget (`None`): every valid config when exhaustive, `learned_budget`
+        measurements otherwise; a given budget caps either."""
         layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
         valid = self.view.valid
         probe = self.rng.choice(valid, size=min(PROBES, valid.size), replace=False) if valid.size else []
@@ -55,9 +58,10 @@ class AutoTuner(Tuner):
         self.choice = {"search": self.inner.name, "valid": int(valid.size), "seconds_per_measurement": cost,
                        "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s}
         self.inner.set_task(layer, hw)
-        self.name = f"auto:{self.inner.name}"  # records and results say which search ran
         self.batch_size = self.inner.batch_size
-        return self.inner.plan_budget(budget, runner)
+        if budget is None:
+            return valid.size if isinstance(self.inner, ExhaustiveTuner) else self.learned_budget
+        return int(budget)
 
     # -- everything else is the chosen tuner's ----------------------------------------------
     def _chosen(self) -> Tuner:

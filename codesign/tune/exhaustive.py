@@ -30,8 +30,8 @@ class ExhaustiveTuner(Tuner):
         super().__init__(space, seed, **kw)
         self.batch_size = max(1, len(self.view.valid))
 
-    def plan_budget(self, budget: int, runner: Runner) -> int:
-        return max(int(budget), len(self.view.valid))  # exact: the budget is the space
+    def plan_budget(self, budget: int | None, runner: Runner) -> int:
+        return len(self.view.valid) if budget is None else int(budget)  # by default: the whole space
 
     def propose(self, n: int) -> list[Any]:
         return [self.view.config(int(i)) for i in self.unmeasured_valid()[:n]]

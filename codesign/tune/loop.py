@@ -192,14 +192,15 @@ def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, sp
     return out
 
 
-def tune_task(task: TuneTask, *, budget: int = 50, seed: int = 0, runner: Runner,
+def tune_task(task: TuneTask, *, budget: int | None = 50, seed: int = 0, runner: Runner,
               warm_start_records: str | Path | Sequence[MeasureRecord] | None = None,
               seeds: Sequence[Config] = (), patience: int | None = None,
               callbacks: Sequence[TuneCallback] = ()) -> TuneResult:
-    """Tune `task` with at most `budget` measurements on `runner`. `seeds` are measured before the
+    """Tune `task` with at most `budget` measurements on `runner` (None: as many as the tuner
+    plans, `Tuner.plan_budget`: every valid config for `exhaustive`). `seeds` are measured before the
     tuner's own proposals (configs transferred from other hardware); `patience`: stop after that
     many measurements without improving the best."""
-    if budget < 0:
+    if budget is not None and budget < 0:
         raise ConfigError(f"budget={budget}: must be >= 0 measurements")
     tuner, view = task.tuner, task.view
     tuner.set_task(task.layer, task.hw)
@@ -241,13 +242,14 @@ def tune_task(task: TuneTask, *, budget: int = 50, seed: int = 0, runner: Runner
     return result
 
 
-def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget: int = 50, seed: int = 0,
+def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget: int | None = 50, seed: int = 0,
                records: str | Path | RecordWriter | None = None, agent: Any = None,
                warm_start: str | Path | Sequence[MeasureRecord] | None = None, progress: bool = False,
                runner: Runner | None = None, patience: int | None = None, space: ScheduleSpace | None = None,
                view: SpaceView | None = None, seeds: Sequence[Config] = (),
                callbacks: Sequence[TuneCallback] = (), **tuner_kwargs: Any) -> TuneResult:
-    """Tune one layer on one hardware config with at most `budget` measurements (`tune_task` on
+    """Tune one layer on one hardware config with at most `budget` measurements (None: the
+    tuner's plan, see `tune_task`) (`tune_task` on
     `make_task(layer, hw, tuner, ...)`).
 
     `records`: JSONL path (or open `RecordWriter`) every measurement is appended to.

@@ -255,9 +255,10 @@ class FunctionRunner(Runner):
 
 class TableRunner(Runner):
     """Looks measurements up in a precomputed {config index: (seconds, cycles)} table (from
-    `exhaustive_table`): benchmarks replay many tuner seeds without re-simulating."""
+    `exhaustive_table`): benchmarks replay many tuner seeds without re-simulating. A lookup costs
+    nothing (`cost_s=0`); benchmarks pass the cost of the runner they stand for."""
 
-    def __init__(self, table: dict[int, tuple[float, int | None]], cost_s: float | None = None) -> None:
+    def __init__(self, table: dict[int, tuple[float, int | None]], cost_s: float | None = 0.0) -> None:
         super().__init__(1, None, cost_s)
         self.table = table
 

@@ -17,6 +17,8 @@ from codesign.tune.records import MeasureRecord
 from codesign.tune.view import SpaceView
 from codesign.workloads.layers import Layer
 
+DEFAULT_BUDGET = 50  # measurements per layer when neither the caller nor the tuner says
+
 
 class Tuner:
     """Base tuner. Subclasses implement `propose`; `observe` keeps `self.results` (index ->
@@ -48,11 +50,12 @@ class Tuner:
         """Called once before the first proposal with the task being tuned (learned tuners build
         their observation of it here). Default: nothing."""
 
-    def plan_budget(self, budget: int, runner: Runner) -> int:
+    def plan_budget(self, budget: int | None, runner: Runner) -> int:
         """Called once after `set_task`, before warm start, with the loop's measurement budget
-        and the runner: the budget the loop should use. Default: unchanged (the exhaustive
-        tuner needs every valid config; `auto` picks its search from the runner's cost)."""
-        return budget
+        (None: the tuner's own) and the runner: the budget the loop uses. Default: the given
+        budget, else DEFAULT_BUDGET (`exhaustive` defaults to every valid config; `auto` picks
+        its search from the runner's cost)."""
+        return DEFAULT_BUDGET if budget is None else int(budget)
 
     def warm_start(self, results: Sequence[MeasureResult]) -> None:
         """Results from earlier runs of the same layer/hw (records). Default: plain observations."""
@@ -82,4 +85,4 @@ class Tuner:
         return min(ok, key=lambda r: r.seconds) if ok else None
 
 
-__all__ = ["Tuner"]
+__all__ = ["DEFAULT_BUDGET", "Tuner"]
