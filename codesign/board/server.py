@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import socket
 import sys
 import tempfile
 import time
@@ -84,8 +85,9 @@ def check_bind(opts: ServeOptions, host_given: bool) -> None:
 class BoardService:
     """The three functions, as plain Python (the RPC layer only adds encoding and logging)."""
 
-    def __init__(self, opts: ServeOptions, api: PynqApi | None = None) -> None:
+    def __init__(self, opts: ServeOptions, api: PynqApi | None = None, port: int | None = None) -> None:
         self.opts = opts
+        self.server_id = f"{opts.custom_addr or socket.gethostname()}:{port or opts.port}"
         self.board = Board.named(opts.board)
         self.emulated_hw = HwConfig.resolve(opts.emulate) if opts.emulate else None
         if api is None:
@@ -111,7 +113,7 @@ class BoardService:
 
     # -- the functions ----------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        return {"board": self.board.name, "fpga_part": self.board.fpga_part, "target": self.board.target,
+        return {"board": self.board.name, "server": self.server_id, "fpga_part": self.board.fpga_part, "target": self.board.target,
                 "pynq_version": self.api.version, "emulated": self.api.emulated,
                 "emulated_config": self.emulated_hw.name if self.emulated_hw else None,
                 "bitstream": self.loaded(), "codesign_version": __version__,
@@ -215,7 +217,10 @@ def register(service: BoardService) -> None:
 
 def _session_env(opts: ServeOptions, load_library: Any = None, work_path: Any = None) -> None:
     """Replaces tvm's `_server_env` in each session process: our functions, nothing else."""
-    register(BoardService(opts))
+    from tvm.rpc import server as tvm_server  # heavy; board server only
+
+    state = tvm_server.PopenRPCServerState.current  # the listener this session was forked from
+    register(BoardService(opts, port=getattr(state, "port", None)))
     expose_only(set(protocol.FUNCTIONS) | {protocol.SESSION_CONSTRUCTOR})
 
 

@@ -18,6 +18,7 @@ from codesign.tune.loop import tune_layer
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import describe_skipped, read_autotvm_log, read_records
 from codesign.tune.registry import TUNERS
+from codesign.tune.rpc_runner import RPCRunner
 from codesign.tune.task import make_task
 from codesign.workloads import get_workload, parse_layer
 
@@ -56,6 +57,9 @@ examples:
   codesign tune --workload resnet18 --tuner bandit --save-agent agents/bandit.pt --json
   codesign tune --layer dense:1,256,128 --tuner bandit --agent agents/bandit.pt --trials 20
   codesign tune --layer conv2d:1,128,28,28,128,3,3,1,1 --warm-start sim/calibration/pynq_resnet18.log
+  # on PYNQ boards (docs/board.md): one board, or every free board of a key on a tracker
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --board 192.168.2.99:9091 --bitstream vta.bit
+  codesign tune --workload resnet18 --tracker 10.0.0.1:9190 --key pynq --check-correctness
 """
 
 
@@ -86,6 +90,19 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--patience", type=int, metavar="N", help="stop after N measurements without improvement")
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="measurement worker processes (default 1)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per measurement (default 60)")
+    b = p.add_argument_group("measuring on PYNQ boards (instead of the simulator; see `codesign board`)")
+    where = b.add_mutually_exclusive_group()
+    where.add_argument("--board", metavar="HOST:PORT", action="append", default=[],
+                       help="a board server (repeatable: measurements spread over all boards)")
+    where.add_argument("--tracker", metavar="HOST:PORT", help="a tvm RPC tracker; use its free boards of --key")
+    b.add_argument("--key", default="", help="board type on the tracker, e.g. pynq")
+    b.add_argument("--bitstream", metavar="FILE", help="the .bit of --hw, programmed on each board if not loaded")
+    b.add_argument("--number", type=int, default=1, help="runs averaged per board timing (default 1)")
+    b.add_argument("--repeat", type=int, default=3, help="board timings per measurement; the median is kept (default 3)")
+    b.add_argument("--check-correctness", action="store_true",
+                   help="compare board outputs with the NumPy reference (WRONG_ANSWER otherwise)")
+    b.add_argument("--max-failures", type=int, default=3, metavar="N",
+                   help="quarantine a board after N consecutive failures (default 3)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="calibration profile for the simulated measurements (see `codesign calibrate --profile`)")
     p.add_argument("--json", action="store_true",
@@ -156,7 +173,12 @@ def run(args: argparse.Namespace) -> int:
     results = []
     searched: dict[str, str] = {}
     params, _source = resolve_params(args.profile)
-    runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
+    if args.board or args.tracker:
+        runner: Any = RPCRunner(args.board, args.tracker, args.key, bitstream=args.bitstream, number=args.number,
+                                repeat=args.repeat, timeout_s=args.timeout, max_failures=args.max_failures,
+                                check_correctness=args.check_correctness)
+    else:
+        runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
     try:
         for k, (layer, _count) in enumerate(layers):
             extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} if args.tuner == "auto" else {}

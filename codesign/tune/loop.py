@@ -102,7 +102,8 @@ class RecordCallback(TuneCallback):
         now = time.time()
         for res in measured:
             self.writer.write(MeasureRecord.make(self.layer, self.hw, res.config, res.seconds, res.cycles,
-                                                 res.error, self.tuner, self.seed, now))
+                                                 res.error, self.tuner, self.seed, now, source=res.source,
+                                                 device_s=res.device_s, call_s=res.call_s))
 
     def close(self) -> None:
         if self._own:

@@ -47,6 +47,7 @@ class MeasureResult:
     busy: dict[str, int] = field(default_factory=dict, hash=False)
     device_s: float | None = None
     call_s: float | None = None
+    source: str = "simulator"  # where it was measured: "simulator", or "board:<name>@<addr> bitstream:<sha256>"
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,8 @@
 """Tuning records: one JSON line per measurement (format fixed by the team contract).
 
 `{"layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner", "seed",
-"timestamp"}`. Lines are appended and flushed one at a time, so the file can be read while tuning
+"timestamp"}`, plus the optional `"source", "device_s", "call_s"` (where it was measured; a board's
+device and call seconds) that readers default when absent. Lines are appended and flushed one at a time, so the file can be read while tuning
 runs and survives a crash: at worst the last line is truncated, and `load_records` skips it.
 AutoTVM logs (reference §8) convert to records with `import_autotvm_log`; the log format itself
 lives only in `codesign.autotvm`.
@@ -54,6 +55,12 @@ class MeasureRecord:
     tuner: str
     seed: int
     timestamp: float
+    # Optional (older files lack them): where the measurement came from ("simulator", or
+    # "board:..."/"emulated-board:..." with the bitstream sha256) and a board's device time (start
+    # to done) and driver call time.
+    source: str = "simulator"
+    device_s: float | None = None
+    call_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,14 +83,19 @@ class MeasureRecord:
             cycles=None if cycles is None else int(cycles),
             error=None if data["error"] is None else str(data["error"]),
             tuner=str(data["tuner"]), seed=int(data["seed"]), timestamp=float(data["timestamp"]),
+            source=str(data.get("source", "simulator")),
+            device_s=None if data.get("device_s") is None else float(data["device_s"]),
+            call_s=None if data.get("call_s") is None else float(data["call_s"]),
         )
 
     @classmethod
     def make(cls, layer: Any, hw: Any, config: Any, seconds: float | None, cycles: int | None,
-             error: str | None, tuner: str, seed: int, timestamp: float | None = None) -> MeasureRecord:
+             error: str | None, tuner: str, seed: int, timestamp: float | None = None, *,
+             source: str = "simulator", device_s: float | None = None, call_s: float | None = None) -> MeasureRecord:
         return cls(layer=layer.name, layer_spec=layer_spec(layer), hw=hw.name, knobs=_plain(config.knobs),
                    index=int(config.index), seconds=seconds, cycles=cycles, error=error, tuner=tuner,
-                   seed=int(seed), timestamp=time.time() if timestamp is None else float(timestamp))
+                   seed=int(seed), timestamp=time.time() if timestamp is None else float(timestamp),
+                   source=source, device_s=device_s, call_s=call_s)
 
 
 def _plain(knobs: dict) -> dict:
