@@ -45,7 +45,7 @@ NET = textwrap.dedent("""
 
         def forward(self, x):
             y = self.conv(x).mean((2, 3))
-            if y.sum() >= 0:
+            if (y * 0).sum() == 0:  # data-dependent (always true)
                 y = self.fc(y)
             return Out(y)
 
@@ -101,6 +101,28 @@ def test_zoo_networks_use_the_new_templates():
 
 def test_module_that_does_not_export_falls_back(netfile):
     wl = get_workload(f"{netfile}:custom")
+    assert [layer for layer, _ in wl.entries] == [Conv2D(1, 16, 8, 8, 32, 3, 3, 1, 1), Dense(1, 32, 16)]
+
+
+def test_module_that_does_not_export_is_traced_by_fx(monkeypatch):
+    from torch import nn
+
+    from codesign.workloads import torch_import
+
+    class Peek(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(16, 32, 3, 1, 1), nn.Linear(32, 16)
+
+        def forward(self, x):
+            x.numpy()  # a host-side peek: torch.export cannot trace it, torch.fx records it
+            return self.fc(self.conv(x).mean((2, 3)))
+
+    def no_eager(*args):
+        raise AssertionError("the eager fallback must not be needed")
+
+    monkeypatch.setattr(torch_import, "_eager_calls", no_eager)
+    wl = from_torch(Peek(), torch.zeros(1, 16, 8, 8), name="peek")
     assert [layer for layer, _ in wl.entries] == [Conv2D(1, 16, 8, 8, 32, 3, 3, 1, 1), Dense(1, 32, 16)]
 
 
