@@ -67,7 +67,12 @@ class MeasureRecord:
         return self.error is None and self.seconds is not None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(", ", ": "))
+        d = asdict(self)
+        # Simulated lines stay exactly the contract's keys; board measurements add their extras.
+        if d["source"] == "simulator" and d["device_s"] is None and d["call_s"] is None:
+            for key in ("source", "device_s", "call_s"):
+                del d[key]
+        return json.dumps(d, separators=(", ", ": "))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasureRecord:
