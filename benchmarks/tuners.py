@@ -10,7 +10,14 @@ layers x seeds -> OUT/tuners.md, OUT/tuners.json, OUT/curves.png.
 Transfer: layers are split into folds; for each evaluation config and fold, an agent is
 pretrained on the *other* layers on the *other* hardware configs (the other evaluation config
 plus a few extra configs), saved, and then tunes each held-back layer on the held-back config
-(a fresh copy of the checkpoint per seed).
+(a fresh copy of the checkpoint per seed). XGBoost with transfer is the baseline for that: its
+"pretraining" is the same number of measurements per training task (random search records),
+from which its base model is trained (`XGBTuner.transfer`, AutoTVM's transfer learning). Per
+algorithm: measurements to 95%/99% (pretrained vs cold), board time to 95% at `--board-cost-s`
+seconds per measurement (a parameter until the board runtime reports its own), pre-training
+measurements, and the break-even: tuned layers after which pre-training has paid for itself
+(pre-training measurements / measurements saved per layer; pre-training runs on the simulator,
+so on a board it costs no board time at all).
 
     python benchmarks/tuners.py --quick            # a few layers, 3 seeds, ~ minutes
     python benchmarks/tuners.py --out runs/bench   # full: 10 layers x 2 configs x 7 tuners x 5 seeds
@@ -39,6 +46,8 @@ TRAIN_HWS = ("pynq_2x16_i8w8a32_15_16_18_18", "pynq_1x32_i8w8a32_15_16_19_17",
              "pynq_1x16_i8w8a32_15_14_17_16", "pynq_1x8_i8w8a32_15_14_16_16")
 TUNERS = ("random", "grid", "ga", "xgb", "bandit", "ppo", "dqn")
 RL = ("bandit", "ppo", "dqn")
+TRANSFER = ("xgb", *RL)
+BOARD_COST_S = 2.0  # seconds per measurement on a board (upload + run + read back), a parameter
 CHECKPOINTS = (25, 50, 100, 200)
 
 
@@ -126,7 +135,7 @@ def pretrain_and_eval(algo: str, hw_name: str, train: list[tuple[str, str]], hel
                       budget: int, pre_budget: int, cache_dir: str, agent_dir: str) -> dict[str, Any]:
     """Pretrain `algo` on `train` [(hw, layer spec)], then tune each held-back layer on hw_name."""
     from codesign.hw.config import HwConfig
-    from codesign.tune import TableRunner, tune_layer
+    from codesign.tune import MeasureRecord, TableRunner, tune_layer
     from codesign.tune.env import pretrain
     from codesign.workloads import parse_layer
 
@@ -137,22 +146,34 @@ def pretrain_and_eval(algo: str, hw_name: str, train: list[tuple[str, str]], hel
 
     tasks = [(parse_layer(spec), HwConfig.resolve(h)) for h, spec in train]
     t0 = time.perf_counter()
-    agent = pretrain(algo, tasks, budget=pre_budget, seed=0, runner_factory=runner_factory)
-    pre_s = time.perf_counter() - t0
     hw = HwConfig.resolve(hw_name)
-    tag = hashlib.sha1("|".join(held).encode()).hexdigest()[:8]  # one file per held-back fold
-    path = Path(agent_dir) / f"{algo}_{hw.name}_{tag}.pt"
-    agent.save(path)
+    records: list[Any] = []
+    path: Path | None = None
+    if algo == "xgb":  # model transfer: the base model learns from records of the training tasks
+        for layer, thw in tasks:
+            res = tune_layer(layer, thw, tuner="random", budget=pre_budget, seed=0, runner=runner_factory(layer, thw))
+            records += [MeasureRecord.make(layer, thw, h.config, h.seconds, h.cycles, h.error, "random", 0, 0.0)
+                        for h in res.history]
+    else:
+        agent = pretrain(algo, tasks, budget=pre_budget, seed=0, runner_factory=runner_factory)
+        tag = hashlib.sha1("|".join(held).encode()).hexdigest()[:8]  # one file per held-back fold
+        path = Path(agent_dir) / f"{algo}_{hw.name}_{tag}.pt"
+        agent.save(path)
+    pre_s = time.perf_counter() - t0
     out: dict[str, Any] = {"algo": algo, "hw": hw.name, "train_tasks": len(tasks), "pretrain_s": pre_s,
-                           "agent": str(path), "layers": {}}
+                           "pretrain_measurements": len(tasks) * pre_budget, "agent": str(path), "layers": {}}
     for spec in held:
         layer = parse_layer(spec)
         table = table_for(layer, hw, cache)
         opt = min(v[0] for v in table.values())
         runs = []
         for seed in range(seeds):
-            res = tune_layer(layer, hw, tuner=algo, agent=str(path), budget=budget, seed=seed,
-                             runner=TableRunner(table))
+            if algo == "xgb":
+                res = tune_layer(layer, hw, tuner="xgb", budget=budget, seed=seed, runner=TableRunner(table),
+                                 warm_start=records)
+            else:
+                res = tune_layer(layer, hw, tuner=algo, agent=str(path), budget=budget, seed=seed,
+                                 runner=TableRunner(table))
             runs.append(run_metrics(res.curve(), opt, budget))
         out["layers"][layer.name] = runs
         print(f"  transfer {algo:<6} {hw.name[:9]} {layer.name:<34} n95 {[r['n95'] for r in runs]}",
@@ -259,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", default=",".join(EVAL_HWS), help="evaluation configs")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--no-transfer", action="store_true")
-    ap.add_argument("--transfer-algos", default=",".join(RL))
+    ap.add_argument("--transfer-algos", default=",".join(TRANSFER))
+    ap.add_argument("--board-cost-s", type=float, default=BOARD_COST_S,
+                    help=f"seconds one board measurement costs, for board time to 95%% (default {BOARD_COST_S:g})")
     ap.add_argument("--transfer-budget", type=int, default=50, help="measurements per held-back layer")
     ap.add_argument("--pretrain-budget", type=int, default=None, help="measurements per pretraining task")
     ap.add_argument("--folds", type=int, default=2, help="layer folds for the transfer case")
@@ -330,25 +353,40 @@ def main(argv: list[str] | None = None) -> int:
                                 str(out / "agents")) for a, h, tr, he in tjobs]
             tres = [f.result() for f in futs]
         transfer: dict[str, Any] = {"budget": args.transfer_budget, "pretrain_budget": pre_budget,
+                                    "board_cost_s": args.board_cost_s,
                                     "train_hws": train_hws, "results": tres, "summary": {}}
         cold = {t["hw"] + "/" + t["layer"]: t["runs"] for t in tasks}
         md += ["### transfer: pretrained on other layers and other configs, tuning held-back layers", "",
-               f"pretraining: {pre_budget} measurements per (layer, config) task; evaluation budget "
-               f"{args.transfer_budget}; cold = the same held-back tasks from the table above", "",
-               "| agent | pretrained: meas. to 95% | reached | best/opt @25 | cold: meas. to 95% | pretrain s |",
-               "|---|---|---|---|---|---|"]
+               f"pretraining: {pre_budget} measurements per (layer, config) task (xgb: records of random "
+               f"search, its base model learns from them); evaluation budget {args.transfer_budget}; cold = "
+               f"the same held-back tasks from the table above; board time at {args.board_cost_s:g} s per "
+               "measurement; break-even = pre-training measurements / measurements saved per tuned layer", "",
+               "| algorithm | pretrained: meas. to 95% | to 99% | reached 95% | cold: meas. to 95% | "
+               "board time to 95% pretrained / cold (s) | pre-training meas. | break-even (layers) | pretrain s |",
+               "|---|---|---|---|---|---|---|---|---|"]
         for algo in algos:
             rs = [r for t in tres if t["algo"] == algo for runs in t["layers"].values() for r in runs]
             cold_runs = [r for t in tres if t["algo"] == algo for lname in t["layers"]
                          for r in cold.get(t["hw"] + "/" + lname, {}).get(algo, [])]
             st = _stats([r["n95"] for r in rs], args.transfer_budget)
+            st99 = _stats([r["n99"] for r in rs], args.transfer_budget)
             st25 = _stats([r.get("ratio@25") for r in rs], math.inf)
             cst = _stats([r["n95"] for r in cold_runs], budget)
             pre_s = float(np.sum([t["pretrain_s"] for t in tres if t["algo"] == algo]))
-            transfer["summary"][algo] = {"pretrained_n95": st, "pretrained_ratio@25": st25, "cold_n95": cst,
+            pre_n = [t["pretrain_measurements"] for t in tres if t["algo"] == algo]
+            pre_meas = float(np.mean(pre_n)) if pre_n else 0.0  # per pretrained model (one per fold)
+            saved = None if st["median"] is None or cst["median"] is None else cst["median"] - st["median"]
+            even = pre_meas / saved if saved and saved > 0 else None
+            board = (None if st["median"] is None else st["median"] * args.board_cost_s,
+                     None if cst["median"] is None else cst["median"] * args.board_cost_s)
+            transfer["summary"][algo] = {"pretrained_n95": st, "pretrained_n99": st99, "pretrained_ratio@25": st25,
+                                         "cold_n95": cst, "board_s_to_95": {"pretrained": board[0], "cold": board[1]},
+                                         "pretrain_measurements": pre_meas, "break_even_layers": even,
                                          "pretrain_s_total": pre_s}
-            md.append(f"| {algo} | {_fmt(st)} | {st['reached'] * 100:.0f}% | {_fmt(st25, 3)} | "
-                      f"{_fmt(cst) if cst['n'] else '-'} | {pre_s:.0f} |")
+            fmt_b = " / ".join("-" if b is None else f"{b:.0f}" for b in board)
+            md.append(f"| {algo} | {_fmt(st)} | {_fmt(st99)} | {st['reached'] * 100:.0f}% | "
+                      f"{_fmt(cst) if cst['n'] else '-'} | {fmt_b} | {pre_meas:.0f} | "
+                      f"{'never' if even is None else f'{even:.1f}'} | {pre_s:.0f} |")
         md.append("")
         transfer["wall_s"] = time.perf_counter() - t0
         result["transfer"] = transfer

@@ -6,6 +6,12 @@ history (label = best / latency, 0 for failures); then run parallel simulated-an
 knob positions (a move sets one knob to another candidate) scored by the model, keep the best
 unmeasured points, and propose the top of them, replacing a fraction `EPSILON` by random configs.
 Features: the schedule space's fixed-size config features plus normalized knob positions.
+
+Transfer (AutoTVM's `XGBTuner` with a `base_model`, `load_history`): `transfer(records)` trains
+a base model on records of other layers and hardware configs — the rank objective with one query
+group per (layer, config) task, on task-independent features (config features plus the layer's
+and the hardware's, `codesign.schedule.features`). Its scores rank this task's configs before
+anything is measured, and once the task's own model is fitted they are its base margin.
 """
 
 from __future__ import annotations
@@ -14,8 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from codesign.hw.config import HwConfig
+from codesign.schedule.features import hw_features, layer_features
+from codesign.schedule.space import get_space
+from codesign.tune.records import MeasureRecord
 from codesign.tune.tuner import Tuner
-from codesign.tune.view import index_of, positions_of
+from codesign.tune.view import SpaceView, index_of, positions_of, squash
+from codesign.workloads.layers import Layer, parse_layer
 
 # Hyper-parameters (AutoTVM defaults where they exist; budgets here are 10x smaller).
 BATCH_SIZE = 8  # AutoTVM plan_size is 64 for 1000-trial budgets
@@ -29,6 +40,7 @@ SA_CHAINS = 64
 SA_ITERS = 120
 SA_TEMP = (1.0, 0.0)  # linear schedule, AutoTVM's default
 SA_KEEP = 64  # best unmeasured points kept from the chains
+TRANSFER_MAX_TASKS = 64  # (layer, config) groups of records the base model learns from
 
 
 class XGBTuner(Tuner):
@@ -39,6 +51,61 @@ class XGBTuner(Tuner):
         super().__init__(space, seed, **kw)
         self._scores: np.ndarray | None = None  # model score per valid config (row-aligned)
         self._dirty = True
+        self._task: tuple[Layer, HwConfig] | None = None
+        self._base: Any = None  # xgboost Booster trained on other tasks' records (transfer)
+        self._base_scores: np.ndarray | None = None
+
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
+        self._task = (layer, hw)
+
+    @staticmethod
+    def transfer_inputs(view: SpaceView, layer: Layer, hw: HwConfig, rows: np.ndarray | None = None) -> np.ndarray:
+        """Task-independent features of valid configs: config features + layer + hardware."""
+        feats = view.valid_features() if rows is None else view.valid_features()[rows]
+        ctx = squash(np.concatenate([layer_features(layer), hw_features(hw)]).astype(np.float64))
+        return np.hstack([feats, np.broadcast_to(ctx, (feats.shape[0], ctx.size))]).astype(np.float32)
+
+    def transfer(self, records: list[MeasureRecord]) -> None:
+        """Train the base model on records of other (layer, hardware) tasks (see module doc)."""
+        import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
+
+        groups: dict[tuple[str, str], list[MeasureRecord]] = {}
+        for r in records:
+            groups.setdefault((r.layer_spec, r.hw), []).append(r)
+        xs, labels, qid = [], [], []
+        for q, ((spec, hw_name), recs) in enumerate(list(groups.items())[:TRANSFER_MAX_TASKS]):
+            try:
+                layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
+                view = SpaceView(get_space(layer, hw))
+                rows = {int(i): k for k, i in enumerate(view.valid)}
+                keep = [(rows[int(view.space.from_knobs(r.knobs).index)], r) for r in recs]
+            except Exception:  # noqa: BLE001, S112 - records of a layer/config we cannot rebuild: skip
+                continue
+            ok = [r.seconds for _, r in keep if r.ok]
+            if len(keep) < 2 or not ok:
+                continue
+            best = min(ok)
+            xs.append(self.transfer_inputs(view, layer, hw, np.asarray([k for k, _ in keep])))
+            labels += [best / r.seconds if r.ok else 0.0 for _, r in keep]
+            qid += [q] * len(keep)
+        if not xs:
+            return
+        dtrain = xgb.DMatrix(np.vstack(xs), label=np.asarray(labels, dtype=np.float32))
+        dtrain.set_group(np.unique(np.asarray(qid), return_counts=True)[1])
+        self._base = xgb.train(dict(XGB_PARAMS, seed=self.seed), dtrain, num_boost_round=NUM_ROUNDS)
+        self._base_scores = None
+        self._dirty = True
+
+    def _base_margin(self) -> np.ndarray | None:
+        if self._base is None:
+            return None
+        if self._base_scores is None:
+            import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
+
+            layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
+            x = self.transfer_inputs(self.view, layer, hw)
+            self._base_scores = self._base.predict(xgb.DMatrix(x)).astype(np.float64)
+        return self._base_scores
 
     def observe(self, results: Any) -> None:
         super().observe(results)
@@ -54,8 +121,12 @@ class XGBTuner(Tuner):
 
         measured = [r for r in self.results.values() if r.measured or r.ok]
         ok = [r for r in measured if r.ok]
+        margin = self._base_margin()
         if len(ok) < MIN_TRAIN:
-            return False
+            if margin is None:
+                return False
+            self._scores = margin  # too few own measurements: rank by the transferred model
+            return True
         best = min(r.seconds for r in ok)
         row = {int(i): k for k, i in enumerate(self.view.valid)}
         rows, labels = [], []
@@ -66,10 +137,12 @@ class XGBTuner(Tuner):
             rows.append(k)
             labels.append(best / r.seconds if r.ok else 0.0)
         x = self._inputs()
-        dtrain = xgb.DMatrix(x[np.asarray(rows)], label=np.asarray(labels, dtype=np.float32))
+        sel = np.asarray(rows)
+        dtrain = xgb.DMatrix(x[sel], label=np.asarray(labels, dtype=np.float32),
+                             base_margin=None if margin is None else margin[sel])
         params = dict(XGB_PARAMS, seed=self.seed)
         booster = xgb.train(params, dtrain, num_boost_round=NUM_ROUNDS)
-        self._scores = booster.predict(xgb.DMatrix(x)).astype(np.float64)
+        self._scores = booster.predict(xgb.DMatrix(x, base_margin=margin)).astype(np.float64)
         return True
 
     # -- proposals --------------------------------------------------------------------------
