@@ -431,15 +431,12 @@ def _layout_bytes(plan: TilePlan, hw: HwConfig) -> list[tuple[str, int, int, str
             ("output", plan.out_elems * hw.out_elem_bytes, hw.out_elem_bytes, "output")]
 
 
-def _dram_bases(plan: TilePlan, hw: HwConfig, start: int = 4096) -> tuple[list[int], int]:
-    """Byte addresses of data/weight/output and of the uop region, as `DramAllocator` places them
-    (bump allocation from `start`, aligned to the element size)."""
-    addrs, nxt = [], start
-    for _, nbytes, align, _ in _layout_bytes(plan, hw):
-        a = -(-nxt // align) * align
-        addrs.append(a)
-        nxt = a + nbytes
-    return addrs, -(-nxt // isa.UOP_BYTES) * isa.UOP_BYTES
+def _dram_bases(plan: TilePlan, hw: HwConfig) -> tuple[list[int], int]:
+    """Byte addresses of data/weight/output and of the uop region: `DramAllocator` places them
+    (the one allocator; `compile_layer` allocates the same regions with their data)."""
+    alloc = DramAllocator()
+    addrs = [alloc.alloc(name, nbytes, align, role).addr for name, nbytes, align, role in _layout_bytes(plan, hw)]
+    return addrs, alloc.alloc("uop", 0, isa.UOP_BYTES, "uop").addr
 
 
 def compile_insns(layer: Any, config: Any, hw: HwConfig, *, shift: int = 8,

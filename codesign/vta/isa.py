@@ -49,6 +49,16 @@ UOP_BYTES = 4
 Q_LOAD, Q_COMPUTE, Q_STORE = 0, 1, 2
 QUEUE_NAMES = ("load", "compute", "store")
 
+# Dependency-token queues (reference §2.8), the one numbering the simulator and the timing model
+# share: per module, the queue its pop_prev / pop_next flags read and its push_prev / push_next
+# flags write (-1: the flag must be 0 in that module).
+TOK_L2G, TOK_G2L, TOK_G2S, TOK_S2G = 0, 1, 2, 3
+TOKEN_NAMES = ("l2g", "g2l", "g2s", "s2g")
+POP_PREV = (-1, TOK_L2G, TOK_G2S)   # by module: load, compute, store
+POP_NEXT = (TOK_G2L, TOK_S2G, -1)
+PUSH_PREV = (-1, TOK_G2L, TOK_S2G)
+PUSH_NEXT = (TOK_L2G, TOK_G2S, -1)
+
 FIELDS: tuple[str, ...] = (
     "opcode", "pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep",
     "memory_type", "sram_base", "dram_base", "y_size", "x_size", "x_stride",
@@ -360,7 +370,8 @@ __all__ = [
     "OP_LOAD", "OP_STORE", "OP_GEMM", "OP_FINISH", "OP_ALU", "OPCODE_NAMES",
     "MEM_UOP", "MEM_WGT", "MEM_INP", "MEM_ACC", "MEM_OUT", "MEM_ACC_8BIT", "MEM_NAMES",
     "ALU_MIN", "ALU_MAX", "ALU_ADD", "ALU_SHR", "ALU_MUL", "ALU_NAMES",
-    "Q_LOAD", "Q_COMPUTE", "Q_STORE", "QUEUE_NAMES",
+    "Q_LOAD", "Q_COMPUTE", "Q_STORE", "QUEUE_NAMES", "TOK_L2G", "TOK_G2L", "TOK_G2S", "TOK_S2G", "TOKEN_NAMES",
+    "POP_PREV", "POP_NEXT", "PUSH_PREV", "PUSH_NEXT",
     "FIELDS", "COL", "N_FIELDS", "UOP_FIELDS", "INSN_BYTES", "UOP_BYTES", "Field",
     "layouts", "layout", "uop_widths", "encode_insn", "decode_insn", "encode_uop", "decode_uop",
     "elem_bytes", "empty_insns", "insn_from_fields", "insns_to_dicts", "check_insns",

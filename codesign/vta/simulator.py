@@ -66,14 +66,14 @@ from codesign.vta.races import find_races
 COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
             "out_store_nbytes", "gemm_counter", "alu_counter")
 
-# Token queues (reference §2.8).
-L2G, G2L, G2S, S2G = 0, 1, 2, 3
-TOKEN_NAMES = ("l2g", "g2l", "g2s", "s2g")
+# Token queues (reference §2.8): numbering and per-module flag tables live in `isa`.
+L2G, G2L, G2S, S2G = isa.TOK_L2G, isa.TOK_G2L, isa.TOK_G2S, isa.TOK_S2G
+TOKEN_NAMES = isa.TOKEN_NAMES
 # Per module: token queue read by pop_prev / pop_next and written by push_prev / push_next;
 # None marks a flag that must be 0 for that module (§2.8 table).
-_POP = {isa.Q_LOAD: (None, G2L), isa.Q_COMPUTE: (L2G, S2G), isa.Q_STORE: (G2S, None)}
-_PUSH = {isa.Q_LOAD: (None, L2G), isa.Q_COMPUTE: (G2L, G2S), isa.Q_STORE: (S2G, None)}
-_PRODUCER = {L2G: isa.Q_LOAD, G2L: isa.Q_COMPUTE, G2S: isa.Q_COMPUTE, S2G: isa.Q_STORE}
+_POP = {q: tuple(None if t < 0 else t for t in (isa.POP_PREV[q], isa.POP_NEXT[q])) for q in range(3)}
+_PUSH = {q: tuple(None if t < 0 else t for t in (isa.PUSH_PREV[q], isa.PUSH_NEXT[q])) for q in range(3)}
+_PRODUCER = {t: q for q in range(3) for t in (isa.PUSH_PREV[q], isa.PUSH_NEXT[q]) if t >= 0}
 
 C = isa.COL
 _C_OP, _C_POPP, _C_POPN, _C_PUSHP, _C_PUSHN = (C["opcode"], C["pop_prev_dep"], C["pop_next_dep"],

@@ -246,8 +246,9 @@ _OK, _DEADLOCK, _BAD_FLAG, _BAD_OPCODE, _BAD_MEM, _OVERFLOW = 0, 1, 2, 3, 4, 5
 #: grid once (a DMA's port time per beat), far below a cycle, and 2^63 units are ~5e11 cycles.
 _TIME_SCALE = float(1 << 24)
 # Token FIFOs (reference §2.8).
-_L2G, _G2L, _G2S, _S2G = 0, 1, 2, 3
-_FIFO_NAMES = ("l2g", "g2l", "g2s", "s2g")
+_FIFO_NAMES = isa.TOKEN_NAMES  # token FIFOs numbered as in `isa` (TOK_L2G..TOK_S2G)
+_POP_PREV, _POP_NEXT = np.array(isa.POP_PREV, dtype=np.int64), np.array(isa.POP_NEXT, dtype=np.int64)
+_PUSH_PREV, _PUSH_NEXT = np.array(isa.PUSH_PREV, dtype=np.int64), np.array(isa.PUSH_NEXT, dtype=np.int64)
 
 
 @njit(cache=True)
@@ -354,14 +355,11 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
             footprint += hi[mem] - lo[mem]
     inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
 
-    # Token FIFOs (_L2G.._S2G) as rings of availability times.
+    # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
     fifo = np.empty((4, fifo_cap), np.int64)
     head = np.zeros(4, np.int64)
     tail = np.zeros(4, np.int64)
-    pop_prev = np.array([-1, 0, 2], np.int64)
-    pop_next = np.array([1, 3, -1], np.int64)
-    push_prev = np.array([-1, 1, 3], np.int64)
-    push_next = np.array([0, 2, -1], np.int64)
+    pop_prev, pop_next, push_prev, push_next = _POP_PREV, _POP_NEXT, _PUSH_PREV, _PUSH_NEXT
 
     free = np.zeros(3, np.int64)
     busy = np.zeros(3, np.int64)
@@ -618,8 +616,8 @@ def _result(status: int, idx: int, end: int, busy: np.ndarray, port_busy: int, h
             if h < 0:
                 continue
             waits = []
-            for col, fifo in (("pop_prev_dep", (None, _L2G, _G2S)[q]), ("pop_next_dep", (_G2L, _S2G, None)[q])):
-                if m[h, isa.COL[col]] and fifo is not None:
+            for col, fifo in (("pop_prev_dep", isa.POP_PREV[q]), ("pop_next_dep", isa.POP_NEXT[q])):
+                if m[h, isa.COL[col]] and fifo >= 0:
                     waits.append(_FIFO_NAMES[fifo])
             blocked.append(f"{isa.QUEUE_NAMES[q]} queue at {_describe_head(m, int(h))} waits on "
                            + "/".join(waits))
