@@ -22,6 +22,7 @@ COMMANDS = [
     ("export", "export tuned schedules as AutoTVM logs or a vta_config.json"),
     ("sweep", "co-design sweep: Ray Tune over hardware configs with inner schedule tuning"),
     ("report", "print the Pareto front of a sweep directory"),
+    ("deploy", "program a board with a config's catalog bitstream and smoke-test it against NumPy"),
     ("run", "run a network's offloaded layers with their best schedules: bit-exact check, per-layer latency"),
     ("bitstream", "bitstream catalog: list, add a build, fetch into VTA's cache, build with HLS + Vivado"),
 ]

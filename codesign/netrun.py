@@ -112,12 +112,12 @@ def choose_schedules(workload: Workload, hw: HwConfig, records: Sequence[Measure
     return out
 
 
-def run_network(workload_name: str, hw: HwConfig, records: Sequence[MeasureRecord] = (),
+def run_network(workload_name: str | Workload, hw: HwConfig, records: Sequence[MeasureRecord] = (),
                 params: timing.TimingParams | None = None, executor: Executor | None = None,
                 on_layer: Callable[[LayerResult], None] | None = None) -> dict[str, Any]:
     params = timing.default_params() if params is None else params
     executor = executor or simulator_executor(params)
-    workload = get_workload(workload_name).for_hw(hw)
+    workload = (workload_name if isinstance(workload_name, Workload) else get_workload(workload_name)).for_hw(hw)
     _offloaded, cpu = partition(workload, hw)
     rng = np.random.default_rng(SEED)
     prev: np.ndarray | None = None

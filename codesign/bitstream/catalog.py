@@ -106,10 +106,12 @@ def load(user: Path | None = None) -> list[Entry]:
 
 def find(entries: list[Entry], hw: HwConfig, board: str | None = None) -> list[Entry]:
     """Entries for `hw` (by name) on `board` (any board if None), the config's HW_VER first, then
-    newest HW_VER first."""
+    newest HW_VER first, the user's catalog before the shipped one."""
     hits = [e for e in entries if e.config == hw.name and (board is None or e.board == board)]
+    shipped = str(SHIPPED_CATALOG)
+    # Same HW_VER in both catalogs: the user's entry (a local build or mirror) wins.
     return sorted(hits, key=lambda e: (e.hw_ver != str(hw.HW_VER), tuple(-int(x) for x in e.hw_ver.split(".")
-                                                                         if x.isdigit())))
+                                                                         if x.isdigit()), e.catalog == shipped))
 
 
 def sha256_file(path: Path) -> str:

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.commands.replay import _clean
-from codesign.errors import ConfigError
+from codesign.deploy import board_executor, check_loaded, connect
 from codesign.hw.config import HwConfig
 from codesign.netrun import load_schedule_records, plot, run_network
 
@@ -21,7 +21,7 @@ records.jsonl or an AutoTVM log), else the tophub schedule VTA itself applies, e
 fallback (first valid config) -- run them in network order on int8 data (a layer's input is the
 previous output where the shapes match), check every output bit for bit against the NumPy
 reference, and print per-layer and total latency: predicted by the timing model next to measured
-(--simulate: the functional simulator). Layers repeated in the network count as often as they
+(--simulate: the functional simulator; --board/--tracker: a board deployed with HW). Layers repeated in the network count as often as they
 occur. Exit status 1 if any output differs from the reference.
 """
 
@@ -30,6 +30,7 @@ examples:
   codesign run --workload resnet18 --hw pynq_1x16 --simulate
   codesign run --workload resnet18 --hw pynq_1x16 --simulate --records runs/sweep/records.jsonl
   codesign run --workload resnet18 --hw pynq_4x8 --simulate --profile tophub-2019 --plot run.png --json
+  codesign run --workload resnet18 --hw pynq_1x16 --board 192.168.2.99:9091   # after codesign deploy
 """
 
 
@@ -41,6 +42,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--records", nargs="*", default=[], metavar="R", help="records.jsonl / AutoTVM logs with schedules")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--simulate", action="store_true", help="run on the functional simulator")
+    where.add_argument("--board", metavar="HOST:PORT", default=None, help="run on this board (deployed with HW)")
+    where.add_argument("--tracker", metavar="HOST:PORT", default=None, help="run on a board from this tracker")
+    p.add_argument("--key", default=None, help="with --tracker: the board type (e.g. pynq)")
     p.add_argument("--profile", default=None, help="calibration profile for the predicted times")
     p.add_argument("--params", default=None, help="timing parameters JSON (default: shipped)")
     p.add_argument("--plot", metavar="PNG", default=None, help="bar chart of predicted vs measured per layer")
@@ -52,21 +56,26 @@ def run(args: argparse.Namespace) -> int:
     hw = HwConfig.resolve(args.hw)
     params, source = resolve_params(args.profile, args.params)
     records = load_schedule_records(args.records) if args.records else []
-    if not args.simulate:
-        raise ConfigError("say where to run: --simulate")
     bar = tqdm(desc="layers", unit="layer", file=sys.stderr, leave=False) if not args.json and sys.stderr.isatty() else None
-    result = run_network(args.workload, hw, records, params,
-                         on_layer=(lambda _r: bar.update(1)) if bar is not None else None)
+    on_layer = (lambda _r: bar.update(1)) if bar is not None else None
+    if args.simulate:
+        result = run_network(args.workload, hw, records, params, on_layer=on_layer)
+        result["measured_by"] = "functional simulator"
+    else:
+        with connect(args.board, args.tracker, args.key) as client:
+            info = check_loaded(client, hw)
+            result = run_network(args.workload, hw, records, params, executor=board_executor(client),
+                                 on_layer=on_layer)
+        result["measured_by"] = f"board {client.name} ({info.get('board')}{', emulated' if info.get('emulated') else ''})"
     if bar is not None:
         bar.close()
     result["params"] = source
-    result["measured_by"] = "functional simulator"
     if args.plot:
-        plot(result, args.plot, "simulated")
+        plot(result, args.plot, "simulated" if args.simulate else "measured")
     if args.json:
         print(json.dumps(_clean(result)))
         return 0 if result["all_bit_exact"] else 1
-    print(f"{result['workload']} (batch {result['batch']}) on {result['hw']}; measured by the functional simulator; "
+    print(f"{result['workload']} (batch {result['batch']}) on {result['hw']}; measured by the {result['measured_by']}; "
           f"predicted with {source}")
     print(f"{'#':>2} {'layer':<34} {'x':>2} {'schedule':<12} {'input':<7} {'pred_dev':>9} {'meas_dev':>9} "
           f"{'pred_call':>9} {'meas_call':>9} {'record':>9} {'output':<10}   (ms per call)")
