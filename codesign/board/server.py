@@ -183,7 +183,8 @@ def handle(service: BoardService, name: str, *args: Any) -> bytes:
             reply = protocol.encode({"ok": True, **service.program(bytes(args[0]), str(args[1]), str(args[2]))})
         else:
             header, payload = service.run(bytes(args[0]), int(args[1]), int(args[2]), float(args[3]))
-            reply = protocol.encode({"ok": True, **header}, payload)
+            # server_s: the whole request on the board (decode, checks, driver call) before the reply
+            reply = protocol.encode({"ok": True, **header, "server_s": time.perf_counter() - start}, payload)
         outcome = "ok"
     except BoardError as exc:
         kind = "timeout" if "did not signal done" in str(exc) else getattr(exc, "kind", "refused")
