@@ -134,3 +134,21 @@ def test_dsp_packing_bounds_the_core():
     zcu = Board.named("zcu104")
     big = estimate(HwConfig.from_name("zcu104_1x32_i8w8a32_15_16_18_17_250MHz"), zcu)
     assert big.detail["gemm"]["dsp"] == 1024  # every product on a DSP while the device has them
+
+
+def test_larger_buffers_never_lose_a_schedule():
+    """benchmarks/boards.py times only buffer-maximal designs: it relies on every schedule valid on
+    smaller buffers being valid, and timing identically, on larger ones (same core and clock)."""
+    from codesign.schedule import ScheduleSpace
+    from codesign.vta.run import measure
+    from codesign.workloads import parse_layer
+
+    layer = parse_layer("conv2d:1,64,28,28,64,3,3,1,1")
+    small = HwConfig.from_name("pynq_1x16_i8w8a32_14_14_16_16")
+    big = HwConfig.from_name("pynq_1x16_i8w8a32_15_15_18_17")
+    s_small, s_big = ScheduleSpace(layer, small), ScheduleSpace(layer, big)
+    valid_small, valid_big = set(s_small.valid_indices()), set(s_big.valid_indices())
+    assert valid_small < valid_big  # strictly more schedules fit the larger buffers
+    for idx in sorted(valid_small)[:: max(1, len(valid_small) // 25)]:
+        a, b = measure(layer, s_small.get(idx), small), measure(layer, s_big.get(idx), big)
+        assert (a.cycles, a.seconds) == (b.cycles, b.seconds)
