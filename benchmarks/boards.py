@@ -9,7 +9,8 @@ For each board and network:
 - candidates: every usable design of the board's shipped space (`hw_configs/spaces/<board>.yaml`)
   at that clock, all AXI widths. "le_stock": designs with LUT, FF, BRAM18 and DSP each at or
   below the stock's (resource model); "board": every design that fits the board.
-- latency per image: every unique layer of the network timed on every valid schedule config
+- latency per image of the part VTA offloads (`codesign.schedule.partition`; e.g. the 3-channel
+  stem stays on the CPU): every unique offloaded layer timed on every valid schedule config
   (`codesign.tune.exhaustive.exhaustive_table`: exact inner search), best per layer, summed with
   multiplicities, divided by the batch the design runs (`Workload.for_hw`).
 - search over designs is exact too: branch and bound on the compute bound
@@ -50,7 +51,7 @@ from codesign.errors import CodesignError  # noqa: E402
 from codesign.hw.config import HwConfig  # noqa: E402
 from codesign.hw.resources import RESOURCES, estimate  # noqa: E402
 from codesign.hw.space import HwSpace  # noqa: E402
-from codesign.schedule import ScheduleSpace  # noqa: E402
+from codesign.schedule import ScheduleSpace, partition  # noqa: E402
 from codesign.tune.exhaustive import exhaustive_table  # noqa: E402
 from codesign.workloads import get_workload  # noqa: E402
 
@@ -62,7 +63,7 @@ def network_latency_ms(hw: HwConfig, network: str) -> float | None:
     valid schedule on `hw`."""
     wl = get_workload(network).for_hw(hw)
     total = 0.0
-    for layer, count in wl.unique_layers():
+    for layer, count in partition(wl, hw)[0]:
         table = exhaustive_table(layer, hw, space=ScheduleSpace(layer, hw))
         if not table:
             return None
@@ -73,7 +74,7 @@ def network_latency_ms(hw: HwConfig, network: str) -> float | None:
 def compute_bound_ms(hw: HwConfig, network: str) -> float:
     """Lower bound on the latency per image: GEMM MACs at one BATCH*BLOCK_IN*BLOCK_OUT per cycle."""
     wl = get_workload(network).for_hw(hw)
-    macs = sum(layer.macs * count for layer, count in wl.unique_layers())
+    macs = sum(layer.macs * count for layer, count in partition(wl, hw)[0])
     return macs / hw.macs_per_cycle / hw.clock_hz / wl.batch * 1e3
 
 
@@ -163,7 +164,9 @@ def run_board(name: str, networks: list[str], scopes: list[str], unverified_cloc
     out: dict[str, Any] = {}
     for network in networks:
         stock_lat, _ = cache.get(stock, network)
+        vta, cpu = partition(get_workload(network).for_hw(stock), stock)
         entry: dict[str, Any] = {
+            "offloaded_unique_layers": len(vta), "cpu_layers": [layer.name for layer, _, _ in cpu],
             "clock_mhz": clock, "clock_verified": board.clock_verified(clock), "clock_status": board.clock_status(),
             "space": str(space.source), "stock": design_summary(stock, board, stock_lat),
         }
