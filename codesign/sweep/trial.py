@@ -85,8 +85,9 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
     `hw`: the best record of each earlier config, most similar hardware (GEMM shape first, then
     buffer sizes) first. The inner tuner measures these before its own proposals."""
     best: dict[str, Any] = {}
+    lname, hname = layer.name, hw.name  # properties that format a string: once, not per record
     for r in records:
-        if r.layer != layer.name or r.hw == hw.name or not r.ok:
+        if r.layer != lname or r.hw == hname or not r.ok:
             continue
         if r.hw not in best or r.seconds < best[r.hw].seconds:
             best[r.hw] = r
@@ -127,7 +128,8 @@ def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, write
     task = make_task(layer, hw, tuner, seed, **extra)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
-    own = [r for r in records if r.layer == layer.name and r.hw == hw.name]  # an interrupted run of this trial
+    lname, hname = layer.name, hw.name
+    own = [r for r in records if r.layer == lname and r.hw == hname]  # an interrupted run of this trial
     # auto and exhaustive plan their own budget (every valid config when exhaustive).
     return tune_layer(layer, hw, tuner=task.tuner, budget=None if tuner in ("auto", "exhaustive") else budget,
                       seed=seed, records=writer,

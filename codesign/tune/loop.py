@@ -135,7 +135,8 @@ def warm_start(task: TuneTask, records: str | Path | Sequence[MeasureRecord] | N
     cache = {int(r.config.index): r for r in _as_results(recs, task.layer, task.hw, task.space)}
     if cache:
         task.tuner.warm_start(list(cache.values()))
-    other = [r for r in recs if r.layer != task.layer.name or r.hw != task.hw.name]
+    lname, hname = task.layer.name, task.hw.name
+    other = [r for r in recs if r.layer != lname or r.hw != hname]
     if other:
         task.tuner.transfer(other)  # cross-task learning (the bandit); a no-op for most tuners
     for r in cache.values():
@@ -182,8 +183,9 @@ def measure_round(task: TuneTask, runner: Runner, to_run: Sequence[Config], cach
 
 def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, space: ScheduleSpace) -> list[MeasureResult]:
     out = []
+    lname, hname = layer.name, hw.name  # properties that format a string: once, not per record
     for r in records:
-        if r.layer != layer.name or r.hw != hw.name:
+        if r.layer != lname or r.hw != hname:
             continue
         try:
             config = space.from_knobs(r.knobs)  # knobs, not the index: robust to space changes
