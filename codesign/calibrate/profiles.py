@@ -141,8 +141,8 @@ def _from_autotvm(path: Path, params: TimingParams, skipped: list[dict[str, Any]
 
 
 def _from_records(path: Path, params: TimingParams, skipped: list[dict[str, Any]]) -> list[Observation]:
-    """Our records JSONL (`codesign.tune.records`); a line may also carry `device_seconds`
-    (board runtime: device time measured apart from the whole call)."""
+    """Our records JSONL (`codesign.tune.records`); board lines also carry `device_s` (device
+    time measured apart from the whole call), which then replaces the device model's time."""
     out = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         line = line.strip()
@@ -165,8 +165,8 @@ def _from_records(path: Path, params: TimingParams, skipped: list[dict[str, Any]
         except CodesignError as exc:
             skipped.append({"file": str(path), "line": lineno, "reason": str(exc)})
             continue
-        measured_dev = raw.get("device_seconds")
-        has_dev = isinstance(measured_dev, (int, float)) and 0 < measured_dev <= rec.seconds
+        measured_dev = rec.device_s  # a board's start-to-done time (records contract, optional key)
+        has_dev = measured_dev is not None and 0 < measured_dev <= rec.seconds
         i, o = layer_io_bytes(layer)
         out.append(Observation(str(path), lineno, f"{rec.hw} {rec.layer}", hw, n, i, o,
                                float(measured_dev) if has_dev else dev, float(rec.seconds), bool(has_dev)))
