@@ -218,3 +218,16 @@ def test_board_run_is_bit_exact_with_simulate(board, tmp_path):
     finally:
         for b in extra:
             b.stop()
+
+
+def test_tune_cli_on_a_board(board, tmp_path):
+    records = tmp_path / "r.jsonl"
+    out = _cli("tune", "--layer", "conv2d:1,32,14,14,32,3,3,1,1", "--hw", "pynq_1x16", "--tuner", "grid",
+               "--trials", "4", "--board", board.addr, "--repeat", "2", "--check-correctness",
+               "--records", str(records), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["measurements"] == 4
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(lines) == 4 and all(r["error"] is None for r in lines)
+    assert all(r["source"].startswith(f"emulated-board:pynq-z1@{board.addr}") for r in lines)
+    assert all(r["device_s"] == r["seconds"] and r["call_s"] > 0 for r in lines)
