@@ -13,7 +13,13 @@ from codesign.errors import ConfigError
 from codesign.hw.space import resolve_space_path
 from codesign.paths import SPACES
 from codesign.sweep import run_sweep
-from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TRIALS, DEFAULT_TUNER
+from codesign.sweep.options import (
+    DEFAULT_BUDGET,
+    DEFAULT_EXHAUSTIVE_S,
+    DEFAULT_TRIALS,
+    DEFAULT_TUNER,
+    SweepOptions,
+)
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
 DEFAULT_OUT = Path("runs/sweep")
@@ -56,30 +62,32 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("space", nargs="?", default=None, metavar="SPACE.yaml",
                    help=f"hardware search space (default: {DEFAULT_SPACE.relative_to(SPACES.parent.parent)})")
-    p.add_argument("--workload", default="resnet18",
+    p.add_argument("--workload", default=None,
                    help="zoo name (codesign workloads), path/to/file.py:factory or a torch.export .pt2 "
                         "(default: resnet18)")
     p.add_argument("--out", default=None, metavar="DIR", help=f"experiment directory (default: {DEFAULT_OUT})")
     p.add_argument("--trials", type=int, default=None,
                    help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")
-    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+    p.add_argument("--budget", type=int, default=None,
                    help=f"schedule measurements per layer and config (default: {DEFAULT_BUDGET})")
-    p.add_argument("--tuner", default=DEFAULT_TUNER,
+    p.add_argument("--tuner", default=None,
                    help=f"inner schedule tuner (default: {DEFAULT_TUNER}: every valid schedule when that fits "
                         "--exhaustive-budget, else xgb with --budget measurements)")
-    p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
+    p.add_argument("--exhaustive-budget", type=float, default=None, metavar="SECONDS",
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
-    p.add_argument("--search", default="motpe", choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
+    p.add_argument("--search", default=None, choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
                    help="outer search algorithm (default: motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the outer search and inner tuners (default: 0)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the outer search and inner tuners (default: 0)")
     p.add_argument("--address", default=None, metavar="RAY_ADDRESS",
                    help="join this Ray cluster instead of starting a local Ray with all cores")
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N trials at once (default: one per CPU)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
-                   help="continue the interrupted sweep in DIR (or --out); no other flags needed")
-    p.add_argument("--verified-clocks-only", action="store_true",
+                   help="continue the interrupted sweep in DIR (or --out); no other flags needed. --trials "
+                        "(more or fewer) and --max-concurrent may change; the options that define the sweep "
+                        "may not")
+    p.add_argument("--verified-clocks-only", action="store_true", default=None,
                    help="search only the clocks at which a VTA build is known to run on the board (PYNQ-Z1: "
                         "100 MHz, Ultra96: up to 250 MHz; ZCU104/KV260 have none). Without it, designs at "
                         "other clocks are explored and marked 'unverified'")
@@ -87,6 +95,36 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="calibration profile for the simulated measurements (kept in sweep.json for --resume)")
     p.add_argument("--json", action="store_true", help="print pareto.json and the file paths as one JSON object")
     p.set_defaults(func=run)
+
+
+# Flags that define a sweep (saved in sweep.json): a resume refuses new values for them. --trials
+# and --max-concurrent may change on resume; --address/--json/--out are about this run only.
+FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
+                   "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
+                   "profile": "--profile"}
+DEFAULTS = {"workload": "resnet18", "budget": DEFAULT_BUDGET, "tuner": DEFAULT_TUNER, "search": "motpe", "seed": 0,
+            "exhaustive_budget": DEFAULT_EXHAUSTIVE_S,
+            "verified_clocks_only": False}
+
+
+def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
+    """Refuse, in one line, flags a resume cannot apply; say which ones it can."""
+    opts = SweepOptions.load(out)
+    saved = opts.to_json()
+    bad = []
+    for key, flag in FIXED_ON_RESUME.items():
+        given = getattr(args, "exhaustive_budget" if key == "exhaustive_s" else key)
+        if given is not None and given != saved.get(key):
+            bad.append(f"{flag} {given} (started with {saved.get(key)})")
+    if args.space is not None:
+        bad.append(f"SPACE.yaml {args.space} (the sweep keeps its copy {out / opts.space})")
+    if bad:
+        raise ConfigError(f"--resume {out}: cannot change " + "; ".join(bad) + ". A resume may change --trials and "
+                          "--max-concurrent; start a new sweep (another --out) for other options")
+    for key, flag in (("trials", "--trials"), ("max_concurrent", "--max-concurrent")):
+        given = getattr(args, key)
+        if given is not None and given != saved.get(key):
+            print(f"codesign sweep: resume applies {flag} {given} (was {saved.get(key)})", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,23 +135,31 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.resume)
     else:
         out = Path(args.out) if args.out is not None else DEFAULT_OUT
+    if resume:
+        _check_resume_flags(args, out)
+    else:
+        for key, value in DEFAULTS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
     space = resolve_space_path(args.space) if args.space else DEFAULT_SPACE  # path or shipped name
     if not resume and not space.exists():
         raise ConfigError(f"{space}: no such space file (spaces shipped: "
                           + ", ".join(sorted(p.name for p in SPACES.glob("*.yaml"))) + ")")
     progress = not args.json and sys.stderr.isatty()
     trials = args.trials
-    if trials is None and args.search not in ("grid", "exhaustive"):
+    if trials is None and not resume and args.search not in ("grid", "exhaustive"):
         trials = DEFAULT_TRIALS
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
                        exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
                        profile=args.profile,
                        progress=progress)
+    code = 130 if result.interrupted else 0  # Ctrl-C: the shell's "killed by SIGINT" status, as `tune`
     if args.json:
         print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
-                          "planned_trials": result.planned, "wall_s": round(result.wall_s, 1)}))
-        return 0
+                          "interrupted": result.interrupted, "planned_trials": result.planned,
+                          "wall_s": round(result.wall_s, 1)}))
+        return code
     print(format_table(result.pareto))
     ok = [t for t in result.trials if t.get("status") == "ok"]
     infeasible = sum(1 for t in ok if not t.get("feasible"))
@@ -130,4 +176,4 @@ def run(args: argparse.Namespace) -> int:
     if not result.complete:
         print(f"sweep interrupted after {len(ok)} of {result.planned} trials; continue it with "
               f"`codesign sweep --resume {result.out_dir}`")
-    return 0
+    return code

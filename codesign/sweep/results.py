@@ -24,10 +24,14 @@ from codesign.sweep.trial import TRIALS_FILE
 
 def append_line(path: Path, row: dict[str, Any]) -> None:
     """Append one JSON line with a single `os.write` on an O_APPEND descriptor: concurrent writers
-    never interleave and a crash loses at most this line."""
+    never interleave and a crash loses at most this line. A half-written last line (a crash
+    mid-write) is ended first, so it cannot swallow this one."""
     data = (json.dumps(row, separators=(",", ":"), default=_json_default) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         os.write(fd, data)
     finally:
         os.close(fd)

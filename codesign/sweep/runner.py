@@ -7,15 +7,23 @@ Experiment directory layout (everything appended or replaced atomically while th
     records.jsonl   every schedule measurement of the inner tuners (`codesign.tune` records)
     pareto.json     the current Pareto front, its hypervolume and reference point
     skipped.jsonl   infeasible configs the searcher proposed (answered without a trial), with the reason
+    sweep.lock      held while a sweep runs here (`codesign.sweep.lock`): one sweep per directory
     *.png           plots, written at the end
     ray/sweep/      Ray Tune's own experiment state (what `Tuner.restore` reads)
+    ray/sweep-more-K/  a continuation after K finished trials (a resume that raised --trials or
+                    changed --max-concurrent; its searcher is preloaded with trials.jsonl)
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import shutil
+import signal
+import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +35,7 @@ from codesign.errors import ConfigError
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
+from codesign.sweep.lock import SweepLock
 from codesign.sweep.options import (
     DEFAULT_BUDGET,
     DEFAULT_EXHAUSTIVE_S,
@@ -56,6 +65,7 @@ class SweepResult:
     planned: int = 0  # trials the search was asked for
     wall_s: float = 0.0
     exhausted: bool = False  # stopped early because every feasible config had been evaluated
+    interrupted: bool = False  # Ctrl-C (SIGINT): Ray stopped the running trials and saved its state
 
     @property
     def skipped(self) -> int:
@@ -104,10 +114,64 @@ def _init_ray(address: str | None, num_cpus: int | None) -> bool:
     kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                               configure_logging=True)
     if address:
-        ray.init(address=address, **kw)
+        _probe_address(address)
+        try:
+            with _deadline(ADDRESS_TIMEOUT_S, f"--address {address}: the Ray cluster did not accept the "
+                                              f"connection within {ADDRESS_TIMEOUT_S:g} s"):
+                ray.init(address=address, **kw)
+        except BaseException:
+            ray.shutdown()  # a half-made connection must not outlive the error
+            raise
     else:
         ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
     return True
+
+
+ADDRESS_TIMEOUT_S = 30.0  # joining a cluster: Ray's own retries would wait for minutes
+
+
+def _probe_address(address: str, timeout_s: float = 5.0) -> None:
+    """One line, in seconds, when nothing listens at `address` (Ray itself retries for minutes,
+    printing only warnings)."""
+    if address in ("auto", "local"):
+        return  # Ray finds the cluster through its own files
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"--address {address!r}: expected HOST:PORT of a Ray head node (e.g. 127.0.0.1:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise ConfigError(f"--address {address}: no Ray cluster answers there ({why}); start one with "
+                          "`ray start --head` on that host, or drop --address to run Ray locally") from None
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, message: str) -> Any:
+    """ConfigError(message) if the block runs longer than `seconds` (SIGALRM; main thread only)."""
+
+    def expire(sig: int, frame: Any) -> None:
+        raise ConfigError(message)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _concurrency(max_concurrent: int | None) -> int:
+    """Trials at once: `max_concurrent`, else one per CPU of the Ray cluster. Ray Tune's default
+    ("auto") keeps a single pending trial for a custom searcher, so trials ran one at a time in most
+    runs while Ray started and dropped a second worker; the pending limit follows the concurrency."""
+    import ray
+
+    n = max_concurrent or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(n)  # read when the Tuner starts its controller
+    return n
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -121,17 +185,23 @@ def _quiet_ray() -> None:
 
 
 # -- the sweep -------------------------------------------------------------------------------------
-def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> tuple[SweepOptions, HwSpace]:
-    """Create the experiment directory of a new sweep: the space copy and sweep.json. Returns the
-    options and the parsed space (parsed once here; the trials get this object)."""
-    src = Path(space)
-    # User mistakes are one clear error before anything is created.
-    hw_space = HwSpace.load(src)
+def validate_new(space: str | Path, workload: Any, options: dict[str, Any]) -> HwSpace:
+    """Check a new sweep's inputs without creating anything; returns the parsed space."""
+    hw_space = HwSpace.load(Path(space))
     if options.get("verified_clocks_only"):
         hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
     _validate_tuner(options["tuner"])
     if isinstance(workload, str):
         get_workload(workload)
+    return hw_space
+
+
+def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> tuple[SweepOptions, HwSpace]:
+    """Create the experiment directory of a new sweep: the space copy and sweep.json. Returns the
+    options and the parsed space (parsed once here; the trials get this object). The caller holds
+    the directory's lock."""
+    src = Path(space)
+    hw_space = validate_new(space, workload, options)
     if (out_dir / TRIALS_FILE).exists() or (out_dir / RAY_DIR).exists():
         raise ConfigError(f"{out_dir} already holds a sweep; continue it with `codesign sweep --resume {out_dir}` "
                           "or choose another --out")
@@ -141,6 +211,26 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, 
     opts = SweepOptions(space=SPACE_COPY, workload=name, layers=layers, **options)
     opts.save(out_dir)
     return opts, hw_space
+
+
+def _fit(tuner_obj: Any) -> bool:
+    """`tuner_obj.fit()`; returns whether it was interrupted. Ray Tune catches the first SIGINT
+    itself (it stops the trials, saves its state and returns normally) and then puts back the
+    handler it found; so we install a handler of our own first: finding it back in place after
+    fit means Ray saw a SIGINT. A second Ctrl-C reaches our handler: KeyboardInterrupt."""
+
+    def second_interrupt(sig: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover - checked by run_sweep
+        tuner_obj.fit()
+        return False
+    previous = signal.signal(signal.SIGINT, second_interrupt)
+    try:
+        tuner_obj.fit()
+        return signal.getsignal(signal.SIGINT) is second_interrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_sweep(
@@ -168,19 +258,53 @@ def run_sweep(
     hardware configs to evaluate (None = every point for grid/exhaustive); `budget`: schedule
     measurements per layer. On resume every other argument is read from `out_dir/sweep.json`.
     `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep).
+    On resume, `trials` and `max_concurrent` may differ from sweep.json (`resume_changes`): they
+    are saved and the sweep goes on as a continuation experiment; every other option is fixed.
+    One sweep at a time per directory (`SweepLock`); a stale lock is reported on stderr.
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("run_sweep makes Ray calls and must run on the main thread")
     start = time.perf_counter()
     out = Path(out_dir).resolve()
     if resume:
-        opts = SweepOptions.load(out)
-        hw_space = HwSpace.load(out / opts.space)
+        opts = SweepOptions.load(out)  # before the lock: no directory is created for a wrong path
+        lock = SweepLock(out).acquire()
     else:
-        opts, hw_space = prepare(space, workload, out, dict(trials=trials, budget=budget, tuner=tuner,
-                                                            exhaustive_s=exhaustive_s, search=search, seed=seed, max_concurrent=max_concurrent,
-                                                            verified_clocks_only=verified_clocks_only,
-                                                            profile=profile))
+        options = dict(trials=trials, budget=budget, tuner=tuner, exhaustive_s=exhaustive_s, search=search,
+                       seed=seed,
+                       max_concurrent=max_concurrent, verified_clocks_only=verified_clocks_only, profile=profile)
+        validate_new(space, workload, options)  # user mistakes are one line before anything is created
+        lock = SweepLock(out).acquire()
+    try:
+        if lock.stale:
+            print(f"codesign sweep: note: {lock.stale}", file=sys.stderr)
+        if resume:
+            opts = SweepOptions.load(out)
+            changed = resume_changes(opts, trials=trials, max_concurrent=max_concurrent)
+            if changed:
+                opts = dataclasses.replace(opts, **changed)
+                opts.save(out)
+            hw_space = HwSpace.load(out / opts.space)
+        else:
+            changed = {}
+            opts, hw_space = prepare(space, workload, out, options)
+        return _run_locked(out, opts, hw_space, resume=resume, continuation=bool(changed), address=address,
+                           progress=progress, callbacks=callbacks, start=start)
+    finally:
+        lock.release()
+
+
+def resume_changes(opts: SweepOptions, **given: Any) -> dict[str, Any]:
+    """The options a resume may change (`trials`, `max_concurrent`) that differ from sweep.json."""
+    out = {}
+    for key, value in given.items():
+        if value is not None and value != getattr(opts, key):
+            out[key] = value
+    return out
+
+
+def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: bool, continuation: bool,
+                address: str | None, progress: bool, callbacks: list[Any] | None, start: float) -> SweepResult:
     if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
         hw_space = hw_space.verified_clocks_only()
     wl = workload_from_options(opts)
@@ -191,10 +315,12 @@ def run_sweep(
     from ray import tune
 
     plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out))
+    planned = plan.num_samples
     stock_names = tuple(hw.name for hw in hw_space.stock_configs())
     power_bound = space_power_bound(hw_space)
     own = _init_ray(address, None)
     try:
+        concurrent = _concurrency(opts.max_concurrent)
         # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
         ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
                            exhaustive_s=opts.exhaustive_s, seed=opts.seed, checked=opts.search != "grid", params=timing_params)
@@ -202,12 +328,16 @@ def run_sweep(
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
                              progress=progress), *(callbacks or [])]
         exp_path = out / RAY_DIR / EXPERIMENT
-        if resume and tune.Tuner.can_restore(str(exp_path)):
+        interrupted = False
+        if resume and continuation:
+            pass  # straight to the continuation below
+        elif resume and tune.Tuner.can_restore(str(exp_path)):
             tuner_obj = tune.Tuner.restore(str(exp_path), trainable, resume_errored=True)
             # Ray restores the callbacks it pickled at the start; ours must reflect this run
             # (progress flag, no stale test hooks).
             run_config = tuner_obj._local_tuner.get_run_config()
             run_config.callbacks = cbs
+            interrupted = _fit(tuner_obj)
         else:
             if hasattr(plan.search_alg, "preload"):
                 plan.search_alg.preload(read_trials(out))
@@ -216,20 +346,61 @@ def run_sweep(
                 param_space=plan.param_space,
                 tune_config=tune.TuneConfig(
                     search_alg=plan.search_alg, num_samples=plan.num_samples,
-                    max_concurrent_trials=opts.max_concurrent, reuse_actors=True,
+                    max_concurrent_trials=concurrent, reuse_actors=True,
                     trial_dirname_creator=_trial_dirname,
                 ),
                 run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out / RAY_DIR), callbacks=cbs,
                                           verbose=0),
             )
-        tuner_obj.fit()
+            interrupted = _fit(tuner_obj)
+        done = sum(1 for r in read_trials(out) if r.get("status") == "ok")
+        if resume and not interrupted and done < planned:
+            # A resume that asked for more trials (or a new --max-concurrent): go on with a fresh
+            # experiment whose searcher knows every finished trial, for the trials still missing.
+            more = _continuation(opts, hw_space, out, planned - done)
+            if more is not None:
+                cbs[0] = SweepCallback(str(out), planned, stock_names=stock_names, power_bound=power_bound,
+                                       progress=progress)
+                tuner_obj = tune.Tuner(
+                    trainable, param_space=more.param_space,
+                    tune_config=tune.TuneConfig(search_alg=more.search_alg, num_samples=more.num_samples,
+                                                max_concurrent_trials=concurrent, reuse_actors=True,
+                                                trial_dirname_creator=_trial_dirname),
+                    run_config=tune.RunConfig(name=f"{EXPERIMENT}-more-{done}", storage_path=str(out / RAY_DIR),
+                                              callbacks=cbs, verbose=0),
+                )
+                interrupted = _fit(tuner_obj)
     finally:
         if own:
             import ray
 
             ray.shutdown()
-    return finish(out, opts, plan.num_samples, time.perf_counter() - start, stock_names=stock_names,
-                  power_bound=power_bound, space=hw_space)
+    result = finish(out, opts, planned, time.perf_counter() - start, stock_names=stock_names,
+                    power_bound=power_bound, space=hw_space)
+    result.interrupted = interrupted
+    return result
+
+
+def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int) -> Any:
+    """A search plan for `missing` more trials that skips the configs already in trials.jsonl
+    (None when no config is left): Optuna searchers preloaded with the finished trials, or the
+    grid/exhaustive points not evaluated yet."""
+    rows = read_trials(out)
+    if opts.search in ("grid", "exhaustive"):
+        plan = build_search(opts.search, hw_space, trials=None, seed=opts.seed, out_dir=str(out))
+        seen = {r.get("params") and tuple(sorted(r["params"].items())) for r in rows if r.get("status") == "ok"}
+        points = [p for p in plan.search_alg._points_to_evaluate if tuple(sorted(p.items())) not in seen]
+        if not points:
+            return None
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        n = min(missing, len(points))
+        plan.search_alg = BasicVariantGenerator(points_to_evaluate=points[:n], random_state=opts.seed)
+        plan.num_samples = n
+        return plan
+    plan = build_search(opts.search, hw_space, trials=missing, seed=opts.seed + len(rows), out_dir=str(out))
+    plan.search_alg.preload(rows)
+    return plan
 
 
 def _validate_tuner(name: str) -> None:

@@ -130,11 +130,17 @@ def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, write
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     lname, hname = layer.name, hw.name
     own = [r for r in records if r.layer == lname and r.hw == hname]  # an interrupted run of this trial
-    # auto and exhaustive plan their own budget (every valid config when exhaustive).
-    return tune_layer(layer, hw, tuner=task.tuner, budget=None if tuner in ("auto", "exhaustive") else budget,
-                      seed=seed, records=writer,
-                      warm_start=own or None, progress=False, seeds=seeds,
-                      runner=SimulatorRunner(hw, params=params) if params is not None else None)
+    # Its measurements count toward the budget: a resumed trial measures only what is missing, so
+    # records.jsonl holds `budget` measurements per (config, layer) however often it was interrupted.
+    # auto and exhaustive plan their own budget (every valid config when exhaustive; the cache of
+    # earlier records keeps them from measuring a config twice).
+    done = len({r.index for r in own})
+    res = tune_layer(layer, hw, tuner=task.tuner,
+                     budget=None if tuner in ("auto", "exhaustive") else max(0, budget - done),
+                     seed=seed, records=writer, warm_start=own or None, progress=False, seeds=seeds,
+                     runner=SimulatorRunner(hw, params=params) if params is not None else None)
+    res.measurements += done
+    return res
 
 
 def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult, params: Any = None) -> Measurement:

@@ -1,0 +1,296 @@
+"""Concurrent, interrupted and remote sweeps (issue 9): one sweep per directory (stale locks
+reported), resume neither duplicates nor loses (a half-written last line included), --resume with
+new flags applies or refuses them, Ctrl-C exits 130 (sweep and tune), --address fails in bounded
+time without a cluster and works with a real `ray start --head`, and two trials run at once by
+default."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from codesign.errors import ConfigError
+from codesign.sweep.lock import SweepLock
+from codesign.sweep.results import append_line, read_trials
+
+REPO = Path(__file__).resolve().parent.parent
+SPACE = """\
+board: pynq-z1
+description: tiny test space (4 usable configs)
+params:
+  LOG_BLOCK: [3, 4, 5]       # 1x32 is infeasible on the Zynq-7020
+  clock_mhz: [100, 200]
+fixed:
+  LOG_INP_BUFF_SIZE: 14
+  LOG_WGT_BUFF_SIZE: 16
+  LOG_ACC_BUFF_SIZE: 16
+"""
+LAYER = "conv2d:1,32,8,8,32,3,3,1,1"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+
+
+def _cli(*argv: str) -> list[str]:
+    return [sys.executable, "-c", "import sys, codesign.cli; sys.exit(codesign.cli.main())", *argv]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _wait_for(pred, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a process group this test started (and only that group)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture
+def space_file(tmp_path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SPACE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def workload():
+    from codesign.workloads import Workload
+
+    return Workload("tiny", ((LAYER, 2),))
+
+
+# -- the lock -------------------------------------------------------------------------------------------
+def _hold_lock(out: Path) -> subprocess.Popen:
+    code = ("import sys, time; from codesign.sweep.lock import SweepLock; SweepLock(sys.argv[1]).acquire(); "
+            "print('locked', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], env=_env(), stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_second_sweep_and_resume_are_refused_while_one_runs(tmp_path, space_file, workload):
+    from codesign.sweep import run_sweep
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"space": "space.yaml", "workload": "tiny", "layers": [[LAYER, 2]]}))
+    holder = _hold_lock(out)
+    try:
+        with pytest.raises(ConfigError, match=rf"is in use by another sweep \(pid {holder.pid} on "):
+            run_sweep(space_file, workload, out, trials=2, budget=2, tuner="random", search="random")
+        with pytest.raises(ConfigError, match=rf"in use by another sweep \(pid {holder.pid} "):
+            run_sweep(None, None, out, resume=True)
+    finally:
+        _stop(holder)
+
+
+def test_a_dead_holders_lock_is_taken_and_reported(tmp_path):
+    out = tmp_path / "sweep"
+    holder = _hold_lock(out)
+    _stop(holder)  # SIGKILL: no clean release
+    with SweepLock(out) as lock:
+        assert lock.stale is not None
+        assert f"pid {holder.pid}" in lock.stale and "process gone" in lock.stale
+    with SweepLock(out) as lock:  # a clean release leaves nothing stale
+        assert lock.stale is None
+
+
+# -- resume: nothing duplicated, nothing lost ------------------------------------------------------------
+def test_a_half_written_last_line_does_not_swallow_the_next_trial(tmp_path):
+    path = tmp_path / "trials.jsonl"
+    append_line(path, {"trial_id": "a", "status": "ok"})
+    with open(path, "a") as f:
+        f.write('{"trial_id": "b", "sta')  # the driver died mid-write
+    append_line(path, {"trial_id": "c", "status": "ok"})
+    assert [r["trial_id"] for r in read_trials(tmp_path)] == ["a", "c"]
+
+
+def test_an_interrupted_trial_measures_only_what_is_missing(tmp_path):
+    from codesign.hw.resources import estimate
+    from codesign.hw.space import HwSpace
+    from codesign.sweep.trial import RECORDS_FILE, _read_records, evaluate_usable
+    from codesign.tune import load_records
+    from codesign.workloads import Workload
+
+    space = HwSpace.from_dict(__import__("yaml").safe_load(SPACE))
+    hw = space.to_hw({"LOG_BLOCK": 4, "clock_mhz": 100})
+    wl = Workload("tiny", ((LAYER, 2),))
+    records = tmp_path / RECORDS_FILE
+    kw = dict(tuner="random", seed=0, records_path=records, params=None)
+    # The first run is killed after 3 of its 8 measurements: simulate it with a budget of 3.
+    evaluate_usable(hw, space.board, wl, estimate(hw, space.board), budget=3, warm_records=[], **kw)
+    with open(records, "a") as f:
+        f.write('{"layer": "conv2d_1x32x8x')  # and the kill cut a line in half
+    result = evaluate_usable(hw, space.board, wl, estimate(hw, space.board), budget=8,
+                             warm_records=_read_records(tmp_path), **kw)
+    recs = load_records(records)
+    assert len(recs) == 8 and len({r.index for r in recs}) == 8  # 3 + 5 new, none twice
+    assert result["layers"][0]["measurements"] == 8
+    assert result["layers"][0]["seconds"] == min(r.seconds for r in recs if r.ok)
+
+
+def test_resume_with_more_trials_applies_them_and_refuses_fixed_flags(ray_session, space_file, workload, tmp_path,
+                                                                       capsys):
+    from codesign.cli import main
+    from codesign.sweep import run_sweep
+
+    out = tmp_path / "sweep"
+    first = run_sweep(space_file, workload, out, trials=2, budget=2, tuner="random", search="random", seed=0,
+                      progress=False)
+    assert first.complete and len(first.trials) == 2
+    code = main(["sweep", "--resume", str(out), "--trials", "4", "--budget", "3", "--tuner", "xgb"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "cannot change --budget 3 (started with 2); --tuner xgb (started with random)" in err
+    assert "may change --trials and --max-concurrent" in err
+    resumed = run_sweep(None, None, out, resume=True, trials=4, progress=False)
+    rows = _lines(out / "trials.jsonl")
+    assert resumed.complete and resumed.planned == 4 and len(rows) == 4
+    assert rows[:2] == first.trials  # nothing lost or rewritten
+    assert len({r["config"] for r in rows}) == 4 and not any(r.get("cached") for r in rows)
+    assert json.loads((out / "sweep.json").read_text())["trials"] == 4
+    records = _lines(out / "records.jsonl")
+    assert len(records) == 4 * 2 and len({(r["hw"], r["index"]) for r in records}) == 8
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------------
+def test_ctrl_c_exits_130_in_sweep(tmp_path, space_file):
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(_cli("sweep", str(space_file), "--workload", "resnet18", "--trials", "4", "--budget", "4",
+                                 "--search", "random", "--tuner", "random", "--out", str(out), "--max-concurrent", "1"),
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _wait_for(lambda: (out / "trials.jsonl").exists() or proc.poll() is not None, 240, "the first trial")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "continue it with `codesign sweep --resume" in stdout
+
+
+def test_ctrl_c_exits_130_in_tune(tmp_path):
+    records = tmp_path / "r.jsonl"
+    proc = subprocess.Popen(_cli("tune", "--layer", "conv2d:1,256,14,14,512,3,3,2,1", "--trials", "100000",
+                                 "--tuner", "random", "--records", str(records)),
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _wait_for(lambda: records.exists() and records.stat().st_size > 0 or proc.poll() is not None, 120,
+                  "the first measurement")
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr
+
+
+# -- --address ------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_address_without_a_cluster_fails_fast_in_one_line(tmp_path, space_file):
+    port = _free_port()
+    start = time.monotonic()
+    done = subprocess.run(_cli("sweep", str(space_file), "--address", f"127.0.0.1:{port}", "--out", str(tmp_path / "o"),
+                               "--trials", "1"), env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and time.monotonic() - start < 60
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--address 127.0.0.1:{port}: no Ray cluster answers there" in lines[0], done.stderr
+
+
+def test_address_joins_a_real_local_cluster(tmp_path, space_file):
+    import shutil
+    import tempfile
+
+    port = _free_port()
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay < 108 bytes
+    head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+                             "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
+                             f"--temp-dir={ray_tmp}"],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        def up() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return head.poll() is not None
+
+        _wait_for(up, 120, "ray start --head")
+        assert head.poll() is None, head.stdout.read()
+        out = tmp_path / "sweep"
+        done = subprocess.run(_cli("sweep", str(space_file), "--workload", "resnet18", "--address", f"127.0.0.1:{port}",
+                                   "--out", str(out), "--trials", "1", "--budget", "1", "--tuner", "random",
+                                   "--search", "random", "--json"),
+                              env=_env(), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(_lines(out / "trials.jsonl")) == 1
+    finally:
+        if head.poll() is None:
+            os.killpg(head.pid, signal.SIGTERM)  # --block: the head stops its own processes
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                _stop(head)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    # the cluster is gone: the same address now fails in bounded time
+    done = subprocess.run(_cli("sweep", str(space_file), "--address", f"127.0.0.1:{port}", "--out",
+                               str(tmp_path / "o2"), "--trials", "1"), env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "no Ray cluster answers there" in done.stderr
+
+
+# -- concurrency ----------------------------------------------------------------------------------------
+def test_default_max_concurrent_runs_two_trials_at_once(ray_session, space_file, tmp_path):
+    from codesign.sweep import run_sweep
+    from codesign.workloads import Workload
+
+    # ~seconds per trial so the overlap is not an accident of timing
+    wl = Workload("small", (("conv2d:1,64,14,14,64,3,3,1,1", 1), (LAYER, 1)))
+    result = run_sweep(space_file, wl, tmp_path / "s", trials=4, budget=40, tuner="random", search="random", seed=0,
+                       progress=False)
+    rows = [r for r in result.trials if r.get("status") == "ok"]
+    assert len(rows) == 4
+    spans = sorted((r["timestamp"] - r["wall_s"], r["timestamp"]) for r in rows)
+    overlaps = sum(1 for (s1, e1), (s2, _e2) in zip(spans, spans[1:]) if s2 < e1)
+    assert overlaps >= 1, spans
