@@ -44,6 +44,11 @@ def _cli(*argv: str) -> list[str]:
     return [sys.executable, "-c", "import sys, codesign.cli; sys.exit(codesign.cli.main())", *argv]
 
 
+def _default_sigint() -> None:
+    # A child of a shell without job control inherits SIGINT ignored; Ctrl-C must reach it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -191,7 +196,7 @@ def test_ctrl_c_exits_130_in_sweep(tmp_path, space_file):
     proc = subprocess.Popen(_cli("sweep", str(space_file), "--workload", "resnet18", "--trials", "4", "--budget", "4",
                                  "--search", "random", "--tuner", "random", "--out", str(out), "--max-concurrent", "1"),
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     try:
         _wait_for(lambda: (out / "trials.jsonl").exists() or proc.poll() is not None, 240, "the first trial")
         assert proc.poll() is None, proc.communicate()
@@ -205,13 +210,15 @@ def test_ctrl_c_exits_130_in_sweep(tmp_path, space_file):
 
 def test_ctrl_c_exits_130_in_tune(tmp_path):
     records = tmp_path / "r.jsonl"
-    proc = subprocess.Popen(_cli("tune", "--layer", "conv2d:1,256,14,14,512,3,3,2,1", "--trials", "100000",
-                                 "--tuner", "random", "--records", str(records)),
+    # PPO over every ResNet-18 layer runs for tens of seconds: the interrupt lands mid-tuning
+    proc = subprocess.Popen(_cli("tune", "--workload", "resnet18", "--trials", "100000", "--tuner", "ppo",
+                                 "--records", str(records)),
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     try:
         _wait_for(lambda: records.exists() and records.stat().st_size > 0 or proc.poll() is not None, 120,
                   "the first measurement")
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         _stdout, stderr = proc.communicate(timeout=60)
     finally:
