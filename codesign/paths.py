@@ -13,4 +13,7 @@ HW_CONFIGS = ROOT / "hw_configs"
 BOARDS = HW_CONFIGS / "boards"
 SPACES = HW_CONFIGS / "spaces"
 SIM_DATA = ROOT / "sim"
+# The pretrained agent `codesign tune --tuner auto` uses where measuring is expensive (trained on
+# simulator data by benchmarks/train_agent.py; provenance in the .json beside it).
+SHIPPED_AGENT = SIM_DATA / "agents" / "bandit_sim.pt"
 BITSTREAMS = ROOT / "bitstreams"

@@ -5,9 +5,12 @@ on the simulator and the learned tuner when a measurement is expensive."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from codesign.hw.config import HwConfig
+from codesign.paths import SHIPPED_AGENT
 from codesign.tune import MeasureRecord, TableRunner, exhaustive_table, tune_layer
 from codesign.tune.auto import AutoTuner
 from codesign.tune.task import make_task
@@ -53,8 +56,15 @@ def test_auto_is_exhaustive_when_cheap_and_learned_when_expensive():
     n_valid = len(table)
     cheap = tune_layer(HELD, HW, tuner="auto", budget=None, seed=0, runner=TableRunner(table, cost_s=1e-3))
     assert cheap.measurements == n_valid and cheap.best_seconds == min(v[0] for v in table.values())
+    # A board-like cost: the pretrained agent shipped with the package (trained on simulator data)
     task = make_task(HELD, HW, "auto", 0, time_budget_s=10.0, learned_budget=12)
     costly = tune_layer(HELD, HW, tuner=task.tuner, budget=None, seed=0, runner=TableRunner(table, cost_s=5.0))
-    assert isinstance(task.tuner, AutoTuner) and task.tuner.choice["search"] == "xgb"
+    assert isinstance(task.tuner, AutoTuner) and task.tuner.choice["search"] == "bandit"
+    assert task.tuner.choice["agent"] == str(SHIPPED_AGENT) and SHIPPED_AGENT.stat().st_size < 1 << 20
+    provenance = json.loads(SHIPPED_AGENT.with_suffix(".pt.json").read_text())
+    assert provenance["trained_on"].startswith("simulator") and provenance["command"].startswith("python benchmarks/")
     assert costly.measurements == 12
     assert task.tuner.choice["exhaustive_s"] == 5.0 * n_valid
+    forced = make_task(HELD, HW, "auto", 0, learned="xgb", learned_budget=12)
+    tune_layer(HELD, HW, tuner=forced.tuner, budget=None, seed=0, runner=TableRunner(table, cost_s=5.0))
+    assert forced.tuner.choice["search"] == "xgb" and forced.tuner.choice["agent"] is None

@@ -35,7 +35,8 @@ be exported with `codesign export autotvm`.
 
 tuners:  auto    (default) every valid schedule when valid schedules x the measured cost of one
                  measurement fit --exhaustive-budget seconds (the simulator: always for
-                 ResNet-18), else xgb within --trials measurements
+                 ResNet-18), else the pretrained agent shipped in sim/agents/ (a
+                 measurement on a board costs seconds), or xgb, within --trials measurements
          exhaustive  every valid schedule (the exact optimum; --parallel spreads it over cores)
          xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
          bandit  neural contextual bandit (a whole knob vector per action)

@@ -2,15 +2,19 @@
 is expensive. Before the first proposal it asks the runner what one measurement costs
 (`Runner.seconds_per_measurement`: a probe of a few configs on the simulator, the board's cost
 on a board) and searches exhaustively when every valid config fits the time budget
-(`time_budget_s`, `--exhaustive-budget`); otherwise it runs the learned tuner (`learned`,
-XGBoost by default) within the loop's measurement budget."""
+(`time_budget_s`, `--exhaustive-budget`); otherwise it runs a learned tuner within the loop's
+measurement budget: `learned` when given, else the pretrained agent shipped with the package
+(`paths.SHIPPED_AGENT`, a hardware-conditioned bandit trained on simulator data) when it matches
+the task (conv2d/dense template, same feature set), else XGBoost."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.paths import SHIPPED_AGENT
 from codesign.schedule.knobs import Config
 from codesign.tune.exhaustive import ExhaustiveTuner
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
@@ -24,18 +28,21 @@ from codesign.workloads.layers import Layer
 #: at seconds per measurement is far above it.
 DEFAULT_EXHAUSTIVE_S = 10.0
 PROBES = 3  # configs timed to estimate the cost of one measurement
+AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped agent was trained on
 
 
 class AutoTuner(Tuner):
     name = "auto"
 
     def __init__(self, space: Any, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
-                 learned: str = "xgb", learned_budget: int = DEFAULT_BUDGET, agent: Any = None, **kw: Any) -> None:
+                 learned: str | None = None, learned_budget: int = DEFAULT_BUDGET, agent: Any = None,
+                 **kw: Any) -> None:
         super().__init__(space, seed, kw.pop("view", None))
         self.time_budget_s = float(time_budget_s)
         self.learned_budget = int(learned_budget)
         self.learned, self.learned_kw, self.agent_arg = learned, kw, agent
         self.inner: Tuner | None = None
+        self._agent_path: Any = None
         self.choice: dict[str, Any] = {}
         self._task: tuple[Layer, HwConfig] | None = None
 
@@ -52,16 +59,34 @@ class AutoTuner(Tuner):
         exhaustive_s = cost * valid.size
         if exhaustive_s <= self.time_budget_s:
             self.inner = ExhaustiveTuner(self.space, self.seed, view=self.view)
+            self.inner.set_task(layer, hw)
         else:
-            agent = {} if self.agent_arg is None else {"agent": self.agent_arg}
-            self.inner = make_tuner(self.learned, self.space, self.seed, view=self.view, **agent, **self.learned_kw)
+            self.inner = self._learned(layer, hw)
         self.choice = {"search": self.inner.name, "valid": int(valid.size), "seconds_per_measurement": cost,
-                       "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s}
-        self.inner.set_task(layer, hw)
+                       "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s,
+                       "agent": None if self._agent_path is None else str(self._agent_path)}
         self.batch_size = self.inner.batch_size
         if budget is None:
             return valid.size if isinstance(self.inner, ExhaustiveTuner) else self.learned_budget
         return int(budget)
+
+    def _learned(self, layer: Layer, hw: HwConfig) -> Tuner:
+        """The learned tuner (already `set_task`): `learned`, else the shipped agent if it matches,
+        else XGBoost."""
+        self._agent_path: Any = self.agent_arg
+        if self.learned is None and self.agent_arg is None and SHIPPED_AGENT.exists() \
+                and getattr(layer, "template", None) in AGENT_TEMPLATES:
+            try:
+                tuner = make_tuner("bandit", self.space, self.seed, view=self.view, agent=str(SHIPPED_AGENT))
+                tuner.set_task(layer, hw)  # ConfigError if the agent's features do not match
+                self._agent_path = SHIPPED_AGENT
+                return tuner
+            except ConfigError:
+                pass  # an agent of another feature set: XGBoost instead
+        agent = {} if self.agent_arg is None else {"agent": self.agent_arg}
+        tuner = make_tuner(self.learned or "xgb", self.space, self.seed, view=self.view, **agent, **self.learned_kw)
+        tuner.set_task(layer, hw)
+        return tuner
 
     # -- everything else is the chosen tuner's ----------------------------------------------
     def _chosen(self) -> Tuner:
