@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 
 from codesign.errors import ConfigError
+from codesign.paths import shipped
 
 
 def read_text(path: str | Path, what: str = "file", missing_hint: str = "", errors: str = "strict") -> str:
-    """The text of a user file, or one `ConfigError` line: missing, a directory, unreadable, binary."""
-    path = Path(path)
+    """The text of a user file (or of the shipped file a repository path names, `paths.shipped`), or
+    one `ConfigError` line: missing, a directory, unreadable, binary."""
+    path = shipped(path)
     try:
         return path.read_text(encoding="utf-8", errors=errors)
     except FileNotFoundError:

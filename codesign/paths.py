@@ -17,3 +17,14 @@ SIM_DATA = ROOT / "sim"
 # simulator data by benchmarks/train_agent.py; provenance in the .json beside it).
 SHIPPED_AGENT = SIM_DATA / "agents" / "bandit_sim.pt"
 BITSTREAMS = ROOT / "bitstreams"
+
+
+def shipped(path: str | Path) -> Path:
+    """`path` itself, or, when it does not exist and is relative, the shipped file it names
+    (`sim/calibration/pynq_resnet18.log`, `hw_configs/pynq_1x16.yaml`): the documented examples then
+    work from any directory and from an installed wheel. A user's own file of that name wins."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    candidate = ROOT / p
+    return candidate if candidate.exists() else p

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -177,3 +179,13 @@ def test_cli_workloads(capsys):
     assert main(["workloads", "lstm", "--hw", "pynq_4x8"]) == 0
     out = capsys.readouterr().out
     assert "dense_4x512_1024" in out and "VTA dense_packed.vta" in out
+
+
+def test_a_bad_pt2_is_one_line_in_a_real_process(tmp_path):
+    # torch.export.load logs its own traceback through `logging` (not seen by capsys) before raising.
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(b"not a zip")
+    out = subprocess.run([sys.executable, "-m", "codesign.cli", "workloads", str(bad)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "is not a torch.export .pt2 archive" in out.stderr, out.stderr

@@ -171,3 +171,18 @@ def test_rewriting_a_file_keeps_its_mode(tmp_path):
     path.chmod(0o640)
     atomic_write_text(path, "[]")
     assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_text() == "[]"
+
+
+def test_documented_repository_paths_work_from_any_directory(tmp_path, monkeypatch, capsys):
+    # README/--help examples name shipped files by their repository path; from another directory
+    # (or an installed wheel) they used to be "no such file".
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "sim/calibration/pynq_resnet18.log", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["replayed"] == 20
+    assert main(["export", "vta-config", "hw_configs/pynq_1x16.yaml"]) == 0
+    assert json.loads(capsys.readouterr().out)["LOG_BLOCK"] == 4
+    # a user's own file of the same relative name wins over the shipped one
+    mine = tmp_path / "sim" / "calibration" / "pynq_resnet18.log"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("not a log line\n")
+    assert "no record could be replayed" in _one_line_error(capsys, main(["replay", str(mine.relative_to(tmp_path))]))

@@ -44,7 +44,7 @@ from codesign.calibrate.replay import load_cases
 from codesign.errors import CodesignError, ConfigError
 from codesign.fileio import atomic_write_json, read_document
 from codesign.hw.config import HwConfig
-from codesign.paths import SIM_DATA
+from codesign.paths import SIM_DATA, shipped
 from codesign.schedule import ScheduleSpace
 from codesign.tune.records import MeasureRecord
 from codesign.vta.compiler import compile_insns
@@ -178,7 +178,7 @@ def load_observations(paths: Sequence[str | Path], params: TimingParams) -> tupl
     obs: list[Observation] = []
     skipped: list[dict[str, Any]] = []
     for p in paths:
-        path = Path(p)
+        path = shipped(p)
         first = _first_json(path)
         if first is not None and "layer_spec" in first:
             obs += _from_records(path, params, skipped)

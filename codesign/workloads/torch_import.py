@@ -25,6 +25,7 @@ import io
 import logging
 import math
 import sys
+import zipfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,8 @@ def from_exported(path: str | Path, name: str | None = None) -> Workload:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"workload file {str(p)!r} does not exist")
+    if not zipfile.is_zipfile(p):  # torch.export.load would log its own traceback before raising
+        raise ConfigError(f"workload file {str(p)!r} is not a torch.export .pt2 archive (not a zip file)")
     try:
         ep = torch.export.load(str(p))
     except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad archive
