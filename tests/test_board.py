@@ -196,6 +196,18 @@ def test_non_localhost_bind_needs_host():
     assert len(lines) == 1 and "pass --host 0.0.0.0" in lines[0], out.stderr
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--emulate", "nosuch"], "hardware name 'nosuch'"),
+    (["--emulate", "pynq_1x16", "--board", "nosuch"], "unknown board 'nosuch'"),
+])
+def test_serve_refuses_bad_options_in_one_line(args, says):
+    # These used to fail inside tvm's server process and print its whole traceback.
+    out = _cli("board", "serve", "--port", "9391", *args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
 def test_board_run_is_bit_exact_with_simulate(board, tmp_path):
     boards = {CASES[0][0]: board}
     extra = [local_board(hw) for hw, _ in CASES[1:]]

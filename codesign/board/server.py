@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import socket
 import sys
@@ -80,6 +81,16 @@ def check_bind(opts: ServeOptions, host_given: bool) -> None:
                              "(or this board's address)")
     if opts.tracker and not opts.key:
         raise BoardError("--tracker needs --key (the board type clients ask the tracker for, e.g. pynq)")
+
+
+def check_setup(opts: ServeOptions) -> None:
+    """Check the board, the emulated config and pynq here, in the caller's process: inside tvm's
+    server process a failure would reach the user as that process's whole traceback."""
+    Board.named(opts.board)
+    if opts.emulate:
+        HwConfig.resolve(opts.emulate)
+    elif importlib.util.find_spec("pynq") is None:
+        PynqApi.real()  # raises the one-line "pynq is not installed" error without importing pynq
 
 
 class BoardService:
@@ -252,6 +263,7 @@ class BoardServer:
         import tvm.rpc  # heavy; board server only
 
         check_bind(opts, host_given)
+        check_setup(opts)
         if not opts.state_dir:
             opts = ServeOptions(**{**asdict(opts), "state_dir": tempfile.mkdtemp(prefix="codesign-board-")})
         self.opts = opts
@@ -271,4 +283,4 @@ class BoardServer:
             self.server = None
 
 
-__all__ = ["ServeOptions", "BoardService", "BoardServer", "check_bind", "parse_addr", "handle", "expose_only"]
+__all__ = ["ServeOptions", "BoardService", "BoardServer", "check_bind", "check_setup", "parse_addr", "handle", "expose_only"]
