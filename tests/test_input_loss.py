@@ -186,3 +186,11 @@ def test_documented_repository_paths_work_from_any_directory(tmp_path, monkeypat
     mine.parent.mkdir(parents=True)
     mine.write_text("not a log line\n")
     assert "no record could be replayed" in _one_line_error(capsys, main(["replay", str(mine.relative_to(tmp_path))]))
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_replay_of_a_log_with_nothing_usable_fails(tmp_path, capsys, extra):
+    bad = tmp_path / "bad.log"
+    bad.write_text("not a log line\n")
+    line = _one_line_error(capsys, main(["replay", str(bad), *extra]))
+    assert f"{bad}: no record could be replayed" in line and "1 skipped" in line and "not valid JSON" in line

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.calibrate.replay import replay
+from codesign.errors import ConfigError
 
 DESCRIPTION = """\
 Replay an AutoTVM v0.2 log (conv2d_packed.vta / dense_packed.vta records, any VTA hardware
@@ -19,7 +20,8 @@ config named by the target's -model=) on the timing model: each record's layer, 
 schedule are rebuilt from the log, the config index is recomputed, the schedule is checked
 against VTA's rules, and the program is simulated in timing mode. Prints per record the
 measured and predicted seconds, then MAPE and Spearman rank correlation. Records that cannot
-be used (other templates, failed measurements, malformed lines) are skipped with a reason.
+be used (other templates, failed measurements, malformed lines) are skipped with a reason; a log
+with no usable record is an error (exit status 2).
 """
 
 EPILOG = """\
@@ -62,6 +64,11 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def _nothing_replayed(logs: list[str], skipped: list) -> str:
+    first = f"; first: line {skipped[0].line}: {skipped[0].reason}" if skipped else ""
+    return f"{', '.join(logs)}: no record could be replayed, nothing to compare ({len(skipped)} skipped{first})"
+
+
 def run(args: argparse.Namespace) -> int:
     params, source = resolve_params(args.profile, args.params)
     bar = None
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     summary["params"] = source
+    if not summary["replayed"] and args.json:
+        raise ConfigError(_nothing_replayed(args.log, skipped))
     if args.json:
         out = {"records": [r.to_dict() for r in rows],
                "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
@@ -102,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nrecords {summary['records']}, replayed {summary['replayed']}, skipped {summary['skipped']}, "
           f"invalid {summary['invalid']}, index mismatches {summary['index_mismatch']}")
     if not summary["replayed"]:
-        print("nothing to compare: no record of this log could be replayed (reasons above)")
-        return 0
+        raise ConfigError(_nothing_replayed(args.log, skipped) + " (every line's reason above)")
     print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   "
           f"(params: {summary['params']})")
     if summary["ranking"]:
