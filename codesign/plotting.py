@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from codesign.fileio import check_output_path
+
 
 def pyplot() -> Any:
     import matplotlib
@@ -17,9 +19,11 @@ def pyplot() -> Any:
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """Lay out, write the PNG (creating its folder) and free the figure."""
-    path = Path(path)
+    path = check_output_path(path, "PNG")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    # An explicit format: otherwise matplotlib writes `curve` as `curve.png`, not where we say we wrote.
+    fmt = path.suffix[1:].lower()
+    fig.savefig(path, dpi=dpi, format=fmt if fmt in fig.canvas.get_supported_filetypes() else "png")
     pyplot().close(fig)
     return path

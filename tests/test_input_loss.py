@@ -194,3 +194,24 @@ def test_replay_of_a_log_with_nothing_usable_fails(tmp_path, capsys, extra):
     bad.write_text("not a log line\n")
     line = _one_line_error(capsys, main(["replay", str(bad), *extra]))
     assert f"{bad}: no record could be replayed" in line and "1 skipped" in line and "not valid JSON" in line
+
+
+def test_plot_into_a_directory_is_refused_before_tuning(tmp_path, capsys):
+    line = _one_line_error(capsys, _tune(tmp_path, "--plot", str(tmp_path)))
+    assert f"{tmp_path}: is a directory; name the PNG file to write" in line
+    assert not list(tmp_path.parent.glob(f"{tmp_path.name}.png"))  # matplotlib used to write DIR.png
+
+
+def test_plot_is_written_where_it_says(tmp_path, capsys):
+    path = tmp_path / "curve"  # no suffix: matplotlib used to write curve.png and we said `curve`
+    assert _tune(tmp_path, "--plot", str(path)) == 0
+    assert f"tuning curve written to {path}" in capsys.readouterr().out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_out_naming_a_file_is_one_line(tmp_path, capsys):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    line = _one_line_error(capsys, main(["sweep", "--out", str(afile), "--trials", "1"]))
+    assert f"{afile}: is a file; --out names the sweep directory" in line
+    assert afile.read_text() == "mine\n"

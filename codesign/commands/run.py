@@ -12,6 +12,7 @@ from tqdm import tqdm
 from codesign.calibrate.profiles import resolve_params
 from codesign.commands.replay import _clean
 from codesign.deploy import board_executor, check_loaded, connect
+from codesign.fileio import check_output_path
 from codesign.hw.config import HwConfig
 from codesign.netrun import load_schedule_records, plot, run_network
 
@@ -53,6 +54,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_output_path(args.plot, "PNG")  # before the run, not after it
     hw = HwConfig.resolve(args.hw)
     params, source = resolve_params(args.profile, args.params)
     records = load_schedule_records(args.records) if args.records else []

@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.resume)
     else:
         out = Path(args.out) if args.out is not None else DEFAULT_OUT
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: is a file; --out names the sweep directory to write into")
     if resume:
         _check_resume_flags(args, out)
     else:

@@ -10,6 +10,7 @@ from typing import Any
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
+from codesign.fileio import check_output_path
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.support import partition, unsupported_reason
@@ -166,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
         raise ConfigError(f"--agent/--save-agent need an RL tuner (bandit, ppo, dqn), not --tuner {args.tuner}")
+    if args.plot:
+        check_output_path(args.plot, "PNG")  # before the tuning, not after it
     hw = HwConfig.resolve(args.hw)
     layers, batch, notes = _layers(args, hw)
     warm = _warm_records(args.warm_start) if args.warm_start else None
