@@ -26,8 +26,8 @@ virtual-thread divisibility). A layer VTA cannot run (channels not a multiple of
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 
 --exhaustive times every valid config with the timing model and reports the best one (knobs,
-AutoTVM index, predicted seconds). --workload lists every unique layer of a built-in workload
-(resnet18, lstm, transformer) at the batch the config needs (a multiple of BATCH).
+AutoTVM index, predicted seconds). --workload lists every unique layer of a workload (a zoo name
+from `codesign workloads`, file.py:factory or .pt2) at the batch the config needs (a multiple of BATCH).
 
 Layer syntax: conv2d:N,C,H,W,O,KH,KW,stride,pad   or   dense:N,IN,OUT
 """

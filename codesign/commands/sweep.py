@@ -27,8 +27,9 @@ DEFAULT_OUT = Path("runs/sweep")
 DESCRIPTION = """\
 Explore VTA hardware configs for a workload. Each Ray Tune trial is one hardware config: it is
 checked against the board's resources and clocks (infeasible ones are never simulated), every
-unique layer of the workload is schedule-tuned on it (--budget measurements per layer, warm-started
-from the best schedules of earlier trials), and the trial reports network latency per image, area
+unique layer of the workload is schedule-tuned on it (--tuner auto: every valid schedule when that
+fits --exhaustive-budget, else --budget measurements per layer warm-started from the best schedules
+of earlier trials), and the trial reports network latency per image, area
 (mean utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of the three is kept
 in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
 every schedule measurement, and PNG plots are written at the end.

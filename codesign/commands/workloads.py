@@ -13,7 +13,7 @@ from codesign.workloads import ZOO, get_workload
 
 EPILOG = """\
 examples:
-  codesign workloads                                # the zoo: name, layers, MACs
+  codesign workloads                                # the zoo: names and what each network is
   codesign workloads mobilenet --hw pynq_1x16       # layers, counts, MACs, offloaded or CPU + reason
   codesign workloads resnet50 --hw pynq_4x8 --json  # the same as JSON
   codesign workloads my_net.py:build --hw pynq_1x16 # your own torch module: build() -> (module, inputs)
