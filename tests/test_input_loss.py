@@ -181,6 +181,7 @@ def test_documented_repository_paths_work_from_any_directory(tmp_path, monkeypat
     assert json.loads(capsys.readouterr().out)["summary"]["replayed"] == 20
     assert main(["export", "vta-config", "hw_configs/pynq_1x16.yaml"]) == 0
     assert json.loads(capsys.readouterr().out)["LOG_BLOCK"] == 4
+    assert resolve_space_path("hw_configs/spaces/pynq-z1-small.yaml") == SPACES / "pynq-z1-small.yaml"
     # a user's own file of the same relative name wins over the shipped one
     mine = tmp_path / "sim" / "calibration" / "pynq_resnet18.log"
     mine.parent.mkdir(parents=True)

@@ -38,7 +38,7 @@ from codesign.fileio import read_document
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.resources import RESOURCES, estimate, infeasible_reason
-from codesign.paths import SPACES
+from codesign.paths import SPACES, shipped
 
 PARAM_KEYS = (
     "LOG_BATCH", "LOG_BLOCK", "LOG_BLOCK_IN", "LOG_BLOCK_OUT", "LOG_UOP_BUFF_SIZE",
@@ -127,8 +127,9 @@ def _eval(node: ast.AST, env: dict[str, float]) -> Any:
 
 def resolve_space_path(spec: str | Path) -> Path:
     """A space file path from a path, or from a shipped space's name with or without `.yaml`
-    (`pynq-z1`, `pynq-z1.yaml`): an existing path wins over a shipped name."""
-    path = Path(spec)
+    (`pynq-z1`, `pynq-z1.yaml`) or repository path (`hw_configs/spaces/pynq-z1.yaml` from any
+    directory): an existing path wins over a shipped name."""
+    path = shipped(spec)
     if path.exists() or path.parent != Path("."):
         return path
     for candidate in (SPACES / path.name, SPACES / f"{path.name}.yaml"):
