@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -102,6 +104,14 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(path: str, parse: Callable[[Path], dict[str, Any]], head: bitfile.BitHeader, bit: Path) -> dict[str, Any]:
+    """A Vivado report of `bit`'s build: parsed, and refused if it names another FPGA die."""
+    report = parse(Path(path))
+    if report["device"] and bitfile.die_of(report["device"]) != head.die:
+        raise ConfigError(f"{path}: report of device {report['device']}, but {bit} is for {head.part}")
+    return report
+
+
 def run_add(args: argparse.Namespace) -> int:
     hw = HwConfig.resolve(args.hw)
     board = Board.named(args.board)
@@ -111,15 +121,8 @@ def run_add(args: argparse.Namespace) -> int:
     if hw.TARGET != board.target:
         raise ConfigError(f"--hw {hw.name}: TARGET={hw.TARGET!r} does not run on board {board.name} "
                           f"(needs TARGET={board.target!r})")
-    util = timing = None
-    if args.utilization:
-        util = vivado.parse_utilization(Path(args.utilization))
-        if util["device"] and bitfile.die_of(util["device"]) != head.die:
-            raise ConfigError(f"{args.utilization}: report of device {util['device']}, but {bit} is for {head.part}")
-    if args.timing:
-        timing = vivado.parse_timing_summary(Path(args.timing))
-        if timing["device"] and bitfile.die_of(timing["device"]) != head.die:
-            raise ConfigError(f"{args.timing}: report of device {timing['device']}, but {bit} is for {head.part}")
+    util = _report(args.utilization, vivado.parse_utilization, head, bit) if args.utilization else None
+    timing = _report(args.timing, vivado.parse_timing_summary, head, bit) if args.timing else None
     clock = float(timing["clock_mhz"]) if timing else float(hw.clock_mhz)  # type: ignore[arg-type]
     entry = catalog.Entry(
         config=hw.name, board=board.name, target=hw.TARGET, hw_ver=str(hw.HW_VER),
