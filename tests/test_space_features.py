@@ -14,8 +14,6 @@ from codesign.schedule import (
     TileArrays,
     hw_features,
     layer_features,
-    tiling,
-    tiling_direct,
 )
 from codesign.schedule.tiling import geometry, knob_arrays
 from codesign.schedule.validity import first_failure
@@ -69,15 +67,25 @@ def test_layer_and_hw_features():
     assert h4.tolist()[:7] == [2, 3, 3, 13, 11, 10, 11]
 
 
+def _geometry(t: TileArrays, i: int) -> tuple:
+    """Config i's geometry as comparable plain values (row + both folded kernels)."""
+    kernels = tuple((k.names, k.iter_out, k.iter_in, tuple(k.factors().items()), k.uops.tolist())
+                    for k in t.kernels(i))
+    return t.row(i), kernels
+
+
 def test_cached_tiling_equals_direct_and_scalar_rules_agree():
     for layer, hw in [(Conv2D(1, 128, 28, 28, 128, 3, 3, 1, 1), HW1), (Dense(4, 512, 1024), HW4)]:
         sp = ScheduleSpace(layer, hw)
         geo = geometry(layer, hw)
         for index in sp.valid_indices()[::7]:
             cfg = sp.get(int(index))
-            assert tiling(layer, cfg, hw) == tiling_direct(layer, cfg.knobs, hw) == sp.tiling(cfg.knobs)
+            whole = sp.tile_arrays(sp.valid_indices())
+            row = int(np.searchsorted(sp.valid_indices(), index))
+            single = TileArrays(geo, hw, knob_arrays(cfg.knobs, geo.kind))
+            assert _geometry(whole, row) == _geometry(single, 0) == _geometry(sp.tile_arrays(np.array([index])), 0)
             # the uncached single-config rule path agrees with the vectorized mask
-            assert first_failure(TileArrays(geo, hw, knob_arrays(cfg.knobs, geo.kind))) is None
+            assert first_failure(single) is None
 
 
 def test_dense_tiling_is_one_uop():
@@ -85,10 +93,11 @@ def test_dense_tiling_is_one_uop():
     layer = Dense(1, 512, 1024)
     sp = ScheduleSpace(layer, HW1)
     cfg = sp.from_knobs({"tile_b": [1, 1], "tile_ci": [-1, 8], "tile_co": [-1, 16], "oc_nthread": 2})
-    t = sp.tiling(cfg)
-    assert [lp.name for lp in t.gemm.loops] == ["k_o.inner", "co"]
-    assert (t.gemm.iter_out, t.gemm.iter_in, t.gemm.n_uops) == (8, 16, 1)
-    assert t.gemm.factors()["wgt_factor_out"] == 1 and t.gemm.factors()["wgt_factor_in"] == 8
-    assert (t.acc_elems, t.inp_elems, t.wgt_elems, t.nthreads) == (16, 8, 128, 2)
-    assert (t.co_tiles, t.ci_steps, t.n_tiles) == (4, 4, 4)
+    ta = sp.tile_arrays(np.array([cfg.index]))
+    t, (gemm, _) = ta.row(0), ta.kernels(0)
+    assert list(gemm.names) == ["k_o.inner", "co"]
+    assert (gemm.iter_out, gemm.iter_in, gemm.size) == (8, 16, 1)
+    assert gemm.factors()["wgt_factor_out"] == 1 and gemm.factors()["wgt_factor_in"] == 8
+    assert (t["acc_elems"], t["inp_elems"], t["wgt_elems"], t["nthreads"]) == (16, 8, 128, 2)
+    assert (t["co_tiles"], t["ci_steps"], t["n_tiles"]) == (4, 4, 4)
     assert sp.why_invalid(cfg) is None

@@ -11,7 +11,7 @@ import pytest
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.schedule import CONV_KNOBS, DENSE_KNOBS, Config, ScheduleSpace, get_factors, tiling
+from codesign.schedule import CONV_KNOBS, DENSE_KNOBS, Config, ScheduleSpace, get_factors
 from codesign.workloads import Conv2D, Dense
 
 LOG = Path(__file__).resolve().parent.parent / "sim" / "calibration" / "pynq_resnet18.log"
@@ -123,23 +123,28 @@ def test_worked_example_tiling():
     """Reference §7.3: index 203, one 7x7 spatial tile, two co threads of 16 blocks."""
     layer = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)
     sp = ScheduleSpace(layer, HW1)
-    t = tiling(layer, sp.get(203), HW1)
-    assert (t.tile_h, t.tile_w, t.tile_ci, t.tile_co, t.nthreads) == (7, 7, 1, 16, 2)
-    assert (t.hin_t, t.win_t) == (15, 15)
-    assert (t.h_tiles, t.w_tiles, t.co_tiles, t.ci_steps, t.n_tiles) == (1, 1, 2, 16, 2)
-    assert (t.acc_total, t.inp_total, t.wgt_total) == (1568, 450, 288)
-    assert (t.gemm.iter_out, t.gemm.iter_in, t.gemm.n_uops) == (7, 3, 336)
-    assert [lp.name for lp in t.gemm.loops] == ["w", "dj", "di", "co", "h"]
-    assert [lp.name for lp in t.gemm.unrolled] == ["di", "co", "h"]
-    assert t.gemm.factors() == {"dst_factor_out": 1, "src_factor_out": 2, "wgt_factor_out": 0,
-                                "dst_factor_in": 0, "src_factor_in": 1, "wgt_factor_in": 1}
-    assert (t.reset.iter_out, t.reset.iter_in, t.reset.n_uops) == (7, 16, 7)
-    assert t.alu_iter == 784
-    assert t.wgt_load == (16, 9, 16 * 9)     # 16 rows x (ci_in*KH*KW) = 9, stride CI*KH*KW
-    assert t.store == (1, 784, 784)          # 16 full 7x7 co planes fold into one row
-    offs = t.gemm.uop_offsets()
+    ta = sp.tile_arrays(np.array([203]))
+    t, (gemm, reset) = ta.row(0), ta.kernels(0)
+    assert (t["tile_h"], t["tile_w"], t["tile_ci"], t["tile_co"], t["nthreads"]) == (7, 7, 1, 16, 2)
+    assert (t["hin_t"], t["win_t"]) == (15, 15)
+    assert (t["h_tiles"], t["w_tiles"], t["co_tiles"], t["ci_steps"], t["n_tiles"]) == (1, 1, 2, 16, 2)
+    assert tuple(t[f"{k}_elems"] * t["nthreads"] for k in ("acc", "inp", "wgt")) == (1568, 450, 288)
+    assert (gemm.iter_out, gemm.iter_in, gemm.size) == (7, 3, 336)
+    assert list(gemm.names) == ["w", "dj", "di", "co", "h"]
+    assert list(gemm.names[len(gemm.names) - len(gemm.unrolled):]) == ["di", "co", "h"]
+    assert gemm.factors() == {"dst_factor_out": 1, "src_factor_out": 2, "wgt_factor_out": 0,
+                              "dst_factor_in": 0, "src_factor_in": 1, "wgt_factor_in": 1}
+    assert (reset.iter_out, reset.iter_in, reset.size) == (7, 16, 7)
+    assert t["acc_elems"] == 784  # iter_in of the ALU epilogue (1 uop over the acc tile)
+    # 16 rows x (ci_in*KH*KW) = 9, stride CI*KH*KW
+    assert (t["wgt_y_size"], t["wgt_x_size"], t["wgt_x_stride"]) == (16, 9, 16 * 9)
+    # 16 full 7x7 co planes fold into one row
+    assert (t["store_y_size"], t["store_x_size"], t["store_x_stride"]) == (1, 784, 784)
+    offs = gemm.uops
     assert offs.shape == (336, 3)
     # uop (di, co, h): dst = co*49 + h*7, src = di*15 + h*2*15, wgt = di*3 + co*9
     di, co, h = 2, 5, 3
     assert offs[(di * 16 + co) * 7 + h].tolist() == [co * 49 + h * 7, di * 15 + h * 30, di * 3 + co * 9]
-    assert sp.tiling(203) == t
+    # the row of a whole-space vectorized pass is the same
+    valid = sp.valid_indices()
+    assert sp.tile_arrays(valid).row(int(np.searchsorted(valid, 203))) == t

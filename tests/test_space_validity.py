@@ -44,7 +44,7 @@ def pattern(dims):
 def store_dims(layer, hw, t):
     co = (layer.out_channels if isinstance(layer, Conv2D) else layer.out_features) // hw.block_out
     oh, ow = (layer.out_height, layer.out_width) if isinstance(layer, Conv2D) else (1, 1)
-    return [(t.tile_b, co * oh * ow), (t.tile_co, oh * ow), (t.tile_h, ow), (t.tile_w, 1)]
+    return [(t["tile_b"], co * oh * ow), (t["tile_co"], oh * ow), (t["tile_h"], ow), (t["tile_w"], 1)]
 
 
 def kernel_dsts(loops):
@@ -134,8 +134,8 @@ def test_valid_indices_match_brute_force(spec, hw):
     assert 0 < len(sp.valid_indices()) < sp.size or spec.startswith("dense")
     # DMA shapes of valid configs equal the scalar folding
     for i in sp.valid_indices()[::5]:
-        cfg, t = sp.get(int(i)), sp.tiling(int(i))
-        assert t.store == pattern(store_dims(layer, hw, t)), cfg
+        cfg, t = sp.get(int(i)), sp.tile_arrays(np.array([i])).row(0)
+        assert (t["store_y_size"], t["store_x_size"], t["store_x_stride"]) == pattern(store_dims(layer, hw, t)), cfg
     # the scalar path names a rule exactly for the invalid ones
     for i in range(0, sp.size, max(1, sp.size // 97)):
         assert (sp.why_invalid(i) is None) == bool(brute[i])

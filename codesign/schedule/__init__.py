@@ -1,5 +1,5 @@
 """Schedule spaces of the VTA AutoTVM templates: knobs, AutoTVM indices, validity rules, tile
-geometry (`tiling`, shared with the compiler) and fixed-size features."""
+geometry (`TileArrays`, shared with the compiler) and fixed-size features."""
 
 from codesign.schedule.features import (
     CONFIG_FEATURE_NAMES,
@@ -12,16 +12,13 @@ from codesign.schedule.features import (
     layer_features,
 )
 from codesign.schedule.knobs import CONV_KNOBS, DENSE_KNOBS, Config, Knob, get_factors, make_knobs
-from codesign.schedule.space import ScheduleSpace, get_space, tiling
+from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.schedule.support import partition, unsupported_reason
 from codesign.schedule.tiling import (
     GEMM_LOOPS,
     RESET_LOOPS,
-    FoldPlan,
-    Loop,
+    Kernel,
     TileArrays,
-    Tiling,
-    tiling_direct,
 )
 
 __all__ = [
@@ -29,5 +26,5 @@ __all__ = [
     "N_HW_FEATURES", "N_LAYER_FEATURES", "hw_features", "layer_features",
     "CONV_KNOBS", "DENSE_KNOBS", "Config", "Knob", "get_factors", "make_knobs",
     "ScheduleSpace", "get_space", "partition", "unsupported_reason",
-    "GEMM_LOOPS", "RESET_LOOPS", "FoldPlan", "Loop", "TileArrays", "Tiling", "tiling", "tiling_direct",
+    "GEMM_LOOPS", "RESET_LOOPS", "Kernel", "TileArrays",
 ]

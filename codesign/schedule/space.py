@@ -17,7 +17,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.knobs import Config, Knob, make_knobs
-from codesign.schedule.tiling import TileArrays, Tiling, geometry, knob_arrays, tiling_row
+from codesign.schedule.tiling import TileArrays, geometry, knob_arrays
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.workloads.layers import Layer, parse_layer
 
@@ -38,8 +38,6 @@ class ScheduleSpace:
         self.size: int = int(np.prod(self.dims, dtype=np.int64))
         self._geo = geometry(self.layer, self.hw)
         self._valid: np.ndarray | None = None
-        self._valid_tiles: TileArrays | None = None     # geometry of every valid config
-        self._tilings: dict[int, Tiling] = {}
         # inner factor (or thread count) of each candidate, per knob, for vectorized decoding
         self._values = [np.array([c[1] if k.kind == "sp" else c for c in k.candidates], dtype=np.int64)
                         for k in self.knobs]
@@ -134,20 +132,6 @@ class ScheduleSpace:
         row = int(np.searchsorted(valid, index))
         return row if row < len(valid) and valid[row] == index else None
 
-    def tiling(self, config: Config | dict | int) -> Tiling:
-        """Tile geometry of `config`; valid configs come from one vectorized pass, cached."""
-        cfg = self.as_config(config)
-        if cfg.index in self._tilings:
-            return self._tilings[cfg.index]
-        row = self._valid_row(cfg.index)
-        if row is None:  # invalid config: compute it alone, do not cache
-            t = TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind))
-            return tiling_row(templates.adapt(self.layer, t), 0)
-        if self._valid_tiles is None:
-            self._valid_tiles = self.tile_arrays(self.valid_indices())
-        result = self._tilings[cfg.index] = tiling_row(self._valid_tiles, row)
-        return result
-
     def why_invalid(self, config: Config | dict | list | int) -> str | None:
         """The first VTA rule `config` breaks (named, with the numbers), or None if it is valid."""
         cfg = self.as_config(config)
@@ -205,9 +189,3 @@ class ScheduleSpace:
 def get_space(layer: Layer, hw: HwConfig) -> ScheduleSpace:
     """A cached `ScheduleSpace` (its valid indices are computed once per layer and config)."""
     return ScheduleSpace(layer, hw)
-
-
-def tiling(layer: Layer, config: Any, hw: HwConfig) -> Tiling:
-    """Tile geometry of `config` (a `Config`, a knob dict or an index) for `layer` on `hw`.
-    Valid configs are served from a per-space cache built in one vectorized pass."""
-    return get_space(layer, hw).tiling(config)

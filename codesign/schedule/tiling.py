@@ -1,9 +1,9 @@
 """Tile geometry of a schedule — the ONE definition the validity rules, the features and the
 compiler share.
 
-Everything is computed by `tile_arrays`, vectorized over many configs at once (NumPy int64
-arrays); the scalar `tiling(layer, config, hw)` evaluates the same code on one config and wraps
-the result in the frozen `Tiling` dataclass.
+Everything is computed by `TileArrays`, vectorized over many configs at once (NumPy int64
+arrays); one config's geometry is a row of it: `TileArrays.row(i)` (scalars and DMA patterns as
+plain ints) and `TileArrays.kernels(i)` (the folded micro-op kernels as `Kernel`s).
 
 Geometry (reference §7.3; dense_packed is treated as a 1x1 conv on a 1x1 image with
 tile_h = tile_w = 1 and h_nthread = 1, which reproduces §7.5):
@@ -32,7 +32,8 @@ The reset GEMM (reduction init, `reset_reg=1`) folds the same way over (w, co, h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,72 @@ class Geometry:
     kw: int
     stride: int
     pad: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A micro-op kernel: the unrolled loops it enumerates plus the folded loop of the
+    instruction. `unrolled` is (u, 4) [extent, dst, src, wgt factor] outer to inner; the uops
+    (m, 3) [dst, src, wgt] are the mixed-radix enumeration of those loops plus `offset` (the
+    thread's SRAM slice), built only when asked for (the timing path needs only the size).
+    `names` are the loops with extent > 1, outer to inner (GEMM_LOOPS / RESET_LOOPS names)."""
+
+    unrolled: np.ndarray
+    iter_out: int = 1
+    iter_in: int = 1
+    dst_factor_out: int = 0
+    dst_factor_in: int = 0
+    src_factor_out: int = 0
+    src_factor_in: int = 0
+    wgt_factor_out: int = 0
+    wgt_factor_in: int = 0
+    offset: tuple[int, int, int] = (0, 0, 0)
+    explicit: np.ndarray | None = None  # (m, 3) uops of a kernel that is no loop nest
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def from_uops(cls, uops: np.ndarray) -> Kernel:
+        return cls(np.zeros((0, 4), dtype=np.int64), explicit=np.ascontiguousarray(uops, dtype=np.int64))
+
+    @classmethod
+    def from_fold(cls, roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...] = ()) -> Kernel:
+        """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
+        3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (reference §7.3)."""
+        kw: dict[str, int] = {}
+        for role, slot in ((1, "out"), (2, "in")):
+            sel = loops[roles == role]
+            if sel.shape[0]:
+                kw[f"iter_{slot}"], kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
+                    sel[0].tolist())
+        live = tuple(n for n, r in zip(names, roles.tolist()) if r) if names else ()
+        return cls(loops[roles == 3], names=live, **kw)
+
+    @property
+    def size(self) -> int:
+        if self.explicit is not None:
+            return int(self.explicit.shape[0])
+        return int(np.prod(self.unrolled[:, 0])) if self.unrolled.shape[0] else 1
+
+    @cached_property
+    def uops(self) -> np.ndarray:
+        u = self.unrolled
+        if self.explicit is not None:
+            base = self.explicit
+        elif u.shape[0]:
+            idx = np.indices(u[:, 0], dtype=np.int64).reshape(u.shape[0], -1).T
+            base = idx @ u[:, 1:]
+        else:
+            base = np.zeros((1, 3), dtype=np.int64)
+        return np.ascontiguousarray(base + np.array(self.offset, dtype=np.int64))
+
+    def factors(self) -> dict[str, int]:
+        """GEMM instruction factors: dst/src/wgt _factor_out/_factor_in (0 for a missing loop)."""
+        return {f"{f}_factor_{s}": getattr(self, f"{f}_factor_{s}") for s in ("out", "in") for f in ("dst", "src", "wgt")}
+
+    def shifted(self, dst: int, src: int, wgt: int) -> Kernel:
+        """The same kernel for another virtual thread's SRAM slice."""
+        o = self.offset
+        return replace(self, offset=(o[0] + dst, o[1] + src, o[2] + wgt))
 
 
 def geometry(layer: Layer, hw: HwConfig) -> Geometry:
@@ -177,6 +244,36 @@ class TileArrays:
         return {"loops": loops, "iter_out": iter_out, "iter_in": iter_in, "n_uops": n_uops,
                 "hazard": hazard, "roles": np.where(folded_out, 1, np.where(folded_in, 2, np.where(unrolled, 3, 0)))}
 
+    # -- one config's geometry as plain ints (the compile hot path of the tuners) ----------------
+    ROW_SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "nthreads",
+                   "hin_t", "win_t", "b_tiles", "h_tiles", "w_tiles", "ci_steps", "co_tiles", "n_tiles",
+                   "inp_elems", "wgt_elems", "acc_elems")
+    ROW_PATTERNS = ("inp", "wgt", "store")
+
+    @cached_property
+    def _table(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """Every scalar and DMA-pattern field flattened into one int64 row per config, built once,
+        so that one config's geometry is a single row lookup."""
+        cols = [np.broadcast_to(getattr(self, name), (self.n,)) for name in self.ROW_SCALARS]
+        for kind in self.ROW_PATTERNS:
+            pat = getattr(self, f"{kind}_pattern")()
+            cols += [np.broadcast_to(pat[key], (self.n,)).astype(np.int64)
+                     for key in ("ok", "y_size", "x_size", "x_stride")]
+        names = self.ROW_SCALARS + tuple(f"{k}_{f}" for k in self.ROW_PATTERNS
+                                         for f in ("ok", "y_size", "x_size", "x_stride"))
+        return names, np.stack(cols, axis=1).astype(np.int64)
+
+    def row(self, i: int) -> dict[str, int]:
+        """Config `i`'s tile sizes, counts, SRAM elements and `<inp|wgt|store>_<ok|y_size|x_size|
+        x_stride>` DMA patterns as plain ints."""
+        names, rows = self._table
+        return dict(zip(names, rows[i].tolist()))
+
+    def kernels(self, i: int) -> tuple[Kernel, Kernel]:
+        """Config `i`'s (accumulate GEMM, reset GEMM) micro-op kernels after `fold_uop_loop`."""
+        return (Kernel.from_fold(self.gemm["roles"][i], self.gemm["loops"][i], GEMM_LOOPS),
+                Kernel.from_fold(self.reset["roles"][i], self.reset["loops"][i], RESET_LOOPS))
+
     # -- DMA 2-D patterns (reference §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
     @staticmethod
     def dma_pattern(dims: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -244,158 +341,3 @@ def tile_arrays(layer: Layer, hw: HwConfig, knob_values: dict[str, np.ndarray]) 
     """Vectorized tile geometry for arrays of inner split factors / thread counts."""
     geo = geometry(layer, hw)
     return TileArrays(geo, hw, {k: np.asarray(v, dtype=np.int64) for k, v in knob_values.items()})
-
-
-# -- scalar view ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Loop:
-    """One loop of a micro-op kernel: name, extent, role and index factors."""
-
-    name: str
-    extent: int
-    role: str       # "iter_out" | "iter_in" | "unrolled"
-    dst: int        # ACC index factor
-    src: int        # INP index factor (GEMM)
-    wgt: int        # WGT index factor
-
-
-@dataclass(frozen=True)
-class FoldPlan:
-    """A GEMM's micro-op kernel after `fold_uop_loop`: the loops with extent > 1, outer to inner."""
-
-    loops: tuple[Loop, ...]
-
-    def _role(self, role: str) -> Loop | None:
-        return next((lp for lp in self.loops if lp.role == role), None)
-
-    @property
-    def outer(self) -> Loop | None:
-        return self._role("iter_out")
-
-    @property
-    def inner(self) -> Loop | None:
-        return self._role("iter_in")
-
-    @property
-    def unrolled(self) -> tuple[Loop, ...]:
-        return tuple(lp for lp in self.loops if lp.role == "unrolled")
-
-    @property
-    def iter_out(self) -> int:
-        return self.outer.extent if self.outer else 1
-
-    @property
-    def iter_in(self) -> int:
-        return self.inner.extent if self.inner else 1
-
-    @property
-    def n_uops(self) -> int:
-        return int(np.prod([lp.extent for lp in self.unrolled], dtype=np.int64))
-
-    def factors(self) -> dict[str, int]:
-        """GEMM instruction factors: dst/src/wgt _factor_out/_factor_in (0 for a missing loop)."""
-        out: dict[str, int] = {}
-        for suffix, lp in (("out", self.outer), ("in", self.inner)):
-            for field in ("dst", "src", "wgt"):
-                out[f"{field}_factor_{suffix}"] = getattr(lp, field) if lp else 0
-        return out
-
-    def uop_offsets(self) -> np.ndarray:
-        """(n_uops, 3) int64 [dst, src, wgt] offsets of the unrolled kernel in push order."""
-        unrolled = self.unrolled
-        if not unrolled:
-            return np.zeros((1, 3), dtype=np.int64)
-        grids = np.meshgrid(*[np.arange(lp.extent) for lp in unrolled], indexing="ij")
-        fac = np.array([[lp.dst, lp.src, lp.wgt] for lp in unrolled], dtype=np.int64)
-        idx = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
-        return idx @ fac
-
-
-def _plan(fold: dict[str, np.ndarray], names: tuple[str, ...], row: int) -> FoldPlan:
-    roles = {1: "iter_out", 2: "iter_in", 3: "unrolled"}
-    loops = []
-    for i, name in enumerate(names):
-        role = int(fold["roles"][row, i])
-        if role:
-            ext, dst, src, wgt = (int(v) for v in fold["loops"][row, i])
-            loops.append(Loop(name, ext, roles[role], dst, src, wgt))
-    return FoldPlan(tuple(loops))
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """Tile geometry of one schedule (see the module docstring for every definition)."""
-
-    kind: str
-    tile_b: int          # batch blocks per tile
-    tile_h: int          # output rows per tile
-    tile_w: int          # output columns per tile
-    tile_ci: int         # input-channel blocks per load step
-    tile_co: int         # output-channel blocks per tile
-    oc_nthread: int
-    h_nthread: int
-    nthreads: int
-    hin_t: int           # input rows per tile, padded coordinates
-    win_t: int           # input columns per tile
-    b_tiles: int
-    h_tiles: int
-    w_tiles: int
-    co_tiles: int
-    n_tiles: int         # output tiles in total (all threads)
-    ci_steps: int        # reduction steps per tile (LOAD INP/WGT + GEMM each)
-    acc_elems: int       # SRAM elements per virtual thread
-    inp_elems: int
-    wgt_elems: int
-    gemm: FoldPlan       # accumulate GEMM kernel (run per batch block and ci step)
-    reset: FoldPlan      # reset GEMM kernel (run per batch block per tile)
-    alu_iter: int        # iter_in of each ALU epilogue instruction (1 uop, factor 1)
-    store: tuple[int, int, int]   # (y_size, x_size, x_stride) of the tile's STORE
-    inp_load: tuple[int, int, int]  # of the INP LOAD before padding is subtracted
-    wgt_load: tuple[int, int, int]
-    pad: int
-    stride: int
-    kernel_h: int
-    kernel_w: int
-
-    @property
-    def acc_total(self) -> int:
-        return self.acc_elems * self.nthreads
-
-    @property
-    def inp_total(self) -> int:
-        return self.inp_elems * self.nthreads
-
-    @property
-    def wgt_total(self) -> int:
-        return self.wgt_elems * self.nthreads
-
-
-def _pattern_tuple(p: dict[str, np.ndarray], row: int) -> tuple[int, int, int]:
-    return (int(p["y_size"][row]), int(p["x_size"][row]), int(p["x_stride"][row]))
-
-
-def tiling_row(t: TileArrays, row: int) -> Tiling:
-    """The `Tiling` of config `row` of a vectorized `TileArrays`."""
-    geo = t.geo
-
-    def i(a: np.ndarray) -> int:
-        return int(a[row])
-
-    return Tiling(
-        kind=geo.kind, tile_b=i(t.tile_b), tile_h=i(t.tile_h), tile_w=i(t.tile_w),
-        tile_ci=i(t.tile_ci), tile_co=i(t.tile_co), oc_nthread=i(t.oc_nthread),
-        h_nthread=i(t.h_nthread), nthreads=i(t.nthreads), hin_t=i(t.hin_t), win_t=i(t.win_t),
-        b_tiles=i(t.b_tiles), h_tiles=i(t.h_tiles), w_tiles=i(t.w_tiles), co_tiles=i(t.co_tiles),
-        n_tiles=i(t.n_tiles), ci_steps=i(t.ci_steps), acc_elems=i(t.acc_elems),
-        inp_elems=i(t.inp_elems), wgt_elems=i(t.wgt_elems),
-        gemm=_plan(t.gemm, GEMM_LOOPS, row), reset=_plan(t.reset, RESET_LOOPS, row), alu_iter=i(t.acc_elems),
-        store=_pattern_tuple(t.store_pattern(), row), inp_load=_pattern_tuple(t.inp_pattern(), row),
-        wgt_load=_pattern_tuple(t.wgt_pattern(), row), pad=geo.pad, stride=geo.stride,
-        kernel_h=geo.kh, kernel_w=geo.kw,
-    )
-
-
-def tiling_direct(layer: Layer, knobs: dict[str, Any], hw: HwConfig) -> Tiling:
-    """`tiling` without any cache (any knob dict, valid or not)."""
-    geo = geometry(layer, hw)
-    return tiling_row(TileArrays(geo, hw, knob_arrays(knobs, geo.kind)), 0)

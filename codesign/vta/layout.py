@@ -16,7 +16,7 @@ tile position the DRAM offsets and the INP pads (reference §7.3 "DMA instructio
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -24,55 +24,8 @@ import numpy as np
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
-from codesign.schedule.tiling import geometry, knob_arrays, tile_arrays
+from codesign.schedule.tiling import Kernel, TileArrays, geometry, knob_arrays, tile_arrays
 from codesign.schedule.validity import first_failure
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """A micro-op kernel: the unrolled loops it enumerates plus the folded loop of the
-    instruction. `unrolled` is (u, 4) [extent, dst, src, wgt factor] outer to inner; the uops
-    (m, 3) [dst, src, wgt] are the mixed-radix enumeration of those loops plus `offset` (the
-    thread's SRAM slice), built only when asked for (the timing path needs only the size)."""
-
-    unrolled: np.ndarray
-    iter_out: int = 1
-    iter_in: int = 1
-    dst_factor_out: int = 0
-    dst_factor_in: int = 0
-    src_factor_out: int = 0
-    src_factor_in: int = 0
-    wgt_factor_out: int = 0
-    wgt_factor_in: int = 0
-    offset: tuple[int, int, int] = (0, 0, 0)
-    explicit: np.ndarray | None = None  # (m, 3) uops of a kernel that is no loop nest
-
-    @classmethod
-    def from_uops(cls, uops: np.ndarray) -> Kernel:
-        return cls(np.zeros((0, 4), dtype=np.int64), explicit=np.ascontiguousarray(uops, dtype=np.int64))
-
-    @property
-    def size(self) -> int:
-        if self.explicit is not None:
-            return int(self.explicit.shape[0])
-        return int(np.prod(self.unrolled[:, 0])) if self.unrolled.shape[0] else 1
-
-    @cached_property
-    def uops(self) -> np.ndarray:
-        u = self.unrolled
-        if self.explicit is not None:
-            base = self.explicit
-        elif u.shape[0]:
-            idx = np.indices(u[:, 0], dtype=np.int64).reshape(u.shape[0], -1).T
-            base = idx @ u[:, 1:]
-        else:
-            base = np.zeros((1, 3), dtype=np.int64)
-        return np.ascontiguousarray(base + np.array(self.offset, dtype=np.int64))
-
-    def shifted(self, dst: int, src: int, wgt: int) -> Kernel:
-        """The same kernel for another virtual thread's SRAM slice."""
-        o = self.offset
-        return replace(self, offset=(o[0] + dst, o[1] + src, o[2] + wgt))
 
 
 @dataclass(frozen=True)
@@ -128,52 +81,16 @@ def knob_dict(config: Any) -> dict[str, Any]:
     return knobs
 
 
-def _kernel(roles: np.ndarray, loops: np.ndarray) -> Kernel:
-    """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
-    3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (reference §7.3)."""
-    kw: dict[str, int] = {}
-    for role, slot in ((1, "out"), (2, "in")):
-        sel = loops[roles == role]
-        if sel.shape[0]:
-            kw[f"iter_{slot}"], kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
-                sel[0].tolist())
-    return Kernel(loops[roles == 3], **kw)
-
-
 # -- tile geometry from `codesign.schedule.tiling`, tabulated per (layer, hw) ----------------------
-_SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "hin_t",
-            "win_t", "b_tiles", "h_tiles", "w_tiles", "ci_steps", "co_tiles", "inp_elems", "wgt_elems",
-            "acc_elems")
-_PATTERNS = ("inp", "wgt", "store")
 _TABLE_MAX = 1 << 15  # spaces up to this size (ResNet-18: <= ~2.3k) are tabulated in one pass
 
 
-class GeoTable:
-    """`TileArrays` of many configs flattened into one int64 row per config, so that one
-    config's geometry is a single row lookup (the compile hot path of the tuners)."""
-
-    def __init__(self, ta: Any) -> None:
-        cols = [np.broadcast_to(getattr(ta, name), (ta.n,)) for name in _SCALARS]
-        for kind in _PATTERNS:
-            pat = getattr(ta, f"{kind}_pattern")()
-            cols += [np.broadcast_to(pat[key], (ta.n,)).astype(np.int64)
-                     for key in ("ok", "y_size", "x_size", "x_stride")]
-        self.names = _SCALARS + tuple(f"{k}_{f}" for k in _PATTERNS for f in ("ok", "y_size", "x_size", "x_stride"))
-        self.rows = np.stack(cols, axis=1).astype(np.int64)
-        self.gemm = (ta.gemm["roles"], ta.gemm["loops"])
-        self.reset = (ta.reset["roles"], ta.reset["loops"])
-
-    def row(self, i: int) -> tuple[dict[str, int], Kernel, Kernel]:
-        vals = dict(zip(self.names, self.rows[i].tolist()))
-        return vals, _kernel(self.gemm[0][i], self.gemm[1][i]), _kernel(self.reset[0][i], self.reset[1][i])
-
-
 @lru_cache(maxsize=64)  # a few MB each at most
-def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, GeoTable | None]:
+def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, TileArrays | None]:
     space = get_space(layer, hw)
     if space.size > _TABLE_MAX:
         return space, None
-    return space, GeoTable(space.tile_arrays(np.arange(space.size, dtype=np.int64)))
+    return space, space.tile_arrays(np.arange(space.size, dtype=np.int64))
 
 
 def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any], skip: tuple[str, ...] = ()
@@ -189,16 +106,16 @@ def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any], 
         index = getattr(config, "index", None)
         if index is None:
             index = space.from_knobs(knobs).index  # ConfigError if a knob is not a candidate
-        vals, gemm, reset = table.row(int(index))
+        vals = table.row(int(index))
         # A Config from another space could carry a stale index: check it against the knobs.
         if all(_inner_of(v) == vals[name] for name, v in knobs.items() if name in vals):
             if space.is_valid(int(index)):
-                return vals, gemm, reset
+                return (vals, *table.kernels(int(index)))
     ta = tile_arrays(layer, hw, knob_arrays(knobs, geometry(layer, hw).kind))
     why = first_failure(ta, skip=skip)
     if why is not None:
         raise InvalidSchedule(why)
-    return GeoTable(ta).row(0)
+    return (ta.row(0), *ta.kernels(0))
 
 
 def _inner_of(value: Any) -> int:
