@@ -30,18 +30,6 @@ BUDGET = 4
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def space_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("space") / "tiny.yaml"
     path.write_text(SPACE)

@@ -69,18 +69,6 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 @pytest.fixture
 def space_file(tmp_path) -> Path:
     path = tmp_path / "tiny.yaml"
