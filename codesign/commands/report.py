@@ -56,6 +56,9 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, p.get(sort, 0)))
     dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
     header = ["", "config", "latency_ms", "area", "power_w", "energy_j", "LUT", "FF", "BRAM18", "DSP", "clock"]
+    measured = any("measured_latency_ms" in p for p in points)  # `codesign sweep --confirm` ran
+    if measured:
+        header.insert(3, "measured_ms")
     rows = [header]
     for p in points:
         rows.append([
@@ -64,6 +67,8 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
             _pct(p, "lut"), _pct(p, "ff"), _pct(p, "bram18"), _pct(p, "dsp"),
             _clock(p),
         ])
+        if measured:
+            rows[-1].insert(3, _fmt(p.get("measured_latency_ms"), ".3f"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     left = {0, 1}
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
@@ -94,6 +99,12 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
             out.append(f"  and by {len(dom_unverified)} more only at unverified clocks: {', '.join(dom_unverified)}")
     if not comparison:
         out.append("no stock configs evaluated in this sweep")
+    confirm = doc.get("confirm")
+    if confirm:
+        out.append(f"confirmed on boards ({confirm['boards']}, {confirm['retune']} schedules per layer re-measured): "
+                   f"front on measured latency: {', '.join(confirm['measured_front']) or '-'}")
+        for d in confirm.get("missing_bitstream", []):
+            out.append(f"  no bitstream for {d['config']}: {d['build']}")
     unverified = [p for p in points if p.get("clock_verified") is False]
     if unverified:
         out.append(f"clock 'unverified': {len(unverified)} front design(s) run at a clock no VTA build is "

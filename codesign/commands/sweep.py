@@ -11,8 +11,10 @@ from pathlib import Path
 from codesign.commands.report import format_table
 from codesign.errors import ConfigError
 from codesign.hw.space import resolve_space_path
+from codesign.pareto.io import read_pareto_json
 from codesign.paths import SPACES
 from codesign.sweep import run_sweep
+from codesign.sweep.confirm import DEFAULT_RETUNE, run_confirm
 from codesign.sweep.options import (
     DEFAULT_BUDGET,
     DEFAULT_EXHAUSTIVE_S,
@@ -48,6 +50,8 @@ examples:
   codesign sweep --trials 8 --json | jq .points   # front as JSON
   codesign sweep ultra96 --verified-clocks-only   # Ultra96 (ZU3EG) designs at clocks up to 250 MHz only
   codesign report runs/sweep                      # print the front of a sweep again
+  codesign sweep --confirm-tracker 127.0.0.1:9190 --confirm-key pynq --confirm-top 3
+                                                  # then re-measure the 3 fastest front designs on boards
 
 searches: nsga2 and motpe (multi-objective Optuna), random, grid (every combination, --trials
 caps it), exhaustive (every feasible config of a small space). nsga2/motpe/random never spend a
@@ -94,12 +98,25 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "other clocks are explored and marked 'unverified'")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="calibration profile for the simulated measurements (kept in sweep.json for --resume)")
+    p.add_argument("--confirm", metavar="HOST:PORT", default=None,
+                   help="after the sweep, deploy the front designs that have a catalog bitstream to this board "
+                        "and re-measure their tuned schedules there (pareto.json gets measured latency and the "
+                        "front on it; designs without a bitstream are listed with their build command)")
+    p.add_argument("--confirm-tracker", metavar="HOST:PORT", default=None,
+                   help="confirm on the boards of this tvm RPC tracker (in parallel) instead of --confirm")
+    p.add_argument("--confirm-key", metavar="KEY", default=None, help="board type on --confirm-tracker (e.g. pynq)")
+    p.add_argument("--confirm-top", metavar="K", type=int, default=None,
+                   help="confirm only the K front designs with the lowest simulated latency (default: all)")
+    p.add_argument("--confirm-retune", metavar="N", type=int, default=DEFAULT_RETUNE,
+                   help=f"schedules per layer re-measured on the board: the simulator's N best "
+                        f"(default: {DEFAULT_RETUNE})")
+    p.add_argument("--catalog", metavar="FILE", default=None, help="your bitstream catalog (with --confirm)")
     p.add_argument("--json", action="store_true", help="print pareto.json and the file paths as one JSON object")
     p.set_defaults(func=run)
 
 
 # Flags that define a sweep (saved in sweep.json): a resume refuses new values for them. --trials
-# and --max-concurrent may change on resume; --address/--json/--out are about this run only.
+# and --max-concurrent may change on resume; --address/--json/--out/--confirm* are about this run only.
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
                    "profile": "--profile"}
@@ -148,6 +165,13 @@ def run(args: argparse.Namespace) -> int:
     if not resume and not space.exists():
         raise ConfigError(f"{space}: no such space file (spaces shipped: "
                           + ", ".join(sorted(p.name for p in SPACES.glob("*.yaml"))) + ")")
+    confirming = bool(args.confirm or args.confirm_tracker)
+    if confirming and args.confirm and args.confirm_tracker:
+        raise ConfigError("--confirm HOST:PORT and --confirm-tracker HOST:PORT: give one of them")
+    if args.confirm_tracker and not args.confirm_key:
+        raise ConfigError(f"--confirm-tracker {args.confirm_tracker} needs --confirm-key (the board type, e.g. pynq)")
+    if (args.confirm_top is not None and args.confirm_top < 1) or args.confirm_retune < 1:
+        raise ConfigError(f"--confirm-top {args.confirm_top} / --confirm-retune {args.confirm_retune}: must be >= 1")
     progress = not args.json and sys.stderr.isatty()
     trials = args.trials
     if trials is None and not resume and args.search not in ("grid", "exhaustive"):
@@ -158,6 +182,12 @@ def run(args: argparse.Namespace) -> int:
                        profile=args.profile,
                        progress=progress)
     code = 130 if result.interrupted else 0  # Ctrl-C: the shell's "killed by SIGINT" status, as `tune`
+    if confirming and result.complete:
+        run_confirm(
+            result.out_dir, board=args.confirm, tracker=args.confirm_tracker, key=args.confirm_key,
+            top=args.confirm_top, retune=args.confirm_retune, user_catalog=Path(args.catalog) if args.catalog else None,
+            on_step=None if args.json else (lambda s: print(s, file=sys.stderr)))
+        result.pareto = read_pareto_json(result.out_dir / "pareto.json")  # with the measured columns
     if args.json:
         print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
                           "interrupted": result.interrupted, "planned_trials": result.planned,
@@ -176,7 +206,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {result.out_dir}/pareto.json, trials.jsonl, records.jsonl")
     for path in result.plots:
         print(f"plot: {path}")
+    if confirming and result.complete:
+        conf = result.pareto["confirm"]
+        for d in conf["missing_bitstream"]:
+            print(f"no bitstream for front design {d['config']}: {d['build']}")
+        print(f"confirmed on boards ({conf['boards']}): {len(conf['designs'])} design(s); front on measured "
+              f"latency: {', '.join(conf['measured_front']) or '-'}; plot: {conf['plot']}")
     if not result.complete:
+        if confirming:
+            print("boards not used: the sweep is not complete (confirm runs after it)")
         print(f"sweep interrupted after {len(ok)} of {result.planned} trials; continue it with "
               f"`codesign sweep --resume {result.out_dir}`")
     return code
