@@ -6,11 +6,12 @@ input-channel steps), the per-thread SRAM footprint, the micro-op kernels (reset
 accumulate GEMM with its `iter_out`/`iter_in` fold) and, as NumPy arrays over the tile grid,
 every DMA field that depends on the tile position (DRAM offsets, sizes, pads).
 
-Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use, the `fold_uop_loop` plan
-of the GEMM/reset kernels and the 2-D DMA patterns) comes from `codesign.schedule.tiling` -- the
-one definition shared with the validity rules -- tabulated once per (layer, hw) space. What is
-added here: the micro-op arrays of the kernels, the tile-grid / virtual-thread mapping, and per
-tile position the DRAM offsets and the INP pads (reference §7.3 "DMA instructions").
+Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use, the `fold_uop_loop`
+`Kernel`s of the GEMM/reset and the 2-D DMA patterns) is `codesign.schedule.tiling.TileArrays`
+-- the one definition shared with the validity rules and the features -- computed once per
+(layer, hw) space and read here one row per config. What is added here: the tile-grid /
+virtual-thread mapping, and per tile position the DRAM offsets and the INP pads (reference §7.3
+"DMA instructions").
 """
 
 from __future__ import annotations
