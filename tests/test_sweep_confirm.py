@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
 import yaml
@@ -60,30 +59,21 @@ def bit_catalog(tmp_path, monkeypatch):
     return entry
 
 
-def test_sweep_confirm_on_emulated_boards_via_tracker(boards, bit_catalog, tmp_path, capsys) -> None:
-    ray = pytest.importorskip("ray")
+def test_sweep_confirm_on_emulated_boards_via_tracker(ray_session, boards, bit_catalog, tmp_path, capsys) -> None:
     from codesign.sweep import run_sweep
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        space = tmp_path / "space.yaml"
-        space.write_text(SPACE)
-        out = tmp_path / "sweep"
-        run_sweep(space, NET, out, trials=None, budget=6, tuner="random", search="grid", seed=1, progress=False)
-        sim = json.loads((out / "pareto.json").read_text())
-        front = {p["config"]: p for p in sim["points"]}
-        assert HW.name in front and len(front) == 2  # 1x8: smaller, 1x16: faster
-        other = next(c for c in front if c != HW.name)
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    out = tmp_path / "sweep"
+    run_sweep(space, NET, out, trials=None, budget=6, tuner="random", search="grid", seed=1, progress=False)
+    sim = json.loads((out / "pareto.json").read_text())
+    front = {p["config"]: p for p in sim["points"]}
+    assert HW.name in front and len(front) == 2  # 1x8: smaller, 1x16: faster
+    other = next(c for c in front if c != HW.name)
 
-        argv = ["sweep", "--resume", str(out), "--confirm-tracker", boards, "--confirm-key", "pynq", "--json"]
-        assert main(argv) == 0
-        doc = json.loads(capsys.readouterr().out)
-    finally:
-        if started:
-            ray.shutdown()
+    argv = ["sweep", "--resume", str(out), "--confirm-tracker", boards, "--confirm-key", "pynq", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
     conf = doc["confirm"]
     assert [d["config"] for d in conf["designs"]] == [HW.name]
     design = conf["designs"][0]
