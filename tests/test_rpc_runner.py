@@ -101,3 +101,29 @@ def test_runner_needs_a_board():
         RPCRunner()
     with pytest.raises(ConfigError, match="needs --key"):
         RPCRunner(tracker="127.0.0.1:9190")
+
+
+def _tune_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "codesign.cli", "tune", "--layer", "conv2d:4,64,14,14,64,3,3,1,1",
+                           "--tuner", "random", "--trials", "2", *args], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT, env=env)
+
+
+def test_board_running_another_config_is_one_line_and_a_failure(tmp_path):
+    """Before: every record said 'BOARD_LOST: every board is quarantined' and tune exited 0."""
+    with local_board("pynq_1x16") as a:
+        out = _tune_cli("--hw", "pynq_4x8", "--board", a.addr, "--records", str(tmp_path / "r.jsonl"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "runs pynq_1x16" in err[0] and "--bitstream" in err[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unreachable_board_says_why_and_fails():
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    out = _tune_cli("--hw", "pynq_1x16", "--board", dead, "--max-failures", "1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "every board is quarantined" in err[0] and dead in err[0], out.stderr
+    assert "cannot connect" in err[0] or "lost" in err[0], err[0]

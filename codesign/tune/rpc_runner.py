@@ -112,10 +112,16 @@ class RPCRunner(Runner):
                 slot.client = (BoardClient(slot.addr, connect_timeout_s=self.connect_timeout_s) if slot.addr
                                else BoardClient.from_tracker(self.tracker, self.key, timeout_s=self.connect_timeout_s))
             info = slot.client.info()
-            loaded = slot.client.ensure_bitstream(hw_name, self.bitstream)
         except BoardError as exc:
             slot.client = None
             raise _Lost(str(exc), sent=False) from None
+        try:
+            loaded = slot.client.ensure_bitstream(hw_name, self.bitstream)
+        except BoardLost as exc:
+            slot.client = None
+            raise _Lost(str(exc), sent=False) from None
+        except BoardError as exc:  # wrong config and no --bitstream, or a bad file: retrying cannot help
+            raise ConfigError(str(exc)) from None
         kind = "emulated-board" if info.get("emulated") else "board"
         where = slot.addr or info.get("server") or slot.label
         slot.source = f"{kind}:{info.get('board')}@{where} bitstream:{loaded.get('sha256') or 'preloaded'}"
@@ -182,6 +188,7 @@ class RPCRunner(Runner):
                                            {}, None, None, "host")
         attempts = collections.Counter()
         lock = threading.Lock()
+        fatal: list[ConfigError] = []
 
         def worker(slot: _Slot) -> None:
             while True:
@@ -191,6 +198,11 @@ class RPCRunner(Runner):
                     i = jobs.popleft()
                 try:
                     res = self._measure(slot, inputs[i], *compiled[i])
+                except ConfigError as exc:  # the user must act: stop every board, report it once
+                    with lock:
+                        fatal.append(exc)
+                        jobs.clear()
+                    return
                 except _Lost as exc:
                     with lock:
                         attempts[i] += exc.sent
@@ -223,9 +235,11 @@ class RPCRunner(Runner):
             t.start()
         for t in threads:
             t.join()
-        for i in list(jobs):  # every board is quarantined: say so for each measurement left
-            results[i] = self._error(inputs[i], BOARD_LOST, "every board is quarantined", 0.0,
-                                     _Slot("none", None))
+        if fatal:
+            raise fatal[0]
+        if jobs:  # every board is quarantined: nothing can measure the rest, so stop with the reason
+            why = "; ".join(f"{s.label}: {_last_failure(s.events)}" for s in self.slots if s.events)
+            raise BoardError(f"every board is quarantined, {len(jobs)} measurement(s) left unmeasured ({why})")
         return [r for r in results if r is not None]
 
     # -- status -------------------------------------------------------------------------------------
@@ -242,6 +256,11 @@ class RPCRunner(Runner):
 
     def __getstate__(self) -> dict:
         raise TypeError("RPCRunner holds board sessions and measures in threads; it does not go to worker processes")
+
+
+def _last_failure(events: list[str]) -> str:
+    """The last event that says what went wrong (not the quarantine notice itself)."""
+    return next((e for e in reversed(events) if not e.startswith("quarantined")), events[-1])
 
 
 def _free_boards(tracker: str, key: str) -> int:
