@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 import pytest
+import yaml
+
+from codesign.bitstream import catalog
+from codesign.bitstream.bitfile import make_header
 
 
 @pytest.fixture(scope="module")
@@ -18,3 +24,24 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture()
+def make_bit_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """make_bit_catalog(config) -> (bit file, catalog entry): a small valid .bit for `config` on
+    PYNQ-Z1 and a user catalog naming it (the shipped catalog is untouched; VTA's bitstream cache
+    goes under tmp_path)."""
+    return lambda config: _write_bit_catalog(tmp_path, monkeypatch, config)
+
+
+def _write_bit_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> tuple[Path, dict]:
+    body = bytes(range(256)) * 8
+    bit = tmp_path / "vta_1x16.bit"
+    bit.write_bytes(make_header("vta_wrapper", "7z020clg484", "2026/11/22", "13:00:00", len(body)) + body)
+    entry = {"config": config, "board": "pynq-z1", "target": "pynq", "hw_ver": "0.0.2",
+             "sha256": hashlib.sha256(bit.read_bytes()).hexdigest(), "size": bit.stat().st_size,
+             "part": "7z020clg484", "local": str(bit), "source": "test"}
+    (tmp_path / "catalog.yaml").write_text(yaml.safe_dump({"bitstreams": [entry]}))
+    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "catalog.yaml"))
+    monkeypatch.setenv("VTA_CACHE_PATH", str(tmp_path / "cache"))
+    return bit, entry

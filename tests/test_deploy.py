@@ -11,8 +11,6 @@ import json
 import pytest
 import yaml
 
-from codesign.bitstream import catalog
-from codesign.bitstream.bitfile import make_header
 from codesign.board.client import BoardClient
 from codesign.board.local import local_board, local_tracker
 from codesign.cli import main
@@ -41,17 +39,8 @@ def direct():
 
 
 @pytest.fixture()
-def bit_catalog(tmp_path, monkeypatch):
-    body = bytes(range(256)) * 8
-    bit = tmp_path / "vta_1x16.bit"
-    bit.write_bytes(make_header("vta_wrapper", "7z020clg484", "2026/11/22", "13:00:00", len(body)) + body)
-    entry = {"config": HW.name, "board": "pynq-z1", "target": "pynq", "hw_ver": "0.0.2",
-             "sha256": hashlib.sha256(bit.read_bytes()).hexdigest(), "size": bit.stat().st_size,
-             "part": "7z020clg484", "local": str(bit), "source": "test"}
-    (tmp_path / "catalog.yaml").write_text(yaml.safe_dump({"bitstreams": [entry]}))
-    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "catalog.yaml"))
-    monkeypatch.setenv("VTA_CACHE_PATH", str(tmp_path / "cache"))
-    return bit
+def bit_catalog(make_bit_catalog):
+    return make_bit_catalog(HW.name)[0]
 
 
 def test_deploy_and_run_on_two_emulated_boards_via_tracker(boards, bit_catalog) -> None:

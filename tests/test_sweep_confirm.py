@@ -7,14 +7,10 @@ is stopped."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
-import yaml
 
-from codesign.bitstream import catalog
-from codesign.bitstream.bitfile import make_header
 from codesign.board.local import local_board, local_tracker
 from codesign.cli import main
 from codesign.hw.config import HwConfig
@@ -46,17 +42,8 @@ def boards():
 
 
 @pytest.fixture()
-def bit_catalog(tmp_path, monkeypatch):
-    body = bytes(range(256)) * 8
-    bit = tmp_path / "vta_1x16.bit"
-    bit.write_bytes(make_header("vta_wrapper", "7z020clg484", "2026/11/22", "13:00:00", len(body)) + body)
-    entry = {"config": HW.name, "board": "pynq-z1", "target": "pynq", "hw_ver": "0.0.2",
-             "sha256": hashlib.sha256(bit.read_bytes()).hexdigest(), "size": bit.stat().st_size,
-             "part": "7z020clg484", "local": str(bit), "source": "test"}
-    (tmp_path / "catalog.yaml").write_text(yaml.safe_dump({"bitstreams": [entry]}))
-    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "catalog.yaml"))
-    monkeypatch.setenv("VTA_CACHE_PATH", str(tmp_path / "cache"))
-    return entry
+def bit_catalog(make_bit_catalog):
+    return make_bit_catalog(HW.name)[1]
 
 
 def test_sweep_confirm_on_emulated_boards_via_tracker(ray_session, boards, bit_catalog, tmp_path, capsys) -> None:
