@@ -3,7 +3,10 @@
 Readers raise `ConfigError` naming the file (missing, a directory, unreadable, malformed); writers
 go through a temp file in the same folder + `os.replace`, so a reader or a crash never sees half a
 file, and the file gets the permissions of a plain `open()` (0666 less the user's umask; an
-existing file keeps its mode) — `mkstemp` alone would leave it 0600.
+existing file keeps its mode) — `mkstemp` alone would leave it 0600. JSON
+lines files (trials, skipped configs) are appended one whole line per `os.write` and read
+tolerantly (a line cut by a crash, or being written right now, is skipped). `json_default` is the
+one encoder of NumPy values for every JSON file the package writes.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from codesign.errors import ConfigError
@@ -97,5 +101,55 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode())
 
 
-def atomic_write_json(path: str | Path, obj: Any, default: Callable[[Any], Any] | None = None) -> Path:
+def json_default(obj: Any) -> Any:
+    """`json.dumps(default=...)` for NumPy scalars and arrays, tuples and sets."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def json_default_or_str(obj: Any) -> Any:
+    """`json_default`, and `str(obj)` for anything else (free-form metadata)."""
+    try:
+        return json_default(obj)
+    except TypeError:
+        return str(obj)
+
+
+def atomic_write_json(path: str | Path, obj: Any, default: Callable[[Any], Any] = json_default) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, default=default) + "\n")
+
+
+def append_jsonl(path: str | Path, row: dict[str, Any]) -> None:
+    """Append one JSON line with a single `os.write` on an O_APPEND descriptor: concurrent writers
+    (Ray workers, the driver) never interleave and a crash loses at most this line."""
+    data = (json.dumps(row, separators=(",", ":"), default=json_default) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # a crash cut the last line: end it first
+            data = b"\n" + data
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON object lines of `path` (none if it does not exist); lines that do not parse — cut
+    by a crash or being appended right now — are skipped."""
+    try:
+        f = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        return
+    with f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                yield row

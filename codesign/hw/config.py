@@ -41,7 +41,6 @@ INSN_BITS = 128
 UOP_BITS = 32
 LOOP_ITER_BITS = 14
 SRAM_BASE_BITS = 16
-MEM_SIZE_BITS = 16
 
 _NAME_RE = re.compile(
     r"^(?P<target>[a-z0-9]+)_(?P<batch>\d+)x(?P<block_in>\d+)(?:x(?P<block_out>\d+))?"
@@ -231,10 +230,6 @@ class HwConfig:
     log_inp_depth = log_inp_depth_raw
     log_wgt_depth = log_wgt_depth_raw
     log_acc_depth = log_acc_depth_raw
-
-    @property
-    def log_out_buff_size(self) -> int:
-        return self.LOG_ACC_BUFF_SIZE + self.LOG_INP_WIDTH - self.LOG_ACC_WIDTH
 
     @property
     def uop_depth(self) -> int:

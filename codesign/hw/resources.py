@@ -381,12 +381,8 @@ def infeasible_reason(hw: HwConfig, board: Board, resources: Resources | None = 
     return None
 
 
-def is_feasible(hw: HwConfig, board: Board) -> bool:
-    return infeasible_reason(hw, board) is None
-
-
 __all__ = [
     "BRAM_MODES", "COEFFICIENTS", "PUBLISHED_BUILD", "RESOURCES", "ResourceCoefficients", "Resources",
     "adder_tree_bits", "banked_bram18", "bram18_for_memory", "check_against_reports", "estimate", "fit", "fit_error",
-    "infeasible_reason", "is_feasible",
+    "infeasible_reason",
 ]

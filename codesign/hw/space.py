@@ -163,10 +163,6 @@ class HwSpace:
         return cls.from_dict(data, source=str(path))
 
     @classmethod
-    def named(cls, name: str) -> HwSpace:
-        return cls.load(name)
-
-    @classmethod
     def from_dict(cls, data: Any, source: str = "<space>") -> HwSpace:
         where = source
         if not isinstance(data, dict):

@@ -7,8 +7,6 @@ from codesign.pareto.front import ParetoFront, hypervolume_history
 from codesign.pareto.hypervolume import hypervolume
 from codesign.pareto.io import (
     PARETO_FILE,
-    STOCK_CONFIGS,
-    atomic_write_json,
     read_pareto_json,
     stock_comparison,
     write_pareto_json,
@@ -18,7 +16,7 @@ from codesign.pareto.point import design_point
 from codesign.pareto.reference import REFERENCE_RULE, reference_point, space_power_bound
 
 __all__ = [
-    "OBJECTIVES", "PARETO_FILE", "REFERENCE_RULE", "STOCK_CONFIGS", "ParetoFront", "atomic_write_json",
+    "OBJECTIVES", "PARETO_FILE", "REFERENCE_RULE", "ParetoFront",
     "design_point", "dominates", "hypervolume", "hypervolume_history", "objective_values", "read_pareto_json", "reference_point",
     "space_power_bound", "stock_comparison", "write_pareto_json",
 ]

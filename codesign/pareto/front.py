@@ -52,9 +52,6 @@ class ParetoFront:
         v = objective_values(point, self.objectives)
         return [p for p, q in zip(self._points, self._values) if dominates(q, v)]
 
-    def is_dominated(self, point: dict[str, Any]) -> bool:
-        return bool(self.dominated_by(point))
-
     def hypervolume(self, reference_point: dict[str, float] | Sequence[float]) -> float:
         return hypervolume(self._values, reference_point, self.objectives)
 

@@ -16,8 +16,6 @@ from codesign.pareto.reference import REFERENCE_RULE
 
 PARETO_FILE = "pareto.json"
 FORMAT_VERSION = 1
-# The published PYNQ bitstreams every front is compared with (issue 5 §4).
-STOCK_CONFIGS = ("pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18")
 
 
 def stock_comparison(front: ParetoFront | Iterable[dict[str, Any]], stock_points: Iterable[dict[str, Any]],
@@ -51,17 +49,6 @@ def stock_comparison(front: ParetoFront | Iterable[dict[str, Any]], stock_points
             "on_front": not dom and any(objective_values(p, objectives) == sv for p in pts),
         }
     return out
-
-
-def _json_default(obj: Any) -> Any:
-    try:  # numpy scalars and arrays
-        return obj.item() if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0 else obj.tolist()
-    except AttributeError:
-        raise TypeError(f"not JSON serializable: {type(obj).__name__}") from None
-
-
-def atomic_write_json(path: str | Path, data: dict[str, Any]) -> Path:
-    return fileio.atomic_write_json(path, data, default=_json_default)
 
 
 def pareto_document(front: ParetoFront, *, reference_point: dict[str, float],
@@ -102,7 +89,7 @@ def write_pareto_json(path: str | Path, front: ParetoFront, *, reference_point: 
         path = path / PARETO_FILE
     doc = pareto_document(front, reference_point=reference_point, stock_points=stock_points,
                           reference_rule=reference_rule, hypervolume_history=hypervolume_history, extra=extra)
-    atomic_write_json(path, doc)
+    fileio.atomic_write_json(path, doc)
     return doc
 
 
@@ -141,5 +128,5 @@ def read_pareto_json(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-__all__ = ["FORMAT_VERSION", "PARETO_FILE", "STOCK_CONFIGS", "atomic_write_json", "pareto_document",
+__all__ = ["FORMAT_VERSION", "PARETO_FILE", "pareto_document",
            "read_pareto_json", "stock_comparison", "write_pareto_json"]

@@ -22,6 +22,11 @@ DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
 NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (reference §7.3)
 
 
+def plain_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """Knob values as JSON-native lists/ints (entities may hold tuples or NumPy ints)."""
+    return {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v) for k, v in knobs.items()}
+
+
 def get_factors(n: int) -> list[int]:
     """AutoTVM's `get_factors`: sorted divisors of n (reference §7.2)."""
     small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]

@@ -19,8 +19,9 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from codesign.fileio import append_jsonl
+from codesign.hw.config import HwConfig
 from codesign.hw.space import HwSpace
-from codesign.sweep.results import append_line
 from codesign.sweep.trial import OBJECTIVES, infeasible_result
 
 SKIPPED_FILE = "skipped.jsonl"
@@ -76,13 +77,13 @@ class FeasibleSearch(Searcher):
             return hw.name, self._infeasible(hw.name, params, reason, hw)
         return hw.name, self.known.get(hw.name)
 
-    def _infeasible(self, name: str, params: dict, reason: str, hw: Any) -> dict[str, float]:
+    def _infeasible(self, name: str, params: dict, reason: str, hw: HwConfig | None) -> dict[str, float]:
         if name not in self.known:
             res = infeasible_result(hw, reason, self.space.board, name=name)
             self.known[name] = {k: float(res[k]) for k in OBJECTIVES}
             if self.out_dir is not None and name not in self.logged:
                 self.logged.add(name)
-                append_line(Path(self.out_dir) / SKIPPED_FILE,
+                append_jsonl(Path(self.out_dir) / SKIPPED_FILE,
                             {"config": name, "params": dict(params), "reason": reason, "timestamp": time.time()})
         return self.known[name]
 

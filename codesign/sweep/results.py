@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from ray import tune
 from tqdm import tqdm
 
+from codesign.fileio import append_jsonl, read_jsonl
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
@@ -22,45 +22,14 @@ from codesign.sweep.options import SPACE_COPY
 from codesign.sweep.trial import TRIALS_FILE
 
 
-def append_line(path: Path, row: dict[str, Any]) -> None:
-    """Append one JSON line with a single `os.write` on an O_APPEND descriptor: concurrent writers
-    never interleave and a crash loses at most this line. A half-written last line (a crash
-    mid-write) is ended first, so it cannot swallow this one."""
-    data = (json.dumps(row, separators=(",", ":"), default=_json_default) + "\n").encode()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):  # numpy scalars
-        return obj.item()
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-
 def read_trials(out_dir: str | Path) -> list[dict[str, Any]]:
     """The finished trials of a sweep in completion order, one per trial id (a trial that errored
     and later succeeded on resume keeps the success). Truncated lines are skipped."""
-    path = Path(out_dir) / TRIALS_FILE
-    if not path.exists():
-        return []
     rows: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            tid = str(row.get("trial_id"))
-            if tid not in rows or rows[tid].get("status") != "ok":
-                rows[tid] = row
+    for row in read_jsonl(Path(out_dir) / TRIALS_FILE):
+        tid = str(row.get("trial_id"))
+        if tid not in rows or rows[tid].get("status") != "ok":
+            rows[tid] = row
     return list(rows.values())
 
 
@@ -181,7 +150,7 @@ class SweepCallback(tune.Callback):
             return  # already recorded (a trial re-run after an interrupt)
         row = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **row}
         row.setdefault("params", dict(trial.config))
-        append_line(Path(self.out_dir) / TRIALS_FILE, row)
+        append_jsonl(Path(self.out_dir) / TRIALS_FILE, row)
         self._rows = [r for r in self._rows if r.get("trial_id") != tid] + [row]
         summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
                                power_bound=self.power_bound)

@@ -86,7 +86,7 @@ class SweepResult:
 
 
 # -- workloads in the options file ----------------------------------------------------------------
-def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] | None]:
+def _workload_options(workload: str | Workload) -> tuple[str, tuple[tuple[str, int], ...] | None]:
     """Workload name and its layer list (specs and counts)."""
     if isinstance(workload, str):
         workload = get_workload(workload)
@@ -95,7 +95,7 @@ def _workload_options(workload: Any) -> tuple[str, tuple[tuple[str, int], ...] |
     return workload.name, tuple((layer.spec, int(count)) for layer, count in workload.entries)
 
 
-def workload_from_options(options: SweepOptions) -> Any:
+def workload_from_options(options: SweepOptions) -> Workload:
     if options.layers:
         return Workload(options.workload, tuple((s, int(c)) for s, c in options.layers))
     return get_workload(options.workload)
@@ -235,7 +235,7 @@ def _fit(tuner_obj: Any) -> bool:
 
 def run_sweep(
     space: str | Path,
-    workload: Any,
+    workload: str | Workload | None,
     out_dir: str | Path,
     *,
     trials: int | None = DEFAULT_TRIALS,
@@ -409,7 +409,7 @@ def _validate_tuner(name: str) -> None:
 
 
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],
-           power_bound: float, space: Any) -> SweepResult:
+           power_bound: float, space: HwSpace) -> SweepResult:
     """Final pareto.json and plots from the trials on disk."""
     rows = read_trials(out)
     doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)

@@ -63,7 +63,7 @@ def stock_points(space: Any) -> list[dict[str, Any]]:
     return points
 
 
-def build_search(search: str, space: Any, *, trials: int | None, seed: int,
+def build_search(search: str, space: HwSpace, *, trials: int | None, seed: int,
                  out_dir: str | None = None) -> SearchPlan:
     """The Ray Tune search algorithm for `search`. nsga2/motpe/random are Optuna samplers behind
     Ray's OptunaSearch, wrapped in `FeasibleSearch` so trials go only to new feasible configs;

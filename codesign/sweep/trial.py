@@ -11,10 +11,12 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codesign.fileio import read_jsonl
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.power import PowerModel, activity_from_busy
@@ -22,6 +24,8 @@ from codesign.hw.resources import Resources, estimate, infeasible_reason
 from codesign.hw.space import HwSpace
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
+from codesign.schedule.knobs import Config, plain_knobs
+from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.sweep.options import DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
 from codesign.tune import RecordWriter, load_records, tune_layer
@@ -30,6 +34,7 @@ from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.task import make_task
 from codesign.vta.run import Measurement, measure
+from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
 from codesign.workloads.networks import Workload
 
@@ -58,7 +63,7 @@ class TrialContext:
     seed: int
     checked: bool = False
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
-    params: Any = None  # TimingParams of the sweep's calibration profile (None: shipped)
+    params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
@@ -79,12 +84,12 @@ def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name:
     return out
 
 
-def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
-                     limit: int = WARM_START_MAX) -> list[Any]:
+def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: Sequence[MeasureRecord],
+                     limit: int = WARM_START_MAX) -> list[Config]:
     """Schedule configs for `layer` that were fast on other hardware of this sweep and are valid on
     `hw`: the best record of each earlier config, most similar hardware (GEMM shape first, then
     buffer sizes) first. The inner tuner measures these before its own proposals."""
-    best: dict[str, Any] = {}
+    best: dict[str, MeasureRecord] = {}
     lname, hname = layer.name, hw.name  # properties that format a string: once, not per record
     for r in records:
         if r.layer != lname or r.hw == hname or not r.ok:
@@ -105,7 +110,7 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
         d = sum(w * abs(getattr(other, k) - getattr(hw, k)) for k, w in zip(keys, weights))
         return (d, best[name].seconds)
 
-    out: list[Any] = []
+    out: list[Config] = []
     seen: set[int] = set()
     for name in sorted(best, key=distance):
         try:
@@ -121,8 +126,9 @@ def transfer_configs(layer: Any, hw: HwConfig, space: Any, records: list[Any],
     return out
 
 
-def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: Any,
-          records: list[Any], params: Any = None, exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> Any:
+def _tune(layer: Layer, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: RecordWriter | None,
+          records: list[MeasureRecord], params: TimingParams | None = None,
+          exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> TuneResult:
     """Inner tuning of one layer with transfer from earlier trials' records."""
     extra = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
     task = make_task(layer, hw, tuner, seed, **extra)
@@ -143,7 +149,7 @@ def _tune(layer: Any, hw: HwConfig, *, tuner: str, budget: int, seed: int, write
     return res
 
 
-def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult, params: Any = None) -> Measurement:
+def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult, params: TimingParams | None = None) -> Measurement:
     """The winner's measurement with its module busy cycles (power activity): the one the tuning
     loop took, or — when the winner came from the records of an interrupted run of this trial —
     one timing-only measurement of it."""
@@ -165,7 +171,7 @@ def evaluate_hw(
     records_path: str | Path | None = None,
     warm_records: list[MeasureRecord] | None = None,
     power_model: PowerModel | None = None,
-    params: Any = None,
+    params: TimingParams | None = None,
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
@@ -186,7 +192,7 @@ def evaluate_hw(
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
                     budget: int, seed: int, records_path: str | Path | None,
                     warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
-                    start: float | None = None, params: Any = None,
+                    start: float | None = None, params: TimingParams | None = None,
                     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
     start = time.perf_counter() if start is None else start
@@ -217,7 +223,7 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
                 busy[k] += float(best.busy.get(k, 0)) * count
             layers.append({
                 "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
-                "knobs": _plain(res.best.knobs), "index": int(res.best.index),
+                "knobs": plain_knobs(res.best.knobs), "index": int(res.best.index),
                 "measurements": int(res.measurements),
                 "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,
             })
@@ -240,29 +246,17 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     }
 
 
-def _plain(knobs: dict) -> dict:
-    return {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v) for k, v in knobs.items()}
-
-
 # -- cache of finished trials (a searcher may propose the same config twice) --------------------
 def cached_result(out_dir: str | Path, config_name: str) -> dict[str, Any] | None:
     """The objectives of `config_name` if an earlier trial of this sweep already evaluated it."""
-    path = Path(out_dir) / TRIALS_FILE
-    if not path.exists():
-        return None
     found = None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written right now
-            if row.get("config") == config_name and row.get("status", "ok") == "ok":
-                found = row
+    for row in read_jsonl(Path(out_dir) / TRIALS_FILE):
+        if row.get("config") == config_name and row.get("status", "ok") == "ok":
+            found = row
     return found
 
 
-def _read_records(out_dir: str | Path) -> list[Any]:
+def _read_records(out_dir: str | Path) -> list[MeasureRecord]:
     path = Path(out_dir) / RECORDS_FILE
     return load_records(path) if path.exists() else []
 

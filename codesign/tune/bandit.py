@@ -16,6 +16,7 @@ so that a few very slow configs do not dominate the squared error.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,15 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
-from codesign.tune.env import PENALTY, ScheduleEnv, load_checkpoint, save_checkpoint
+from codesign.schedule.knobs import Config
+from codesign.tune.agents import CheckpointMixin, torch_module
+from codesign.tune.env import PENALTY, ScheduleEnv
+from codesign.tune.measure import MeasureResult
+from codesign.tune.records import MeasureRecord
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 from codesign.workloads import parse_layer
+from codesign.workloads.layers import Layer
 
 ALGO = "bandit"
 HPARAMS = {
@@ -44,16 +50,9 @@ HPARAMS = {
 }
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
 def _ensemble(obs_dim: int, hidden: int, heads: int) -> Any:
     """`heads` independent MLPs (obs → hidden → hidden → 1) evaluated in one batched pass."""
-    torch = _torch()
+    torch = torch_module()
     from torch import nn
 
     class Ensemble(nn.Module):
@@ -76,11 +75,11 @@ def _ensemble(obs_dim: int, hidden: int, heads: int) -> Any:
     return Ensemble()
 
 
-class BanditAgent:
+class BanditAgent(CheckpointMixin):
     """Reward-model ensemble, its optimizer and the (observation, target) data it is fit on."""
 
     def __init__(self, obs_dim: int, hparams: dict | None = None, seed: int = 0) -> None:
-        torch = _torch()
+        torch = torch_module()
         self.hp = dict(HPARAMS, **(hparams or {}))
         self.obs_dim = obs_dim
         torch.manual_seed(seed)
@@ -101,7 +100,7 @@ class BanditAgent:
             del self.obs[0], self.y[0], self.boot[0]
 
     def fit(self, steps: int | None = None) -> None:
-        torch = _torch()
+        torch = torch_module()
         hp = self.hp
         if not self.y:
             return
@@ -121,21 +120,19 @@ class BanditAgent:
 
     def predict(self, obs: np.ndarray) -> np.ndarray:
         """(heads, n) predicted targets (higher = faster)."""
-        torch = _torch()
+        torch = torch_module()
         with torch.no_grad():
             x = torch.as_tensor(obs)
             return self.heads(x).numpy()
 
-    def save(self, path: str | Path) -> None:
-        save_checkpoint(path, ALGO, self.hp, self.obs_dim, {"heads": self.heads.state_dict()})
+    algo = ALGO
 
-    @classmethod
-    def load(cls, path: str | Path) -> BanditAgent:
-        ckpt = load_checkpoint(path, ALGO)
-        agent = cls(ckpt["obs_dim"], ckpt["hparams"])
-        agent.heads.load_state_dict(ckpt["state"]["heads"])
-        agent.trained = True
-        return agent
+    def state(self) -> dict[str, Any]:
+        return {"heads": self.heads.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.heads.load_state_dict(state["heads"])
+        self.trained = True
 
 
 def target(seconds: float | None, norm: float) -> float:
@@ -148,7 +145,7 @@ class BanditTuner(Tuner):
     name = ALGO
     batch_size = 4
 
-    def __init__(self, space: Any, seed: int = 0, view: Any = None, agent: Any = None,
+    def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
                  hparams: dict | None = None) -> None:
         super().__init__(space, seed, view)
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
@@ -158,7 +155,7 @@ class BanditTuner(Tuner):
         self._task_data = 0
         self._pretrained = False
 
-    def set_task(self, layer: Any, hw: Any) -> None:
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
         self._obs = self.env.obs_batch(self.view.valid_pos)
         if self.agent is None:
@@ -168,9 +165,9 @@ class BanditTuner(Tuner):
                               "space (agent trained with another feature set); retrain it")
         self._pretrained = self.agent.trained
         self.agent.rng = np.random.default_rng(self.seed)
-        _torch().manual_seed(self.seed)
+        torch_module().manual_seed(self.seed)
 
-    def observe(self, results: Any) -> None:
+    def observe(self, results: Sequence[MeasureResult]) -> None:
         super().observe(results)
         env, agent = self.env, self.agent
         if env is None or agent is None:
@@ -187,11 +184,11 @@ class BanditTuner(Tuner):
             self._task_data += added
             agent.fit()
 
-    def transfer(self, records: Any, max_tasks: int = 64) -> None:
+    def transfer(self, records: Sequence[MeasureRecord], max_tasks: int = 64) -> None:
         """Fit the reward model on records of other (layer, hw) tasks before tuning this one."""
         agent = self.agent
         assert agent is not None, "set_task(layer, hw) first"
-        groups: dict[tuple[str, str], list[Any]] = {}
+        groups: dict[tuple[str, str], list[MeasureRecord]] = {}
         for r in records:
             groups.setdefault((r.layer_spec, r.hw), []).append(r)
         added = 0
@@ -216,7 +213,7 @@ class BanditTuner(Tuner):
             agent.fit(agent.hp["fit_steps"] * 10)
             self._pretrained = True
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         agent = self.agent
         assert agent is not None and self._obs is not None, "set_task(layer, hw) first"
         if not agent.trained or (not self._pretrained and len(agent.y) < agent.hp["min_data"]):

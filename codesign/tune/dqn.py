@@ -9,12 +9,12 @@ exploration decaying per env step, double-DQN targets (online argmax, target eva
 from __future__ import annotations
 
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from codesign.tune.env import MAX_KNOBS, MultiStepTuner, Transition, load_checkpoint, save_checkpoint
+from codesign.tune.agents import MAX_KNOBS, CheckpointMixin, torch_module
+from codesign.tune.env import MultiStepTuner, Transition
 
 ALGO = "dqn"
 HPARAMS = {
@@ -33,18 +33,11 @@ HPARAMS = {
 }
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-class DQNAgent:
+class DQNAgent(CheckpointMixin):
     """Branching Q-network, its target copy, optimizer, replay buffer and step counter."""
 
     def __init__(self, obs_dim: int, hparams: dict | None = None, seed: int = 0) -> None:
-        torch = _torch()
+        torch = torch_module()
         from torch import nn
 
         self.hp = dict(HPARAMS, **(hparams or {}))
@@ -71,7 +64,7 @@ class DQNAgent:
         return net(obs).view(-1, MAX_KNOBS, 3)
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, greedy: bool = False) -> np.ndarray:
-        torch = _torch()
+        torch = torch_module()
         self.steps += 0 if greedy else 1
         if not greedy and rng.random() < self.epsilon():
             return rng.integers(3, size=MAX_KNOBS)
@@ -79,7 +72,7 @@ class DQNAgent:
             return self.qvalues(self.q, torch.as_tensor(obs[None, :]))[0].argmax(-1).numpy().astype(np.int64)
 
     def update(self, rng: np.random.Generator) -> None:
-        torch = _torch()
+        torch = torch_module()
         hp = self.hp
         idx = rng.integers(len(self.replay), size=hp["batch"])
         batch = [self.replay[i] for i in idx]
@@ -106,17 +99,15 @@ class DQNAgent:
         if self.updates % hp["target_sync"] == 0:
             self.target.load_state_dict(self.q.state_dict())
 
-    def save(self, path: str | Path) -> None:
-        save_checkpoint(path, ALGO, self.hp, self.obs_dim, {"q": self.q.state_dict(), "steps": self.steps})
+    algo = ALGO
 
-    @classmethod
-    def load(cls, path: str | Path) -> DQNAgent:
-        ckpt = load_checkpoint(path, ALGO)
-        agent = cls(ckpt["obs_dim"], ckpt["hparams"])
-        agent.q.load_state_dict(ckpt["state"]["q"])
-        agent.target.load_state_dict(ckpt["state"]["q"])
-        agent.steps = int(ckpt["state"].get("steps", 0))  # a trained agent keeps its low ε
-        return agent
+    def state(self) -> dict[str, Any]:
+        return {"q": self.q.state_dict(), "steps": self.steps}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["q"])
+        self.steps = int(state.get("steps", 0))  # a trained agent keeps its low ε
 
 
 class DQNTuner(MultiStepTuner):

@@ -15,8 +15,8 @@ no measurement, so agents keep learning between measurements for free.
 
 from __future__ import annotations
 
-import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +25,19 @@ import numpy as np
 
 from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError
-from codesign.fileio import atomic_write_bytes
+from codesign.hw.config import HwConfig
 from codesign.schedule import hw_features, layer_features
+from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
+from codesign.tune.agents import MAX_KNOBS, torch_module
 from codesign.tune.loop import tune_layer
-from codesign.tune.measure import SimulatorRunner
+from codesign.tune.measure import MeasureResult, SimulatorRunner
 from codesign.tune.task import make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView, index_of, positions_of, squash
+from codesign.workloads.layers import Layer
 
-MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (reference §7.2); pad to the larger
 PENALTY = 10.0  # reward for invalid configs and failures, in roofline-bound units
 HORIZON = 20  # steps per episode (ktune)
 # Episode starts: ktune's zeros / random / median, plus the best config measured so far (local
@@ -43,13 +46,13 @@ START_MODES = ("zeros", "random", "median", "best")
 START_PROBS = (0.15, 0.3, 0.15, 0.4)
 
 
-def task_context(layer: Any, hw: Any) -> np.ndarray:
+def task_context(layer: Layer, hw: HwConfig) -> np.ndarray:
     """Layer-shape and hardware-config features (fixed length), squashed."""
     return squash(np.concatenate([np.asarray(layer_features(layer), dtype=np.float64),
                                   np.asarray(hw_features(hw), dtype=np.float64)])).astype(np.float32)
 
 
-def roofline_seconds(layer: Any, hw: Any) -> float | None:
+def roofline_seconds(layer: Layer, hw: HwConfig) -> float | None:
     """The layer's attainable lower bound in seconds, or None if the roofline is unavailable."""
     try:
         roof = roofline(layer, hw)
@@ -63,7 +66,7 @@ def roofline_seconds(layer: Any, hw: Any) -> float | None:
 class ScheduleEnv:
     """Knob-position dynamics, observations and (deferred) rewards for one layer on one hw."""
 
-    def __init__(self, view: SpaceView, layer: Any, hw: Any, rng: np.random.Generator,
+    def __init__(self, view: SpaceView, layer: Layer, hw: HwConfig, rng: np.random.Generator,
                  horizon: int = HORIZON) -> None:
         self.view, self.layer, self.hw, self.rng, self.horizon = view, layer, hw, rng, horizon
         self.dims = np.asarray(view.dims, dtype=np.int64)
@@ -166,7 +169,7 @@ class MultiStepTuner(Tuner):
     hparams_defaults: dict[str, Any] = {}
     learn_every_key = "learn_every"  # which hyper-parameter sets `learn_every`
 
-    def __init__(self, space: Any, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
+    def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
                  hparams: dict | None = None) -> None:
         super().__init__(space, seed, view)
         self.env: ScheduleEnv | None = None
@@ -179,7 +182,7 @@ class MultiStepTuner(Tuner):
         hp = self.agent.hp if self.agent else dict(self.hparams_defaults, **(hparams or {}))
         self.learn_every = int(hp[self.learn_every_key])
 
-    def set_task(self, layer: Any, hw: Any) -> None:
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
         for idx, r in self.results.items():
             self.env.record(idx, r.seconds if r.ok else None)
@@ -193,11 +196,9 @@ class MultiStepTuner(Tuner):
         elif self.agent.obs_dim != self.env.obs_dim:
             raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
                               "space (agent trained with another feature set); retrain it")
-        import torch
+        torch_module().manual_seed(self.seed)
 
-        torch.manual_seed(self.seed)
-
-    def observe(self, results: Any) -> None:
+    def observe(self, results: Sequence[MeasureResult]) -> None:
         super().observe(results)
         if self.env is not None:
             for r in results:
@@ -209,7 +210,7 @@ class MultiStepTuner(Tuner):
     def learn(self, transitions: list[Transition], last_obs: np.ndarray) -> None:
         raise NotImplementedError
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         env = self.env
         if env is None:
             raise RuntimeError("set_task(layer, hw) must be called before propose()")
@@ -243,32 +244,6 @@ class MultiStepTuner(Tuner):
             r = env.reward(tr.next_index)
             out.append(-PENALTY if r is None else r)  # unmeasured (budget ran out): treat as failure
         return np.asarray(out, dtype=np.float32)
-
-
-# -- checkpoints (torch.save of weights + hyper-parameters; shared by the three agents) --------
-def save_checkpoint(path: Any, algo: str, hparams: dict, obs_dim: int, state: dict) -> None:
-    import torch
-
-    buf = io.BytesIO()
-    torch.save({"algo": algo, "hparams": hparams, "obs_dim": obs_dim, "max_knobs": MAX_KNOBS,
-                "state": state}, buf)
-    atomic_write_bytes(path, buf.getvalue())  # a crash never leaves half a checkpoint
-
-
-def load_checkpoint(path: Any, algo: str) -> dict:
-    import torch
-
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such agent checkpoint") from None
-    except Exception as exc:  # noqa: BLE001 - corrupt/foreign file: one clear message
-        raise ConfigError(f"{path}: not a torch agent checkpoint ({type(exc).__name__})") from None
-    if not isinstance(ckpt, dict) or ckpt.get("algo") != algo:
-        got = ckpt.get("algo") if isinstance(ckpt, dict) else type(ckpt).__name__
-        raise ConfigError(f"{path}: checkpoint is for agent {got!r}, but tuner {algo!r} was asked for; "
-                          f"use --tuner {got}")
-    return ckpt
 
 
 def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed: int = 0, agent: Any = None,

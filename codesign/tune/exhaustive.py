@@ -17,8 +17,11 @@ import numpy as np
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace, get_space
+from codesign.schedule.knobs import Config
 from codesign.tune.measure import MeasureInput, Runner, SimulatorRunner
 from codesign.tune.tuner import Tuner
+from codesign.vta.timing import TimingParams
+from codesign.workloads.layers import Layer
 
 
 class ExhaustiveTuner(Tuner):
@@ -55,7 +58,8 @@ def exhaustive_table(layer: Any, hw: Any, *, params: Any = None, progress: bool 
     return {i: (s, c) for i, s, c in _table(layer, HwConfig.resolve(hw), params, int(n_parallel))}
 
 
-def exhaustive(layer: Any, hw: Any, *, params: Any = None, progress: bool = False) -> tuple[Any, float]:
+def exhaustive(layer: Layer, hw: HwConfig, *, params: TimingParams | None = None,
+               progress: bool = False) -> tuple[Config, float]:
     """(best Config, its seconds) over every valid config of `layer` on `hw`."""
     table = exhaustive_table(layer, hw, params=params, progress=progress)
     if not table:

@@ -8,10 +8,9 @@ measured are re-drawn; the space's validity rules make that cheap.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from codesign.schedule.knobs import Config
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import index_of, positions_of
 
@@ -33,7 +32,7 @@ class GATuner(Tuner):
         sec = np.array([r.seconds for r in ok[: 4 * POP_SIZE]], dtype=float)
         return idx, sec
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         idx, sec = self._fitness_pool()
         if idx.size < 2:  # first generation: random
             return [self.view.config(i) for i in self.random_unmeasured(n)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
 from codesign.tune.tuner import Tuner
 
 
@@ -12,11 +14,11 @@ class GridTuner(Tuner):
     name = "grid"
     batch_size = 8
 
-    def __init__(self, space: Any, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
         self._next = 0  # position in the sorted valid indices; the seed does not matter
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         valid = self.view.valid
         out = []
         while len(out) < n and self._next < valid.size:

@@ -19,10 +19,10 @@ from tqdm import tqdm
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.schedule.knobs import Config
+from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.tune.measure import INVALID, MeasureInput, MeasureResult, Runner, SimulatorRunner
-from codesign.tune.records import MeasureRecord, RecordWriter, _plain, load_records
+from codesign.tune.records import MeasureRecord, RecordWriter, load_records
 from codesign.tune.task import TuneTask, make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
@@ -59,7 +59,7 @@ class TuneResult:
     def to_json(self) -> dict:
         best = None
         if self.best is not None:
-            best = {"knobs": _plain(self.best.knobs), "index": int(self.best.index),
+            best = {"knobs": plain_knobs(self.best.knobs), "index": int(self.best.index),
                     "seconds": self.best_seconds, "cycles": self.best_cycles}
         per_image = None
         batch = getattr(self.layer, "batch", 1) or 1

@@ -14,9 +14,12 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config
 from codesign.vta.run import Measurement, measure
+from codesign.vta.timing import TimingParams
+from codesign.workloads.layers import Layer
 
 # Error strings recorded for failures; anything else is the exception text.
 TIMEOUT = "timeout"
@@ -27,9 +30,9 @@ INVALID = "invalid"
 class MeasureInput:
     """One schedule to measure: layer, hardware config and the schedule `Config`."""
 
-    layer: Any
-    hw: Any
-    config: Any
+    layer: Layer
+    hw: HwConfig | None
+    config: Config
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class MeasureResult:
     (cycles per module), `device_s` and `call_s` are what the runner measured besides (see
     `codesign.vta.run.Measurement`)."""
 
-    config: Any
+    config: Config
     seconds: float | None
     cycles: int | None
     error: str | None = None
@@ -229,8 +232,8 @@ class SimulatorRunner(Runner):
 
     chunk = 64
 
-    def __init__(self, hw: Any = None, n_parallel: int = 1, timeout_s: float | None = 60.0,
-                 params: Any = None, cost_s: float | None = None) -> None:
+    def __init__(self, hw: HwConfig | None = None, n_parallel: int = 1, timeout_s: float | None = 60.0,
+                 params: TimingParams | None = None, cost_s: float | None = None) -> None:
         super().__init__(n_parallel, timeout_s, cost_s)
         self.hw = hw
         self.params = params
@@ -245,7 +248,7 @@ class SimulatorRunner(Runner):
 class FunctionRunner(Runner):
     """Runner around a picklable function `fn(layer, config, hw) -> (seconds, cycles)`."""
 
-    def __init__(self, fn: Callable[[Any, Any, Any], tuple[float, int | None]], n_parallel: int = 1,
+    def __init__(self, fn: Callable[[Layer, Config, HwConfig], tuple[float, int | None]], n_parallel: int = 1,
                  timeout_s: float | None = None) -> None:
         super().__init__(n_parallel, timeout_s)
         self.fn = fn

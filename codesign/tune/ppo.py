@@ -9,12 +9,12 @@ epochs of minibatches over each rollout of `ROLLOUT` steps.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from codesign.tune.env import MAX_KNOBS, MultiStepTuner, Transition, load_checkpoint, save_checkpoint
+from codesign.tune.agents import MAX_KNOBS, CheckpointMixin, torch_module
+from codesign.tune.env import MultiStepTuner, Transition
 
 ALGO = "ppo"
 HPARAMS = {
@@ -32,18 +32,11 @@ HPARAMS = {
 }
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)  # 2 shared cores; small MLPs are faster single-threaded anyway
-    return torch
-
-
-class PPOAgent:
+class PPOAgent(CheckpointMixin):
     """Actor-critic MLP + optimizer + hyper-parameters; what `--agent PATH` saves and loads."""
 
     def __init__(self, obs_dim: int, hparams: dict | None = None, seed: int = 0) -> None:
-        torch = _torch()
+        torch = torch_module()
         from torch import nn
 
         self.hp = dict(HPARAMS, **(hparams or {}))
@@ -63,12 +56,12 @@ class PPOAgent:
                                     lr=self.hp["lr"], eps=1e-5)
 
     def dist(self, obs: Any) -> Any:
-        torch = _torch()
+        torch = torch_module()
         logits = self.actor(obs).view(-1, MAX_KNOBS, 3)
         return torch.distributions.Categorical(logits=logits)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, greedy: bool = False) -> tuple[np.ndarray, float, float]:
-        torch = _torch()
+        torch = torch_module()
         with torch.no_grad():
             x = torch.as_tensor(obs[None, :])
             d = self.dist(x)
@@ -77,17 +70,14 @@ class PPOAgent:
             value = float(self.critic(x)[0, 0])
         return a[0].numpy().astype(np.int64), logp, value
 
-    def save(self, path: str | Path) -> None:
-        save_checkpoint(path, ALGO, self.hp, self.obs_dim,
-                        {"actor": self.actor.state_dict(), "critic": self.critic.state_dict()})
+    algo = ALGO
 
-    @classmethod
-    def load(cls, path: str | Path) -> PPOAgent:
-        ckpt = load_checkpoint(path, ALGO)
-        agent = cls(ckpt["obs_dim"], ckpt["hparams"])
-        agent.actor.load_state_dict(ckpt["state"]["actor"])
-        agent.critic.load_state_dict(ckpt["state"]["critic"])
-        return agent
+    def state(self) -> dict[str, Any]:
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
 
 
 class PPOTuner(MultiStepTuner):
@@ -102,7 +92,7 @@ class PPOTuner(MultiStepTuner):
         return self.agent.act(obs, self.env.knob_mask)
 
     def learn(self, transitions: list[Transition], last_obs: np.ndarray) -> None:
-        torch = _torch()
+        torch = torch_module()
         agent, env = self.agent, self.env
         assert agent is not None and env is not None
         hp = agent.hp

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from codesign.schedule.knobs import Config
 from codesign.tune.tuner import Tuner
 
 
@@ -11,5 +10,5 @@ class RandomTuner(Tuner):
     name = "random"
     batch_size = 8
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         return [self.view.config(i) for i in self.random_unmeasured(n)]

@@ -21,13 +21,16 @@ from typing import Any
 from codesign import autotvm
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path, read_text
+from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
+from codesign.schedule.knobs import Config, plain_knobs
+from codesign.workloads.layers import Layer
 
 RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
                "seed", "timestamp")
 
 
-def layer_spec(layer: Any) -> str:
+def layer_spec(layer: Layer) -> str:
     """The `--layer` string that rebuilds `layer` with `codesign.workloads.parse_layer`."""
     spec = getattr(layer, "spec", None)
     if isinstance(spec, str):
@@ -94,21 +97,13 @@ class MeasureRecord:
         )
 
     @classmethod
-    def make(cls, layer: Any, hw: Any, config: Any, seconds: float | None, cycles: int | None,
+    def make(cls, layer: Layer, hw: HwConfig, config: Config, seconds: float | None, cycles: int | None,
              error: str | None, tuner: str, seed: int, timestamp: float | None = None, *,
              source: str = "simulator", device_s: float | None = None, call_s: float | None = None) -> MeasureRecord:
-        return cls(layer=layer.name, layer_spec=layer_spec(layer), hw=hw.name, knobs=_plain(config.knobs),
+        return cls(layer=layer.name, layer_spec=layer_spec(layer), hw=hw.name, knobs=plain_knobs(config.knobs),
                    index=int(config.index), seconds=seconds, cycles=cycles, error=error, tuner=tuner,
                    seed=int(seed), timestamp=time.time() if timestamp is None else float(timestamp),
                    source=source, device_s=device_s, call_s=call_s)
-
-
-def _plain(knobs: dict) -> dict:
-    """Knob values as JSON-native lists/ints (entities may hold tuples or numpy ints)."""
-    out = {}
-    for k, v in knobs.items():
-        out[k] = [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v)
-    return out
 
 
 class RecordWriter:

@@ -16,13 +16,16 @@ anything is measured, and once the task's own model is fitted they are its base 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from codesign.hw.config import HwConfig
 from codesign.schedule.features import hw_features, layer_features
-from codesign.schedule.space import get_space
+from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace, get_space
+from codesign.tune.measure import MeasureResult
 from codesign.tune.records import MeasureRecord
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView, index_of, positions_of, squash
@@ -47,7 +50,7 @@ class XGBTuner(Tuner):
     name = "xgb"
     batch_size = BATCH_SIZE
 
-    def __init__(self, space: Any, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
         self._scores: np.ndarray | None = None  # model score per valid config (row-aligned)
         self._dirty = True
@@ -107,7 +110,7 @@ class XGBTuner(Tuner):
             self._base_scores = self._base.predict(xgb.DMatrix(x)).astype(np.float64)
         return self._base_scores
 
-    def observe(self, results: Any) -> None:
+    def observe(self, results: Sequence[MeasureResult]) -> None:
         super().observe(results)
         self._dirty = True
 
@@ -146,7 +149,7 @@ class XGBTuner(Tuner):
         return True
 
     # -- proposals --------------------------------------------------------------------------
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         if self._dirty:
             fitted = self._fit()
             self._dirty = False

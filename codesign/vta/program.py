@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError
-from codesign.fileio import atomic_write_bytes
+from codesign.fileio import atomic_write_bytes, json_default_or_str
 from codesign.hw.config import HwConfig
 from codesign.vta import isa
 
@@ -157,7 +157,7 @@ class Program:
             "regions": [{"name": r.name, "addr": r.addr, "nbytes": r.nbytes, "role": r.role,
                          "has_data": r.data is not None} for r in self.regions],
         }
-        head = json.dumps(header, default=_json_default, sort_keys=True).encode()
+        head = json.dumps(header, default=json_default_or_str, sort_keys=True).encode()
         parts = [MAGIC, struct.pack("<I", len(head)), head,
                  isa.encode_insns(self.insns, self.hw), isa.encode_uops(self.uops, self.hw)]
         parts += [r.data.tobytes() for r in self.regions if r.data is not None]
@@ -218,22 +218,6 @@ class Program:
         except IsADirectoryError:
             raise CodesignError(f"{path}: is a directory, expected a program file") from None
         return cls.from_bytes(blob, source=str(path))
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    return str(obj)
-
-
-def concat_insns(parts: Iterable[np.ndarray]) -> np.ndarray:
-    """Stack instruction matrices (helper for hand-built programs)."""
-    parts = [np.asarray(p, dtype=np.int64).reshape(-1, isa.N_FIELDS) for p in parts]
-    return np.concatenate(parts) if parts else isa.empty_insns(0)
 
 
 class ProgramBuilder:
@@ -327,5 +311,5 @@ class ProgramBuilder:
         return Program(self.hw, insns, uops, regions, dict(meta or {}))
 
 
-__all__ = ["DramRegion", "DramAllocator", "Program", "ProgramBuilder", "concat_insns",
+__all__ = ["DramRegion", "DramAllocator", "Program", "ProgramBuilder",
            "check_region_data", "MAGIC", "DRAM_START", "ROLES"]

@@ -15,12 +15,16 @@ import numpy as np
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
+from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
 from codesign.vta.blocks import BLOCK_TEMPLATES, compile_blocks
 from codesign.vta.compiler import compile_insns, compile_layer
+from codesign.vta.program import Program
 from codesign.vta.simulator import simulate
 from codesign.workloads import parse_layer
+from codesign.workloads.layers import Layer
 
 DEFAULT_SEED = 0
 
@@ -35,8 +39,8 @@ class LayerRun:
     counters: dict[str, int]
     busy: dict[str, int]
     n_insns: int
-    program: Any
-    config: Any = None
+    program: Program
+    config: Config | None = None
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,11 @@ class Measurement:
     call_s: float | None = None
 
 
-def _space(layer: Any, hw: HwConfig) -> Any:
+def _space(layer: Layer, hw: HwConfig) -> ScheduleSpace:
     return get_space(layer, hw)
 
 
-def resolve_config(layer: Any, knobs: Any, hw: HwConfig) -> Any:
+def resolve_config(layer: Layer, knobs: Config | dict[str, Any], hw: HwConfig) -> Config:
     """The schedule `Config` for an AutoTVM knob dict (or a Config); raises CodesignError for an
     unsupported layer and InvalidSchedule (naming the failing rule) for an invalid config."""
     reason = unsupported_reason(layer, hw)
@@ -71,7 +75,7 @@ def resolve_config(layer: Any, knobs: Any, hw: HwConfig) -> Any:
     return config
 
 
-def random_inputs(layer: Any, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+def random_inputs(layer: Layer, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
     """Fixed-seed int8 data and weights for `layer` (full int8 range)."""
     rng = np.random.default_rng(seed)
     data = rng.integers(-128, 128, size=layer.data_shape(), dtype=np.int8)
@@ -79,18 +83,18 @@ def random_inputs(layer: Any, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.
     return data, weight
 
 
-def layer_io_bytes(layer: Any) -> tuple[int, int]:
+def layer_io_bytes(layer: Layer) -> tuple[int, int]:
     """(input bytes, output bytes) of one operator call: int8 data + weights in, int8 output out.
     The per-byte host terms of a calibration profile scale with these."""
     n_in = int(np.prod(layer.data_shape())) + int(np.prod(layer.weight_shape()))
     return n_in, int(np.prod(layer.output_shape()))
 
 
-def _params(params: Any) -> timing.TimingParams:
+def _params(params: timing.TimingParams | None) -> timing.TimingParams:
     return timing.default_params() if params is None else params
 
 
-def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = None,
+def run_layer(layer: Layer | str, knobs: Config | dict[str, Any], hw: HwConfig | str, data: np.ndarray | None = None,
               weight: np.ndarray | None = None, *, shift: int = 8, functional: bool = True,
               params: timing.TimingParams | None = None) -> LayerRun:
     """Compile `layer` with the AutoTVM knob dict `knobs` for `hw` and simulate it.
@@ -118,7 +122,7 @@ def run_layer(layer: Any, knobs: Any, hw: HwConfig, data: np.ndarray | None = No
                     program=program, config=config)
 
 
-def measure(layer: Any, config: Any, hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
+def measure(layer: Layer, config: Config | dict[str, Any], hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
     """`Measurement` of `config` (a Config or knob dict) in timing-only mode: the cycles and busy
     cycles of the instruction-level model (`time_program` on `compile_insns`, the same as
     `run_layer(..., functional=False)`), exactly, computed from one assembled pair per class of
@@ -140,7 +144,7 @@ def measure(layer: Any, config: Any, hw: HwConfig, params: timing.TimingParams |
     return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
 
 
-def measure_seconds(layer: Any, config: Any, hw: HwConfig,
+def measure_seconds(layer: Layer, config: Config | dict[str, Any], hw: HwConfig,
                     params: timing.TimingParams | None = None) -> tuple[float, int]:
     """(seconds, cycles) of `measure` (calibration and the exhaustive table need no more)."""
     m = measure(layer, config, hw, params)
