@@ -1,4 +1,4 @@
-"""Simulator throughput (issue 2 §5): instructions/s and micro-ops/s of `simulate()` in functional
+"""Simulator throughput: instructions/s and micro-ops/s of `simulate()` in functional
 and timing-only mode on ResNet-18 3x3 layer programs from the compiler, plus the functional time
 of the whole ResNet-18 conv stack. Prints one JSON summary (medians) on stdout.
 

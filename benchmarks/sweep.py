@@ -1,4 +1,4 @@
-"""Benchmark of the co-design sweep (issue 5 §6). Prints one JSON summary on stdout.
+"""Benchmark of the co-design sweep. Prints one JSON summary on stdout.
 
 (a) search quality: on an enumerable space (default `pynq-z1-medium`, 184 usable configs, so 50
     evaluations see over a quarter of it; `--space-a` picks another), hypervolume of the NSGA-II / MOTPE

@@ -1,4 +1,4 @@
-"""Tuner benchmark (issue 4 §7): how many measurements each tuner needs on ResNet-18.
+"""Tuner benchmark: how many measurements each tuner needs on ResNet-18.
 
 For every offloaded ResNet-18 layer on the default 1x16 config and on the 4x8 config (batch 4):
 the exhaustive optimum (every valid config timed once, cached in OUT/tables), then each tuner

@@ -77,7 +77,7 @@ def test_layer_from_args_rejects_bad_inputs() -> None:
         layer_from_args("conv3d_packed.vta", args, HW1)
     with pytest.raises(LogFormatError, match="7 arguments"):
         layer_from_args("conv2d_packed.vta", args[:5], HW1)
-    # The tophub 4x8 dense record uses a 1x16 packing: inconsistent with BATCH=4/BLOCK=8 (§9).
+    # The tophub 4x8 dense record uses a 1x16 packing: inconsistent with BATCH=4/BLOCK=8 (docs/vta.md §9).
     with pytest.raises(LogFormatError, match="BATCH=1"):
         layer_from_args("dense_packed.vta", [["TENSOR", [4, 16, 1, 16], "int8"],
                                              ["TENSOR", [8, 16, 16, 16], "int8"], None, "int32"], HW4)

@@ -1,4 +1,4 @@
-"""Bitstream catalog (issue 11 §1): .bit header, Vivado reports, add, fetch over 127.0.0.1, build,
+"""Bitstream catalog: .bit header, Vivado reports, add, fetch over 127.0.0.1, build,
 and `codesign calibrate resources`. Every bad input is refused with one line."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Calibration never writes over shipped files, refuses unpinnable fits, and profiles fit the
-host (environment) terms the data pin (issue 9 calibrate item, issue 11 §4)."""
+host (environment) terms the data pin."""
 
 from __future__ import annotations
 

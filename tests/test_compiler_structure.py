@@ -1,4 +1,4 @@
-"""Shape of the instruction stream: the §7.3 worked example, analytic counters, token balance,
+"""Shape of the instruction stream: the docs/vta.md §7.3 worked example, analytic counters, token balance,
 micro-op rules, the uop cache, and timing-only vs functional agreement."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from codesign.workloads import Conv2D, Dense, get_workload
 
 C = isa.COL
 HW = HwConfig()
-WORKED = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)  # reference §7.3 worked example / §8 record
+WORKED = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)  # docs/vta.md §7.3 worked example / docs/vta.md §8 record
 
 
 def _rows(m, opcode, mem=None, reset=None):
@@ -64,7 +64,7 @@ def test_worked_example_index_203():
 
 
 def _token_counts(m):
-    """pushes and pops per FIFO (l2g, g2l, g2s, s2g) from the dispatch rule (§2.8, §2.9)."""
+    """pushes and pops per FIFO (l2g, g2l, g2s, s2g) from the dispatch rule (docs/vta.md §2.8, §2.9)."""
     q = isa.queue_of(m)
     get = {k: m[:, C[k]].astype(bool) for k in ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")}
     L, G, S = q == isa.Q_LOAD, q == isa.Q_COMPUTE, q == isa.Q_STORE
@@ -82,7 +82,7 @@ def _token_counts(m):
 def test_counters_and_tokens_for_every_valid_config(layer):
     """For every valid config: gemm/alu/store/weight/input counters equal the analytic
     values, every pushed token is popped,
-    the program ends with the §5.4 synchronization, and every kernel is loaded once."""
+    the program ends with the docs/vta.md §5.4 synchronization, and every kernel is loaded once."""
     space = get_space(layer, HW)
     B, BI, BO = HW.batch, HW.block_in, HW.block_out
     ci_b, co_b = layer.in_channels // BI, layer.out_channels // BO
@@ -149,7 +149,7 @@ def test_hazardous_schedule_is_rejected():
 
 def test_uop_ring_evicts_and_reloads_and_stays_exact():
     """With a 128-entry uop buffer two 96-uop GEMM kernels evict each other (runtime ring,
-    §5.4): the kernels are reloaded before each use and the result is unchanged."""
+    docs/vta.md §5.4): the kernels are reloaded before each use and the result is unchanged."""
     layer = Conv2D(1, 32, 16, 16, 64, 3, 3, 1, 1)
     knobs = {"tile_b": [1, 1], "tile_h": [2, 8], "tile_w": [1, 16], "tile_ci": [2, 1],
              "tile_co": [1, 4], "oc_nthread": 1, "h_nthread": 2}

@@ -1,4 +1,4 @@
-"""Deploy and run on two emulated PYNQ boards behind a tvm RPC tracker (issue 11 §2): the catalog
+"""Deploy and run on two emulated PYNQ boards behind a tvm RPC tracker: the catalog
 bitstream is fetched, verified, uploaded and programmed; the smoke test and a small network run
 bit-exact; measured device time = the emulated board's timing. Every process started here is
 stopped; everything listens on 127.0.0.1."""

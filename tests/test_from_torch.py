@@ -98,7 +98,7 @@ def test_zoo_networks_use_the_new_templates():
     tr = get_workload("transformer")
     assert [op.reason for op, _ in tr.cpu_ops] == ["matmul of two activations: dense_packed.vta needs a weight operand"] * 2
     r50 = get_workload("resnet50")
-    assert len(partition(r50, HW1)[0]) == 22  # tophub holds 22 ResNet-50 conv2d workloads (reference §9)
+    assert len(partition(r50, HW1)[0]) == 22  # tophub holds 22 ResNet-50 conv2d workloads (docs/vta.md §9)
 
 
 def test_module_that_does_not_export_falls_back(netfile):

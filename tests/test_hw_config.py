@@ -11,7 +11,7 @@ from codesign.hw import Board, HwConfig
 
 
 def test_default_matches_reference_table():
-    c = HwConfig()  # reference §1.2 table, default column
+    c = HwConfig()  # docs/vta.md §1.2 table, default column
     assert c.name == "pynq_1x16_i8w8a32_15_15_18_17"
     assert (c.batch, c.block_in, c.block_out) == (1, 16, 16)
     assert (c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes, c.out_elem_bytes) == (16, 256, 64, 16)

@@ -1,4 +1,4 @@
-"""ISA encoding: bit positions (reference §2.3–§2.7), round trips on several configs, range checks."""
+"""ISA encoding: bit positions (docs/vta.md §2.3–§2.7), round trips on several configs, range checks."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_uop_bits():
     for name, msb, lsb in UOP_TABLE:
         ones = (1 << (msb - lsb + 1)) - 1
         assert as_int(isa.encode_uop({name: ones}, DEFAULT)) == ones << lsb
-    hw48 = CONFIGS[1]  # acc 11, inp 11, wgt 10 as well (reference §2.7)
+    hw48 = CONFIGS[1]  # acc 11, inp 11, wgt 10 as well (docs/vta.md §2.7)
     assert isa.uop_widths(hw48) == (11, 11, 10)
 
 

@@ -1,5 +1,5 @@
 """`codesign run`: a network's offloaded layers in order, bit-exact against NumPy, per-layer and
-total latency, schedules from records / tophub / fallback (issue 11 §2, --simulate)."""
+total latency, schedules from records / tophub / fallback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replay of the real PYNQ calibration log on the shipped timing parameters (issue 3 §5)."""
+"""Replay of the real PYNQ calibration log on the shipped timing parameters."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_replay_dense_record_written_by_format_record(tmp_path) -> None:
 
 
 def test_model_ranks_the_board_tuned_worked_example_first() -> None:
-    # §7.3 worked example (line 2): AutoTVM kept it as the fastest measured config; the model
+    # docs/vta.md §7.3 worked example (line 2): AutoTVM kept it as the fastest measured config; the model
     # must order this layer's 40 valid schedules so that it is (one of) the fastest too.
     from codesign.calibrate.replay import rank_recorded
 

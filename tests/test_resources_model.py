@@ -43,7 +43,7 @@ def test_bram_mapping_hand_counts(width, depth, sdp, expected):
 
 
 def test_banking_rule_splits_at_1024_bits():
-    # reference §1.2: WGT of the default config is 2 banks of 1024 b x 1024
+    # docs/vta.md §1.2: WGT of the default config is 2 banks of 1024 b x 1024
     assert banked_bram18(2048, 1024) == 2 * 57
     assert banked_bram18(1024, 1024) == 57
     assert banked_bram18(4096, 256) == 4 * 57  # shallow wide memories waste depth

@@ -1,4 +1,4 @@
-"""Roofline bounds (issue 3 §4)."""
+"""Roofline bounds."""
 
 from __future__ import annotations
 

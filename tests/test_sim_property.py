@@ -1,5 +1,5 @@
 """Property tests: random valid programs never crash, counters equal what the program moves, and
-batched GEMM / ALU equal a literal transcription of the reference loops (§3.3, §3.4)."""
+batched GEMM / ALU equal a literal transcription of the reference loops (docs/vta.md §3.3, §3.4)."""
 
 from __future__ import annotations
 
@@ -74,14 +74,14 @@ class Gen:
         stride = xs + self.i(0, 2)
         pads = tuple(self.i(0, 2) for _ in range(4))
         span = (ys - 1) * stride + xs if ys and xs else 0
-        # ACC_8BIT: dram_base counts rows of BATCH*BLOCK_OUT int8 values (reference §3.2)
+        # ACC_8BIT: dram_base counts rows of BATCH*BLOCK_OUT int8 values (docs/vta.md §3.2)
         dram = self.regions[mem].addr // self.eb[mem] + self.i(0, DRAM_ELEMS - span)
         xt, yt = pads[2] + xs + pads[3], pads[0] + ys + pads[1]
         sram = self.i(0, depth - xt * yt)
         queue = isa.Q_LOAD if mem in (isa.MEM_INP, isa.MEM_WGT) else isa.Q_COMPUTE
         self.b.load(mem, sram, dram, ys, xs, x_stride=stride, pads=pads, **self.deps(queue))
         name = {isa.MEM_INP: "inp", isa.MEM_WGT: "wgt"}.get(mem, "acc")
-        # VTA's profiler counts ACC_8BIT in 32-bit ACC elements, not the int8 bytes it reads (§3.7)
+        # VTA's profiler counts ACC_8BIT in 32-bit ACC elements, not the int8 bytes it reads (docs/vta.md §3.7)
         self.expect[f"{name}_load_nbytes"] += xs * ys * self.eb[isa.MEM_ACC if mem == isa.MEM_ACC_8BIT else mem]
 
     def kernel(self, depths: tuple[int, int, int]) -> tuple[dict, list, int]:

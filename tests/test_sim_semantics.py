@@ -1,4 +1,4 @@
-"""Functional simulator semantics (reference §3), one behaviour per test, against NumPy."""
+"""Functional simulator semantics (docs/vta.md §3), one behaviour per test, against NumPy."""
 
 from __future__ import annotations
 

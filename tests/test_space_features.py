@@ -89,7 +89,7 @@ def test_cached_tiling_equals_direct_and_scalar_rules_agree():
 
 
 def test_dense_tiling_is_one_uop():
-    """Reference §7.5: k_o.inner and co fold into iter_out/iter_in, leaving 1 uop."""
+    """docs/vta.md §7.5: k_o.inner and co fold into iter_out/iter_in, leaving 1 uop."""
     layer = Dense(1, 512, 1024)
     sp = ScheduleSpace(layer, HW1)
     cfg = sp.from_knobs({"tile_b": [1, 1], "tile_ci": [-1, 8], "tile_co": [-1, 16], "oc_nthread": 2})

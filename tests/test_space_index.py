@@ -1,5 +1,5 @@
-"""Knobs, candidate order and AutoTVM index (reference §7.2, §8), checked against the real PYNQ
-records in sim/calibration and the worked example of §7.3."""
+"""Knobs, candidate order and AutoTVM index (docs/vta.md §7.2, §8), checked against the real PYNQ
+records in sim/calibration and the worked example of docs/vta.md §7.3."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_calibration_log_has_both_configs():
 
 
 def test_worked_example_tiling():
-    """Reference §7.3: index 203, one 7x7 spatial tile, two co threads of 16 blocks."""
+    """docs/vta.md §7.3: index 203, one 7x7 spatial tile, two co threads of 16 blocks."""
     layer = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)
     sp = ScheduleSpace(layer, HW1)
     ta = sp.tile_arrays(np.array([203]))

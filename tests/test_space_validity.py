@@ -1,4 +1,4 @@
-"""Validity rules (reference §7.4): the vectorized `valid_indices` against an independent,
+"""Validity rules (docs/vta.md §7.4): the vectorized `valid_indices` against an independent,
 loop-by-loop Python checker that enumerates every micro-op kernel explicitly; named messages."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def brute_valid(layer, hw, knobs):
             return "dma_inp"
     if p > 0 and (tci != 1 or tb != 1):
         return "pad"
-    # (name, extent, dst factor): reference §7.3 loop order and acc layout co*th*tw + h*tw + w
+    # (name, extent, dst factor): docs/vta.md §7.3 loop order and acc layout co*th*tw + h*tw + w
     gemm = [("k_o.inner", tci, 0), ("w", tw, 1), ("dj", KW, 0), ("di", KH, 0), ("co", tco, th * tw), ("h", th, tw)]
     reset = [("w", tw, 1), ("co", tco, th * tw), ("h", th, tw)]
     dsts = kernel_dsts(gemm)
@@ -188,7 +188,7 @@ def test_messages_name_the_rule_and_numbers():
 
 def test_dma_edge_cases_follow_tvm_folding():
     # tile_h = tile_w = 1 with several co blocks stores co1 single elements at stride OH*OW: a
-    # valid (y, x=1) pattern, although §7.4.2's shorthand formula would reject it.
+    # valid (y, x=1) pattern, although docs/vta.md §7.4.2's shorthand formula would reject it.
     c = Conv2D(1, 16, 8, 8, 64, 1, 1, 1, 0)
     assert first_rule(c, HW1, tile_h=1, tile_w=1, tile_co=4) is None
     # a 1-wide input window with several ci blocks and 1 < hin_t < H needs 3 dims -> rejected

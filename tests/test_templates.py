@@ -38,7 +38,7 @@ def _transpose(hw: HwConfig) -> list[Conv2DTranspose]:
 
 
 def test_knobs_and_index_follow_autotvm():
-    # group conv: ci splits kernel.shape[1], the input blocks of ONE group (reference §7.2)
+    # group conv: ci splits kernel.shape[1], the input blocks of ONE group (docs/vta.md §7.2)
     layer = Conv2D(1, 128, 14, 14, 64, 3, 3, 1, 1, groups=2)
     sp = ScheduleSpace(layer, HW1)
     assert sp.template == "group_conv2d_packed.vta"
@@ -51,7 +51,7 @@ def test_knobs_and_index_follow_autotvm():
     st = ScheduleSpace(tr, HW1)
     assert st.template == "conv2d_transpose_packed.vta" and tr.out_height == 8
     assert st.knobs[1].candidates == tuple((8 // f, f) for f in (1, 2, 4, 8))
-    # mixed radix, first knob least significant (reference §8)
+    # mixed radix, first knob least significant (docs/vta.md §8)
     knobs = {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [1, 2],
              "oc_nthread": 2, "h_nthread": 1}
     pos = [0, 2, 3, 1, 1, 1, 0]

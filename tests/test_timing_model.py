@@ -64,7 +64,7 @@ def test_load_cost_with_padding_and_wgt_ignores_pads() -> None:
     r = time_program(prog(inp), HW, P)
     assert r.cycles == math.ceil(dma_cycles(13, 13, 16, pad))
     assert r.port_busy == 13 * 26 / 0.5
-    wgt = load(isa.MEM_WGT, 4, 9, y_pad_0=1, x_pad_0=1)  # WGT has no pad path (§4.6)
+    wgt = load(isa.MEM_WGT, 4, 9, y_pad_0=1, x_pad_0=1)  # WGT has no pad path (docs/vta.md §4.6)
     assert time_program(prog(wgt), HW, P).cycles == math.ceil(dma_cycles(4, 9, 256))
 
 

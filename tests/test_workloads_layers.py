@@ -1,4 +1,4 @@
-"""Conv2D / Dense: validation, parse_layer, names, packing (reference §7.1), exact reference,
+"""Conv2D / Dense: validation, parse_layer, names, packing (docs/vta.md §7.1), exact reference,
 unsupported reasons."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from codesign.workloads import WORKLOADS, Conv2D, Dense, Workload, get_workload
 HW1 = HwConfig()
 HW4 = HwConfig.from_name("pynq_4x8_i8w8a32_15_16_16_18")
 
-# (H=W in, C, O, kernel, stride, pad, count) from issue 3 §1
+# (H=W in, C, O, kernel, stride, pad, count): the ResNet-18 layers of the tophub log (docs/vta.md §9)
 RESNET18 = [
     (56, 64, 64, 3, 1, 1, 4), (56, 64, 128, 3, 2, 1, 1), (56, 64, 128, 1, 2, 0, 1),
     (28, 128, 128, 3, 1, 1, 3), (28, 128, 256, 3, 2, 1, 1), (28, 128, 256, 1, 2, 0, 1),

@@ -1,10 +1,10 @@
-"""Roofline bounds of a layer on a VTA hardware config (issue 3 §4).
+"""Roofline bounds of a layer on a VTA hardware config.
 
 * compute bound: every MAC on the GEMM core at BATCH*BLOCK_IN*BLOCK_OUT MACs per cycle
-  (one micro-op per cycle, reference §4.3), i.e. MACs / (BATCH*BLOCK_IN*BLOCK_OUT) cycles;
+  (one micro-op per cycle, docs/vta.md §4.3), i.e. MACs / (BATCH*BLOCK_IN*BLOCK_OUT) cycles;
 * memory bound: the minimum DRAM traffic -- packed inputs and weights read once, the output
   written once, the fewest micro-ops any schedule needs -- over the ONE shared memory port
-  (reference §4.2) at `bus_bytes` per cycle times the timing model's port efficiency for that
+  (docs/vta.md §4.2) at `bus_bytes` per cycle times the timing model's port efficiency for that
   footprint (`timing.port_efficiency`, the same formula the cycle model uses; micro-ops
   go through the compute module's narrower uop port, §4.5);
 * attainable bound = max of the two. `attained_fraction` = bound / achieved (<= 1).
@@ -26,10 +26,10 @@ import numpy as np
 from codesign.hw.config import HwConfig
 from codesign.vta import timing
 
-# Fewest micro-ops of any program: one each for reset, GEMM and the three ALU ops (§7.3).
+# Fewest micro-ops of any program: one each for reset, GEMM and the three ALU ops (docs/vta.md §7.3).
 MIN_KERNEL_UOPS = 1 + 1 + 3
 # Fewest instructions of any program: INP + WGT loads, a LOAD UOP per kernel, reset GEMM, GEMM,
-# 3 ALU, STORE, and the final load no-op, compute no-op and FINISH (§5.4 Synchronize).
+# 3 ALU, STORE, and the final load no-op, compute no-op and FINISH (docs/vta.md §5.4 Synchronize).
 MIN_INSNS = 2 + MIN_KERNEL_UOPS + 1 + 1 + 3 + 1 + 3
 
 

@@ -1,4 +1,4 @@
-"""The AutoTVM v0.2 log format (reference §8): the one place that reads and writes it.
+"""The AutoTVM v0.2 log format (docs/vta.md §8): the one place that reads and writes it.
 
 Used by replay/calibrate (`codesign.calibrate`) and by the exporter (`codesign.tune`/export).
 """

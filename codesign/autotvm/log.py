@@ -1,4 +1,4 @@
-"""AutoTVM v0.2 log records (reference §8): parse, rebuild layers and hardware, write.
+"""AutoTVM v0.2 log records (docs/vta.md §8): parse, rebuild layers and hardware, write.
 
 A record is one JSON line:
   {"input": [target, task_name, task_args, {}],
@@ -30,10 +30,10 @@ GROUP_CONV2D_TASK = "group_conv2d_packed.vta"
 CONV2D_TRANSPOSE_TASK = "conv2d_transpose_packed.vta"
 DENSE_TASK = "dense_packed.vta"
 SUPPORTED_TASKS = (CONV2D_TASK, GROUP_CONV2D_TASK, CONV2D_TRANSPOSE_TASK, DENSE_TASK)
-TVM_VERSION = "0.7.dev0"  # what tophub's VTA records carry (reference §9)
+TVM_VERSION = "0.7.dev0"  # what tophub's VTA records carry (docs/vta.md §9)
 LOG_VERSION = 0.2
-ERROR_COST = 1e9  # costs written as (1e9,) when error_no != 0 (reference §8)
-# MeasureErrorNo (reference §8).
+ERROR_COST = 1e9  # costs written as (1e9,) when error_no != 0 (docs/vta.md §8)
+# MeasureErrorNo (docs/vta.md §8).
 ERROR_NAMES = {0: "NO_ERROR", 1: "INSTANTIATION_ERROR", 2: "COMPILE_HOST", 3: "COMPILE_DEVICE",
                4: "RUNTIME_DEVICE", 5: "WRONG_ANSWER", 6: "BUILD_TIMEOUT", 7: "RUN_TIMEOUT",
                8: "UNKNOWN_ERROR"}
@@ -107,7 +107,7 @@ def hw_from_target(target: str) -> HwConfig:
 
 
 def target_string(hw: HwConfig) -> str:
-    """`tvm.target.vta(model)` as TVM <= 0.7 writes it (reference §8)."""
+    """`tvm.target.vta(model)` as TVM <= 0.7 writes it (docs/vta.md §8)."""
     return f"ext_dev -device=vta -keys=cpu -model={hw.vta_model}"
 
 
@@ -199,7 +199,7 @@ def _pair(arg: Any, what: str) -> int:
 
 
 def layout_string(hw: HwConfig) -> str:
-    """The packed data layout name, `NCHW{BATCH}n{BLOCK_IN}c` (reference §7.1)."""
+    """The packed data layout name, `NCHW{BATCH}n{BLOCK_IN}c` (docs/vta.md §7.1)."""
     return f"NCHW{hw.batch}n{hw.block_in}c"
 
 
@@ -258,7 +258,7 @@ def layer_from_args(task: str, args: list[Any], hw: HwConfig) -> Conv2D | Conv2D
         return _transpose_layer(args, hw)
     if task == CONV2D_TASK:
         # 7 args: data, kernel, strides, padding, dilation, layout, out_dtype; some real logs
-        # write the layout twice (8 args, reference §9).
+        # write the layout twice (8 args, docs/vta.md §9).
         if len(args) == 8:
             if args[5] != args[6]:
                 raise LogFormatError(f"conv2d args repeat the layout but differ: {args[5]!r} vs {args[6]!r}")
@@ -312,7 +312,7 @@ def _tensor_arg(shape: Sequence[int]) -> list[Any]:
 
 
 def task_args(layer: Conv2D | Conv2DTranspose | Dense, hw: HwConfig) -> list[Any]:
-    """The template call arguments exactly as the TVM VTA flow serializes them (reference §8)."""
+    """The template call arguments exactly as the TVM VTA flow serializes them (docs/vta.md §8)."""
     b, bi, bo = hw.batch, hw.block_in, hw.block_out
     if isinstance(layer, Conv2DTranspose):
         data = (layer.batch // b, layer.in_channels // bi, layer.height, layer.width, b, bi)

@@ -1,2 +1,2 @@
 """Bitstreams: the .bit header, Vivado report parsers, the catalog, fetching into VTA's cache and
-the HLS + Vivado build of a config (issue 11 §1)."""
+the HLS + Vivado build of a config."""

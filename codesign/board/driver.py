@@ -1,7 +1,7 @@
 """The PYNQ driver for VTA: runs a compiled `Program` on a loaded VTA bitstream through the
-register protocol of VTA's `pynq_driver.cc` (vta-reference §5), from Python over the pynq API.
+register protocol of VTA's `pynq_driver.cc` (vta-docs/vta.md §5), from Python over the pynq API.
 
-What a run does (§5.1-§5.3):
+What a run does (docs/vta.md §5.1-§5.3):
 - one physically contiguous buffer (`pynq.allocate`) per DRAM region of the program, plus one for
   the instruction stream; input and micro-op data are copied in, outputs are zeroed;
 - every LOAD/STORE `dram_base` is relocated from the program's own address space to the buffer's
@@ -9,7 +9,7 @@ What a run does (§5.1-§5.3):
   all 0, so addresses are absolute), with the alignment checked;
 - caches: buffers that are not coherent are flushed before the start and outputs invalidated
   after done;
-- `device_run`: the start sequence of `VTADeviceRun` (§5.2) and done polling with a timeout.
+- `device_run`: the start sequence of `VTADeviceRun` (docs/vta.md §5.2) and done polling with a timeout.
 
 The pynq slice (`PynqApi`) hides the PYNQ 2.x / 3.x differences. An emulated pynq
 (`codesign.board.emulated`) implements the same slice over the simulator for tests. This module
@@ -31,7 +31,7 @@ from codesign.hw.config import HwConfig
 from codesign.vta import isa
 from codesign.vta.program import Program
 
-# -- register map (§5.1; VTA pkg_config.py for the pynq target) --------------------------------
+# -- register map (docs/vta.md §5.1; VTA pkg_config.py for the pynq target) --------------------------------
 FETCH_BASE, LOAD_BASE, COMPUTE_BASE, STORE_BASE = 0x43C00000, 0x43C01000, 0x43C02000, 0x43C03000
 REG_RANGE = 0x1000  # VTA_IP_REG_MAP_RANGE
 CTRL = 0x00
@@ -41,7 +41,7 @@ COMPUTE_DONE_WR, COMPUTE_DONE_RD, COMPUTE_UOP_ADDR, COMPUTE_BIAS_ADDR = 0x10, 0x
 STORE_OUT_ADDR = 0x10
 VTA_START, VTA_AUTORESTART, VTA_DONE = 0x1, 0x81, 0x1
 MAX_XFER = 1 << 25  # VTA_MAX_XFER: largest single CMA allocation the driver makes (32 MiB)
-PHYS_LIMIT = 1 << 32  # physical addresses are uint32 without USE_VTA64 (§5.3)
+PHYS_LIMIT = 1 << 32  # physical addresses are uint32 without USE_VTA64 (docs/vta.md §5.3)
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -181,20 +181,20 @@ class VTADriver:
         self.api.download(path)
 
     def device_run(self, insn_phys: int, insn_count: int, timeout_s: float) -> float:
-        """`VTADeviceRun` (§5.2): returns device seconds from start to done; raises BoardError on
+        """`VTADeviceRun` (docs/vta.md §5.2): returns device seconds from start to done; raises BoardError on
         timeout (the device never signalled done)."""
         fetch, load, compute, store = self._mmio()
         fetch.write(FETCH_INSN_COUNT, insn_count)
         fetch.write(FETCH_INSN_ADDR, insn_phys)
         for mmio, off in ((load, LOAD_INP_ADDR), (load, LOAD_WGT_ADDR), (compute, COMPUTE_UOP_ADDR),
                           (compute, COMPUTE_BIAS_ADDR), (store, STORE_OUT_ADDR)):
-            mmio.write(off, 0)  # data bases 0: dram_base fields are absolute (§5.1)
+            mmio.write(off, 0)  # data bases 0: dram_base fields are absolute (docs/vta.md §5.1)
         t0 = self.api.clock()
         fetch.write(CTRL, VTA_START)
         load.write(CTRL, VTA_AUTORESTART)
         compute.write(CTRL, VTA_AUTORESTART)
         store.write(CTRL, VTA_AUTORESTART)
-        # "allow device to respond": done still reads 1 from the previous run for a moment (§5.2).
+        # "allow device to respond": done still reads 1 from the previous run for a moment (docs/vta.md §5.2).
         time.sleep(1e-6)
         deadline = time.perf_counter() + timeout_s
         while compute.read(COMPUTE_DONE_RD) != VTA_DONE:

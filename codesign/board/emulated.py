@@ -7,7 +7,7 @@ real code. So that their bugs fail tests, the emulation is strict:
   `PHYS_BASE`, page-aligned), far from the program's own addresses. Buffers are NOT coherent: the
   array the host writes is its cache; `flush()` copies it to physical memory and `invalidate()`
   copies physical memory back, so a missing flush or invalidate shows stale data.
-- `MMIO` windows at VTA's register map (§5.1). Writing ap_start to the fetch control register
+- `MMIO` windows at VTA's register map (docs/vta.md §5.1). Writing ap_start to the fetch control register
   arms the fetch module; when load, compute and store are also started (0x81), the device reads
   `insn_count` instructions from physical memory at the fetch address register, executes them on
   the functional simulator over physical memory (micro-ops and data come from DRAM through the

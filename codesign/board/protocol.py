@@ -25,7 +25,7 @@ FUNCTIONS = (INFO, PROGRAM, RUN)
 # The session constructor the tvm.rpc protocol itself calls when a client connects; the only
 # global function a board session keeps besides FUNCTIONS.
 SESSION_CONSTRUCTOR = "rpc.LocalSession"
-DEFAULT_PORT = 9091  # VTA's board port (vta-reference §6)
+DEFAULT_PORT = 9091  # VTA's board port (vta-docs/vta.md §6)
 DEFAULT_MAX_PAYLOAD = 64 << 20  # bytes per request: a 4 MB bitstream or a large layer's program
 KINDS = ("refused", "runtime", "timeout")
 

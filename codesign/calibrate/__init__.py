@@ -1,4 +1,4 @@
-"""Replay AutoTVM logs on the timing model and fit its physical parameters (issue 3 §5).
+"""Replay AutoTVM logs on the timing model and fit its physical parameters.
 
 `replay` (codesign.calibrate.replay) and `calibrate`/`fit` (codesign.calibrate.fit) share the
 record→case rebuild and the metrics (codesign.calibrate.metrics).

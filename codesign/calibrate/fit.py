@@ -3,7 +3,7 @@
 Objective: least squares on log(predicted / measured) seconds (relative errors, so 1 ms and
 100 ms layers weigh alike), with physical bounds, by `scipy.optimize.least_squares`. Programs
 are compiled once per record; only `time_program` + `predict_seconds` run inside the fit.
-Host overhead is an explicit term (reference §4.7), never folded into device parameters.
+Host overhead is an explicit term (docs/vta.md §4.7), never folded into device parameters.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ DATA_SIGMA = 0.05
 PRIORS: dict[str, tuple[float, float, str]] = {
     "host_call_s": (
         1e-4, 2.0,
-        "vta-reference §4.7: every operator call starts the device by MMIO and polls its done "
-        "register after a 1 us nanosleep plus yields (Linux sleeps take tens of us); §9: tophub's "
+        "vta-docs/vta.md §4.7: every operator call starts the device by MMIO and polls its done "
+        "register after a 1 us nanosleep plus yields (Linux sleeps take tens of us); docs/vta.md §9: tophub's "
         "pynq_1x16 LSTM dense 256->128 (128 GEMM cycles of work) measured 0.141 ms in total, so the "
         "fixed cost per call is of order 0.1 ms. ResNet-18 layers (>= 1 ms, DMA-heavy) cannot "
         "separate it from per-DMA latencies.",

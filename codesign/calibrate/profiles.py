@@ -63,15 +63,15 @@ ENV_PRIORS: dict[str, tuple[float, float, str]] = {
     "host_call_s": (PRIORS["host_call_s"][0], PRIORS["host_call_s"][0], PRIORS["host_call_s"][2]),
     "host_per_insn_s": (
         1e-6, 2e-6,
-        "vta-reference §4.7: the JIT runtime builds each instruction on the ARM CPU in C++; of "
+        "vta-docs/vta.md §4.7: the JIT runtime builds each instruction on the ARM CPU in C++; of "
         "order a microsecond per instruction on a 650 MHz Cortex-A9"),
     "host_per_in_byte_s": (
         0.0, 2e-9,
-        "vta-reference §4.7: buffers are flushed from the CPU caches before a call; cleaning a "
+        "vta-docs/vta.md §4.7: buffers are flushed from the CPU caches before a call; cleaning a "
         "32-byte line costs tens of CPU cycles, so of order 1 ns per byte at most"),
     "host_per_out_byte_s": (
         0.0, 2e-9,
-        "vta-reference §4.7: output buffers are invalidated in the CPU caches after a call; same "
+        "vta-docs/vta.md §4.7: output buffers are invalidated in the CPU caches after a call; same "
         "order as the input side"),
 }
 PIN_SHRINK = 0.5  # pinned: posterior sd <= PIN_SHRINK * prior sd

@@ -1,7 +1,7 @@
 """Replay AutoTVM records on the timing model: rebuild layer, hardware and config from each
 record, recompute the config index, check validity, predict seconds, compare with the board.
 
-Reference §8 (log format), §7.2 (index), §4 (timing), issue 3 §5.
+docs/vta.md §8 (log format), §7.2 (index), §4 (timing).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Export results for the TVM VTA flow.
 
   autotvm RECORDS...  the fastest successful record per (layer, hardware config) of tuning
                       records (JSONL from `codesign tune --records` or a sweep) as AutoTVM v0.2
-                      log lines, exactly as the VTA flow writes them (vta-reference §8): target
+                      log lines, exactly as the VTA flow writes them (vta-docs/vta.md §8): target
                       `ext_dev -device=vta -keys=cpu -model=<config>`, task conv2d_packed.vta /
                       dense_packed.vta, packed tensor arguments, entity and config index, result
                       [[seconds], 0, all_cost, timestamp]. Load it with

@@ -1,8 +1,8 @@
 """VTA hardware configuration: the `vta_config.json` keys plus clock and AXI width.
 
 Every derived quantity (shapes, element sizes, SRAM depths, ISA field widths) is computed here
-and nowhere else. Source for the formulas: vta-reference §1.2 (pkg_config.py), §1.4 (targets),
-§1.5 (naming), §1.3 and §2 (the limits the 128-bit instruction and 32-bit micro-op impose).
+and nowhere else. Source for the formulas: vta-docs/vta.md §1.2 (pkg_config.py), §1.4 (targets),
+docs/vta.md §1.5 (naming), §1.3 and §2 (the limits the 128-bit instruction and 32-bit micro-op impose).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from codesign.errors import ConfigError
 from codesign.fileio import read_document
 from codesign.paths import HW_CONFIGS
 
-# Per-target FPGA defaults (reference §1.4): PL clock in MHz and AXI data width in bits.
+# Per-target FPGA defaults (docs/vta.md §1.4): PL clock in MHz and AXI data width in bits.
 TARGET_DEFAULTS: dict[str, dict[str, int]] = {
     "pynq": {"clock_mhz": 100, "axi_bits": 64},
     "sim": {"clock_mhz": 100, "axi_bits": 64},
@@ -36,7 +36,7 @@ VTA_JSON_KEYS = (
 )
 _EXTRA_KEYS = ("LOG_BLOCK_IN", "LOG_BLOCK_OUT", "clock_mhz", "axi_bits")
 
-# ISA constants (reference §2.2, §2.3): fixed widths that do not depend on the config.
+# ISA constants (docs/vta.md §2.2, §2.3): fixed widths that do not depend on the config.
 INSN_BITS = 128
 UOP_BITS = 32
 LOOP_ITER_BITS = 14
@@ -61,7 +61,7 @@ class HwConfig:
     """One VTA hardware design point. Field names are the `vta_config.json` keys."""
 
     TARGET: str = "pynq"
-    # HW_VER only selects a bitstream download directory (reference §1.1); it is not part of
+    # HW_VER only selects a bitstream download directory (docs/vta.md §1.1); it is not part of
     # the design, so two configs differing only in HW_VER compare equal.
     HW_VER: str = field(default="0.0.2", compare=False)
     LOG_INP_WIDTH: int = 3
@@ -249,9 +249,9 @@ class HwConfig:
 
     @property
     def out_depth(self) -> int:
-        return self.acc_depth  # OUT buffer has the ACC buffer's depth (reference §1.2 table)
+        return self.acc_depth  # OUT buffer has the ACC buffer's depth (docs/vta.md §1.2 table)
 
-    # -- ISA field widths (reference §2.4, §2.5, §2.7) ---------------------------------------
+    # -- ISA field widths (docs/vta.md §2.4, §2.5, §2.7) ---------------------------------------
     @property
     def uop_dst_bits(self) -> int:
         return self.log_acc_depth
@@ -273,7 +273,7 @@ class HwConfig:
     def bus_bytes(self) -> int:
         return self.axi_bits // 8  # type: ignore[operator]
 
-    # -- naming (reference §1.5) -------------------------------------------------------------
+    # -- naming (docs/vta.md §1.5) -------------------------------------------------------------
     @property
     def bitstream(self) -> str:
         shape = (f"{self.batch}x{self.block_in}" if self.LOG_BLOCK is not None
@@ -343,7 +343,7 @@ class HwConfig:
         if unknown:
             raise ConfigError(f"{where}unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
         kw = {k: v for k, v in data.items() if k not in ("HW_FREQ", "name")}
-        if "HW_FREQ" in data and "clock_mhz" not in data:  # legacy key (reference §1.1)
+        if "HW_FREQ" in data and "clock_mhz" not in data:  # legacy key (docs/vta.md §1.1)
             kw["clock_mhz"] = data["HW_FREQ"]
         if "name" in data and len(data) == 1:
             return replace(cls.from_name(data["name"]), source=source)

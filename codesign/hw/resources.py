@@ -4,8 +4,8 @@ What physics fixes is computed, not fitted:
 - every on-chip memory is mapped onto Xilinx block RAM the way Vivado tiles it (cheapest
   column-wise mix of RAMB18/RAMB36 aspect ratios, parity bits used as data, 512-deep wide modes
   only for simple-dual-port memories), with VTA's banking rule for the block-design memories
-  (vta-reference §1.2: banks = ceil(width/1024), bank width = min(width, 1024));
-- the command/dependency FIFOs (§4.2) and the HLS m_axi burst buffers are mapped the same way;
+  (vta-docs/vta.md §1.2: banks = ceil(width/1024), bank width = min(width, 1024));
+- the command/dependency FIFOs (docs/vta.md §4.2) and the HLS m_axi burst buffers are mapped the same way;
 - the GEMM core has BATCH·BLOCK_IN·BLOCK_OUT int8 products. As the HLS csynth report of VTA's
   compute module shows (ZU3EG, int8 1x16, `hw_configs/reports/README.md`), HLS binds them in pairs:
   one product per DSP48 `i0 + i1*i2` MAC whose post-adder adds the partner product, which HLS
@@ -59,7 +59,7 @@ BRAM_MODES: tuple[tuple[int, int, int, bool], ...] = (
     (2048, 18, 2, False), (1024, 36, 2, False), (512, 72, 2, True),
 )
 
-MAX_BANK_BITS = 1024  # VTA pkg_config max_bus_width (reference §1.2)
+MAX_BANK_BITS = 1024  # VTA pkg_config max_bus_width (docs/vta.md §1.2)
 
 
 @lru_cache(maxsize=4096)
@@ -83,7 +83,7 @@ def bram18_for_memory(width_bits: int, depth: int, sdp: bool = False) -> int:
 
 
 def banked_bram18(width_bits: int, depth: int, sdp: bool = False) -> int:
-    """A block-design memory split into ceil(width/1024) banks of min(width, 1024) bits (§1.2)."""
+    """A block-design memory split into ceil(width/1024) banks of min(width, 1024) bits (docs/vta.md §1.2)."""
     banks = math.ceil(width_bits / MAX_BANK_BITS)
     return banks * bram18_for_memory(min(width_bits, MAX_BANK_BITS), depth, sdp)
 
@@ -127,7 +127,7 @@ class ResourceCoefficients:
     acc_bits: int = 32
     # ALU lane (32 bit): min, max, add, arithmetic shift (5-level barrel shifter on LUT6 4:1 muxes
     # ~3 LUT/bit), compare, result mux and immediate select: ~250 LUT and a 4-stage pipeline.
-    # Assumed (HLS ALU II=2, TSIM valid_r4 latency, reference §4.3/§4.4).
+    # Assumed (HLS ALU II=2, TSIM valid_r4 latency, docs/vta.md §4.3/docs/vta.md §4.4).
     lut_per_alu_lane: float = 250.0
     ff_per_alu_lane: float = 128.0
     # Wide memory datapaths (INP, WGT, ACC, OUT words): compute registers each read word and the
@@ -145,7 +145,7 @@ class ResourceCoefficients:
     # an adapter does not scale with the width; the width-dependent cost is the buffers' BRAM.
     lut_per_axi_bit: float = 1.0
     ff_per_axi_bit: float = 2.0
-    # FIFOs between modules (reference §4.2): 3 command FIFOs 128 b x 512, 4 dependency 8 b x 1024.
+    # FIFOs between modules (docs/vta.md §4.2): 3 command FIFOs 128 b x 512, 4 dependency 8 b x 1024.
     cmd_fifos: tuple[int, int, int] = (3, 128, 512)
     dep_fifos: tuple[int, int, int] = (4, 8, 1024)
     # Fitted fixed terms (control FSMs, index generators, SmartConnect, AXI-lite, DMA engines, and
@@ -157,13 +157,13 @@ class ResourceCoefficients:
     provenance: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
-# The one measured build (landscape.md): Vivado post-implementation, Ultra96 (ZU3EG), 1x16 int8,
+# The one measured build (docs/vta.md §10): Vivado post-implementation, Ultra96 (ZU3EG), 1x16 int8,
 # 250 MHz, 128-bit S_AXI_HPC0 port.
 PUBLISHED_BUILD: dict[str, Any] = {
     "hw": "ultra96_1x16_i8w8a32_15_15_18_17_250MHz",
     "board": "ultra96",
     "resources": {"lut": 22173, "ff": 31001, "bram18": 273, "dsp": 277},
-    "source": "landscape.md: published VTA build, ZU3EG, 1x16 int8 at 250 MHz (post-implementation)",
+    "source": "docs/vta.md §10: published VTA build, ZU3EG, 1x16 int8 at 250 MHz (post-implementation)",
 }
 
 
@@ -213,7 +213,7 @@ def _variable_parts(hw: HwConfig, board: Board, k: ResourceCoefficients) -> dict
     d: dict[str, dict[str, float]] = {}
     inp_bits, wgt_bits = hw.inp_elem_bytes * 8, hw.wgt_elem_bytes * 8
     acc_bits, out_bits = hw.acc_elem_bytes * 8, hw.out_elem_bytes * 8
-    # Memories (reference §1.2, §4.2): INP, WGT, OUT are true-dual-port block-design BRAMs with
+    # Memories (docs/vta.md §1.2, §4.2): INP, WGT, OUT are true-dual-port block-design BRAMs with
     # VTA's banking; UOP and ACC live inside the compute HLS module (one read + one write port).
     mems = {
         "uop_mem": bram18_for_memory(32, hw.uop_depth, sdp=True),
@@ -279,7 +279,7 @@ def fit(base: ResourceCoefficients | None = None) -> ResourceCoefficients:
             raise AssertionError(f"resource fit: negative fixed {r} term {v}")
     prov = {
         "fixed_*": f"fitted to {PUBLISHED_BUILD['source']}",
-        "memories/fifos/axi_buffers": "computed: Vivado BRAM tiling (UG473/UG573), reference §1.2, §4.2",
+        "memories/fifos/axi_buffers": "computed: Vivado BRAM tiling (UG473/UG573), docs/vta.md §1.2, §4.2",
         "others": "assumed engineering coefficients (see ResourceCoefficients comments)",
     }
     return replace(base, fixed_lut=fixed["lut"], fixed_ff=fixed["ff"], fixed_bram18=fixed["bram18"],

@@ -1,6 +1,6 @@
 """AutoTVM knobs of the VTA templates and the `Config` (one point of a schedule space).
 
-Knob order, split candidates and the mixed-radix index are AutoTVM's (reference §7.2, §8):
+Knob order, split candidates and the mixed-radix index are AutoTVM's (docs/vta.md §7.2, §8):
 - conv2d_packed.vta: tile_b, tile_h, tile_w, tile_ci, tile_co (splits), oc_nthread, h_nthread
 - dense_packed.vta:  tile_b, tile_ci, tile_co (splits), oc_nthread
 A split of extent n lists one entity `[n // f, f]` per f in `get_factors(n)` (ascending); an "ot"
@@ -19,7 +19,7 @@ from codesign.workloads.layers import Conv2D, Layer
 
 CONV_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
-NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (reference §7.3)
+NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3)
 
 
 def plain_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def plain_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_factors(n: int) -> list[int]:
-    """AutoTVM's `get_factors`: sorted divisors of n (reference §7.2)."""
+    """AutoTVM's `get_factors`: sorted divisors of n (docs/vta.md §7.2)."""
     small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
     return sorted(set(small) | {n // i for i in small})
 
@@ -46,7 +46,7 @@ class Knob:
 
     def position(self, value: Any) -> int:
         """Index of `value` among the candidates; splits match on the inner factor and accept
-        `[-1, f]` or the explicit `[n // f, f]` (reference §7.2)."""
+        `[-1, f]` or the explicit `[n // f, f]` (docs/vta.md §7.2)."""
         if self.kind == "sp":
             ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in value)
@@ -64,9 +64,9 @@ class Knob:
 
 
 def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:
-    """Axis extent of each split knob (reference §7.2), in hardware blocks for b/ci/co. Grouped
+    """Axis extent of each split knob (docs/vta.md §7.2), in hardware blocks for b/ci/co. Grouped
     and transposed convs split the axes of their `schedule_view()` conv: ci = kernel.shape[1]
-    (blocks per group), OH of the transposed conv (reference §7.2)."""
+    (blocks per group), OH of the transposed conv (docs/vta.md §7.2)."""
     layer = layer.schedule_view()
     if isinstance(layer, Conv2D):
         return {

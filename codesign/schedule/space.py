@@ -1,7 +1,7 @@
 """`ScheduleSpace`: the AutoTVM ConfigSpace of a layer's VTA template on one hardware config.
 
-Index <-> knobs follows AutoTVM exactly (reference §8): mixed radix over the knobs in define
-order, the first knob least significant. Validity (reference §7.4) and features are vectorized
+Index <-> knobs follows AutoTVM exactly (docs/vta.md §8): mixed radix over the knobs in define
+order, the first knob least significant. Validity (docs/vta.md §7.4) and features are vectorized
 over the whole grid, so enumerating every valid config is one NumPy pass.
 """
 

@@ -1,5 +1,5 @@
 """What `group_conv2d_packed.vta` and `conv2d_transpose_packed.vta` add to the conv2d tile
-geometry (reference §7.6; the inferences are written up in docs/vta.md "Grouped and transposed
+geometry (docs/vta.md §7.6; the inferences are written up in docs/vta.md "Grouped and transposed
 convolutions").
 
 Both templates define the same 7 knobs as conv2d_packed over the axes of their
@@ -7,7 +7,7 @@ Both templates define the same 7 knobs as conv2d_packed over the axes of their
 (`tiling.TileArrays`). On top of it:
 
 - group conv: the input channel-block index of output block c_o is
-  `c_o // (CO/groups) * CI_per_group + k_o` (§7.6). A co tile must therefore lie inside one group
+  `c_o // (CO/groups) * CI_per_group + k_o` (docs/vta.md §7.6). A co tile must therefore lie inside one group
   (`tile_co[1]` divides the output blocks per group), so one INP load serves the whole tile; and
   `tile_b[1] = 1` (every tophub group-conv record has it; the unpadded INP fold of a batch tile
   would stride over all groups' channels).
@@ -30,7 +30,7 @@ from codesign.workloads.layers import Layer
 
 GROUP_TEMPLATE = "group_conv2d_packed.vta"
 TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"
-TRANSPOSE_SPLIT_H = 4  # s[conv2d_stage].split(x_i, 4)  (reference §7.6)
+TRANSPOSE_SPLIT_H = 4  # s[conv2d_stage].split(x_i, 4)  (docs/vta.md §7.6)
 TRANSPOSE_SPLIT_W = 2  # s[conv2d_stage].split(x_j, 2)
 
 

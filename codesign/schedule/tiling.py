@@ -5,21 +5,21 @@ Everything is computed by `TileArrays`, vectorized over many configs at once (Nu
 arrays); one config's geometry is a row of it: `TileArrays.row(i)` (scalars and DMA patterns as
 plain ints) and `TileArrays.kernels(i)` (the folded micro-op kernels as `Kernel`s).
 
-Geometry (reference §7.3; dense_packed is treated as a 1x1 conv on a 1x1 image with
-tile_h = tile_w = 1 and h_nthread = 1, which reproduces §7.5):
+Geometry (docs/vta.md §7.3; dense_packed is treated as a 1x1 conv on a 1x1 image with
+tile_h = tile_w = 1 and h_nthread = 1, which reproduces docs/vta.md §7.5):
 - an output tile is tile_b batch blocks x tile_co channel blocks x tile_h rows x tile_w columns;
   the input tile is tile_b x tile_ci blocks x hin_t x win_t with
   hin_t = (tile_h - 1)·stride + KH, win_t = (tile_w - 1)·stride + KW (padded coordinates);
 - the reduction runs in ci_steps = CI / tile_ci steps; at each step the INP and WGT tiles are
   loaded (LOAD at k_o.outer) and the GEMM kernel runs once per batch block of the tile (TVM keeps
   the batch loop outside the load point) — with the workloads' batch = BATCH that is once;
-- SRAM elements per virtual thread (reference §7.4.1; the ALU epilogue reuses the acc tile):
+- SRAM elements per virtual thread (docs/vta.md §7.4.1; the ALU epilogue reuses the acc tile):
   acc = tile_b·tile_co·tile_h·tile_w, inp = tile_b·tile_ci·hin_t·win_t, wgt = tile_co·tile_ci·KH·KW;
   every allocation is replicated per virtual thread (nthreads = oc_nthread·h_nthread).
-- SRAM layouts inside one thread's tile (reference §7.3):
+- SRAM layouts inside one thread's tile (docs/vta.md §7.3):
   acc[b][co][h][w], inp[b][ci][hin][win], wgt[co][ci][kh][kw]  (row-major, b outermost).
 
-Fold plan (reference §7.3 `fold_uop_loop`): the GEMM kernel's loops are, outer to inner,
+Fold plan (docs/vta.md §7.3 `fold_uop_loop`): the GEMM kernel's loops are, outer to inner,
 (k_o.inner, w, dj, di, co, h) with extents (tile_ci, tile_w, KW, KH, tile_co, tile_h). Extent-1
 loops are dropped; the two outermost remaining loops become iter_out and iter_in (only one: it is
 iter_out and iter_in = 1); the rest are unrolled into the micro-op kernel, in that order. Index
@@ -44,7 +44,7 @@ from codesign.workloads.layers import Conv2D, Layer
 GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
 RESET_LOOPS = ("w", "co", "h")
 
-# Instruction field limits (reference §1.3, §2.3, §2.4, §7.4.6).
+# Instruction field limits (docs/vta.md §1.3, §2.3, §2.4, §7.4.6).
 MAX_ITER = (1 << 14) - 1        # iter_out / iter_in: 14 bits
 MAX_DMA_FIELD = (1 << 16) - 1   # y_size / x_size / x_stride: 16 bits
 
@@ -95,7 +95,7 @@ class Kernel:
     @classmethod
     def from_fold(cls, roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...] = ()) -> Kernel:
         """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
-        3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (reference §7.3)."""
+        3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (docs/vta.md §7.3)."""
         kw: dict[str, int] = {}
         for role, slot in ((1, "out"), (2, "in")):
             sel = loops[roles == role]
@@ -185,7 +185,7 @@ class TileArrays:
         self.co_tiles = geo.co // self.tile_co
         self.ci_steps = geo.ci // self.tile_ci
         self.n_tiles = self.b_tiles * self.h_tiles * self.w_tiles * self.co_tiles
-        # SRAM elements per virtual thread (reference §7.4.1)
+        # SRAM elements per virtual thread (docs/vta.md §7.4.1)
         self.acc_elems = self.tile_b * self.tile_co * self.tile_h * self.tile_w
         self.inp_elems = self.tile_b * self.tile_ci * self.hin_t * self.win_t
         self.wgt_elems = self.tile_co * self.tile_ci * geo.kh * geo.kw
@@ -229,7 +229,7 @@ class TileArrays:
         iter_out = np.where(folded_out, ext, 1).prod(axis=1)
         iter_in = np.where(folded_in, ext, 1).prod(axis=1)
         n_uops = np.where(unrolled, ext, 1).prod(axis=1)
-        # dst hazard (reference §3.9, §7.4.4): within the unrolled kernel (a mixed-radix counter
+        # dst hazard (docs/vta.md §3.9, §7.4.4): within the unrolled kernel (a mixed-radix counter
         # over the unrolled loops) consecutive dst indices change by D_m = s_m when only the
         # innermost loop m advances and by D_j = s_j - sum_{k>j}(e_k - 1) s_k when loop j
         # carries. A carry step is always preceded and followed by a plain innermost step, so
@@ -274,7 +274,7 @@ class TileArrays:
         return (Kernel.from_fold(self.gemm["roles"][i], self.gemm["loops"][i], GEMM_LOOPS),
                 Kernel.from_fold(self.reset["roles"][i], self.reset["loops"][i], RESET_LOOPS))
 
-    # -- DMA 2-D patterns (reference §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
+    # -- DMA 2-D patterns (docs/vta.md §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
     @staticmethod
     def dma_pattern(dims: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
         """Fold a DRAM region (dims outer -> inner as (extent, stride in elements)) into VTA's

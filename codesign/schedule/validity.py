@@ -1,4 +1,4 @@
-"""Validity rules of a VTA schedule (reference §7.4), vectorized over many configs.
+"""Validity rules of a VTA schedule (docs/vta.md §7.4), vectorized over many configs.
 
 `check(t)` evaluates every rule on a `TileArrays` and returns them in order as `Rule`s (a boolean
 `ok` array and a message builder); `valid_mask` ANDs them, `first_failure` names the first rule a
@@ -31,7 +31,7 @@ def check(t: TileArrays) -> list[Rule]:
     def add(name: str, ok: np.ndarray, message: Callable[[int], str]) -> None:
         rules.append(Rule(name, np.broadcast_to(np.asarray(ok, dtype=bool), (t.n,)), message))
 
-    # 1. SRAM capacity per virtual thread x nthreads (reference §7.4.1), in elements.
+    # 1. SRAM capacity per virtual thread x nthreads (docs/vta.md §7.4.1), in elements.
     for buf, elems, depth in (("acc", t.acc_elems, hw.acc_depth), ("inp", t.inp_elems, hw.inp_depth),
                               ("wgt", t.wgt_elems, hw.wgt_depth)):
         def msg(i: int, buf: str = buf, elems: np.ndarray = elems, depth: int = depth) -> str:
@@ -39,7 +39,7 @@ def check(t: TileArrays) -> list[Rule]:
                     f"{elems[i] * t.nthreads[i]} > {buf.upper()} depth {depth}")
         add(f"sram_{buf}", elems * t.nthreads <= depth, msg)
 
-    # 2. 2-D DMA patterns (reference §7.4.2). Weights always fold; a padded INP load is not folded.
+    # 2. 2-D DMA patterns (docs/vta.md §7.4.2). Weights always fold; a padded INP load is not folded.
     store = t.store_pattern()
     add("dma_store", store["ok"], lambda i: (
         f"2-D DMA pattern: the STORE of a {t.tile_b[i]}x{t.tile_co[i]}x{t.tile_h[i]}x{t.tile_w[i]} "
@@ -51,7 +51,7 @@ def check(t: TileArrays) -> list[Rule]:
         f"(b x ci x h x w) from a {g.ci}x{g.height}x{g.width} input does not reduce to 2-D "
         "(needs tile_ci[1]=1, win_t=W, hin_t=H or hin_t=1)"))
 
-    # 3. Padded loads (reference §7.4.3): pads only on the 2 spatial dims, 4-bit pad fields.
+    # 3. Padded loads (docs/vta.md §7.4.3): pads only on the 2 spatial dims, 4-bit pad fields.
     if g.pad > 0:
         add("pad_ci", t.tile_ci == 1, lambda i: (
             f"padding: a padded conv (pad={g.pad}) needs tile_ci[1]=1, got {t.tile_ci[i]}"))
@@ -60,12 +60,12 @@ def check(t: TileArrays) -> list[Rule]:
     add("pad_max", np.full(t.n, g.pad <= MAX_PAD), lambda i: (
         f"padding: pad={g.pad} exceeds the 4-bit LOAD pad field (max {MAX_PAD})"))
 
-    # 4. Micro-op capacity (reference §7.4.5): every kernel fits the UOP buffer.
+    # 4. Micro-op capacity (docs/vta.md §7.4.5): every kernel fits the UOP buffer.
     uops = np.maximum(t.gemm["n_uops"], t.reset["n_uops"])
     add("uop_capacity", uops <= hw.uop_depth, lambda i: (
         f"uop capacity: the GEMM kernel unrolls {uops[i]} micro-ops > UOP depth {hw.uop_depth}"))
 
-    # 5. Instruction field ranges (reference §1.3, §7.4.6). sram_base, uop indices and the GEMM
+    # 5. Instruction field ranges (docs/vta.md §1.3, §7.4.6). sram_base, uop indices and the GEMM
     # index factors need no check of their own: every index and every factor of a loop with
     # extent >= 2 stays below the tile's SRAM region, which rule 1 bounds by the buffer depth.
     iters = np.max(np.stack([t.gemm["iter_out"], t.gemm["iter_in"], t.reset["iter_out"],
@@ -78,14 +78,14 @@ def check(t: TileArrays) -> list[Rule]:
     add("field_dma", dma_max <= MAX_DMA_FIELD, lambda i: (
         f"field range: a DMA size or stride {dma_max[i]} > {MAX_DMA_FIELD} (16-bit x_size/y_size/x_stride)"))
 
-    # 6. Micro-op dst hazard (reference §3.9, §7.4.4), derived exactly from the kernel (tiling.py).
+    # 6. Micro-op dst hazard (docs/vta.md §3.9, §7.4.4), derived exactly from the kernel (tiling.py).
     hazard = t.gemm["hazard"] | t.reset["hazard"]
     add("uop_hazard", ~hazard, lambda i: (
         f"uop dst hazard: in the unrolled GEMM kernel ({t.gemm['n_uops'][i]} uops, tile_co={t.tile_co[i]}, "
         f"tile_h={t.tile_h[i]}) a micro-op writes the same ACC row as one of the previous two"))
 
     # 7. Virtual threads (derived): the template splits co0 by oc_nthread and h0 by h_nthread
-    # (`s[output].split(x_co0, factor=nthread)`, reference §7.3); a remainder would need a guarded
+    # (`s[output].split(x_co0, factor=nthread)`, docs/vta.md §7.3); a remainder would need a guarded
     # partial thread, which the VTA passes cannot lower, so the outer tile counts must divide.
     add("vthread_oc", t.co_tiles % t.oc_nthread == 0, lambda i: (
         f"virtual-thread divisibility: {t.co_tiles[i]} co tile(s) (co {g.co} / tile_co {t.tile_co[i]}) "
@@ -93,7 +93,7 @@ def check(t: TileArrays) -> list[Rule]:
     add("vthread_h", t.h_tiles % t.h_nthread == 0, lambda i: (
         f"virtual-thread divisibility: {t.h_tiles[i]} h tile(s) (OH {g.out_h} / tile_h {t.tile_h[i]}) "
         f"not divisible by h_nthread={t.h_nthread[i]}"))
-    # "VTA only supports 2 virtual threads" (reference §7.3, convolution tutorial): the dependency
+    # "VTA only supports 2 virtual threads" (docs/vta.md §7.3, convolution tutorial): the dependency
     # token scheme double-buffers, so oc_nthread and h_nthread cannot both be 2. No tophub record
     # has both.
     add("vthread_max", t.oc_nthread * t.h_nthread <= 2, lambda i: (

@@ -109,7 +109,7 @@ def _init_ray(address: str | None, num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     # Ray 2.60 turns token auth on by default and writes ~/.ray/auth_token; a local sweep needs
-    # none (docs/dependencies). A user who set the variable keeps their choice.
+    # none (docs/dependencies.md §ray[tune]). A user who set the variable keeps their choice.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                               configure_logging=True)

@@ -1,10 +1,10 @@
-"""Tuning records: one JSON line per measurement (format fixed by the team contract).
+"""Tuning records: one JSON line per measurement (format: `RECORD_KEYS`, checked by tests/test_records.py).
 
 `{"layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner", "seed",
 "timestamp"}`, plus the optional `"source", "device_s", "call_s"` (where it was measured; a board's
 device and call seconds) that readers default when absent. Lines are appended and flushed one at a time, so the file can be read while tuning
 runs and survives a crash: at worst the last line is truncated, and `load_records` skips it.
-AutoTVM logs (reference §8) convert to records with `import_autotvm_log`; the log format itself
+AutoTVM logs (docs/vta.md §8) convert to records with `import_autotvm_log`; the log format itself
 lives only in `codesign.autotvm`.
 """
 

@@ -13,7 +13,7 @@ from codesign.schedule.space import ScheduleSpace
 FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA spaces are a few thousand)
 
 
-# -- mixed-radix helpers (reference §8: the first-defined knob is the least-significant digit) --
+# -- mixed-radix helpers (docs/vta.md §8: the first-defined knob is the least-significant digit) --
 def positions_of(indices: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     """(n,) config indices -> (n, n_knobs) knob positions."""
     idx = np.asarray(indices, dtype=np.int64).copy()

@@ -234,7 +234,7 @@ def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off,
             out[r, c_hp] = 0 if (j == P - 1 and t < T - 1) else 1
             r += 1
         counts[q] = r - r0
-    # Final synchronization (reference §2.6, §5.4 Synchronize).
+    # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     out[r, c_op] = OP_LOAD
     out[r, c_mem] = MEM_INP
     out[r, c_hn] = 1

@@ -1,4 +1,4 @@
-"""Compile a layer + schedule into the VTA program the TVM VTA flow would run (reference §7.3).
+"""Compile a layer + schedule into the VTA program the TVM VTA flow would run (docs/vta.md §7.3).
 
 Instruction stream, per *pair* p (one iteration of the tile loops bo, h0, co0, w0 outside the
 virtual-thread axis, in that order) with T virtual threads t (cthread outermost: each thread owns
@@ -16,13 +16,13 @@ a 1/T slice of INP, WGT and ACC SRAM), K input-channel steps k and G batch block
                                very last store, whose token the final no-op pops]
     ... after the last pair: LOAD INP no-op [push l2g], LOAD UOP no-op [pop l2g, pop s2g], FINISH
 
-Token semantics (reference §2.8): l2g = "load group (t, k) is in SRAM" (RAW, load -> compute);
+Token semantics (docs/vta.md §2.8): l2g = "load group (t, k) is in SRAM" (RAW, load -> compute);
 g2l = "GEMM of group g is done, slice t may be overwritten", popped by load group g + T (WAR);
 g2s = "tile's epilogue is done" (RAW on the accumulator, compute -> store); s2g = "tile stored",
 popped by the reset of the tile T tiles later, which reuses the same ACC slice (WAR). With T = 2,
 thread 1's loads run while thread 0's GEMM computes (double buffering, §7.3 "Virtual threads").
 Counts balance exactly: every push has one pop, so the FIFOs are empty at FINISH. The end is the
-runtime's `Synchronize` (§2.6, §5.4): a compute no-op that pops s2g and l2g, then FINISH.
+runtime's `Synchronize` (docs/vta.md §2.6, §5.4): a compute no-op that pops s2g and l2g, then FINISH.
 
 Micro-op kernels (per thread: reset and GEMM per batch block, SHR, MIN, MAX; one per runtime
 call site; thread slices differ only by their SRAM offsets) are placed
@@ -52,7 +52,7 @@ from codesign.vta.template_plans import plan_for
 
 C = isa.COL
 NF = isa.N_FIELDS
-CLIP_MAX = 127  # int8 clip of the tuning template (reference §7.3 "ALU epilogue")
+CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
 
 
 class Scratch:
@@ -79,7 +79,7 @@ class Compiled:
     pair_rows: np.ndarray | None = None  # instructions of each assembled pair (before the tail)
 
 
-# -- micro-op ring cache (reference §5.4, runtime.cc UopQueue::Push) ---------------------------
+# -- micro-op ring cache (docs/vta.md §5.4, runtime.cc UopQueue::Push) ---------------------------
 @njit(cache=True)
 def _ring_kernel(sizes, uses, n_pairs, depth):  # pragma: no cover - compiled
     """The runtime's uop ring over n_pairs repetitions of the kernel use sequence `uses`, until
@@ -237,7 +237,7 @@ def _dma_fill(M: np.ndarray, rows: np.ndarray, dma: Any, base_elem: int) -> None
 
 def _kernels(plan: TilePlan) -> list[Kernel]:
     """One kernel per runtime call site: (thread, batch block) for reset and GEMM, thread for each
-    ALU op; every thread's SRAM slice shifted (§7.3 cthread). Order: per thread, G resets, G
+    ALU op; every thread's SRAM slice shifted (docs/vta.md §7.3 cthread). Order: per thread, G resets, G
     GEMMs, SHR, MIN, MAX."""
     kernels: list[Kernel] = []
     G = plan.n_batch
@@ -252,7 +252,7 @@ def _kernels(plan: TilePlan) -> list[Kernel]:
 
 @dataclass(frozen=True)
 class UopSchedule:
-    """Micro-op kernels of a plan and where the runtime's ring cache puts them (§5.4)."""
+    """Micro-op kernels of a plan and where the runtime's ring cache puts them (docs/vta.md §5.4)."""
 
     sizes: np.ndarray      # uops per kernel
     comp_rows: np.ndarray  # pair-template rows of the compute instructions using a kernel, in order
@@ -343,7 +343,7 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
     tpl[g[:, :, 0], C["pop_prev_dep"]] = 1  # l2g
     tpl[g[:, :, -1], C["push_prev_dep"]] = 1  # g2l, cleared for the last T groups below
     tpl[r[:, 0], C["pop_next_dep"]] = 1  # s2g, cleared in the first pair
-    # ALU epilogue: one instruction over the whole acc slice, 1 uop (reference §7.3).
+    # ALU epilogue: one instruction over the whole acc slice, 1 uop (docs/vta.md §7.3).
     tpl[a, C["opcode"]] = isa.OP_ALU
     tpl[a, C["iter_out"]] = 1
     tpl[a, C["iter_in"]] = plan.acc_per_thread
@@ -377,7 +377,7 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
     lrows[:, C["y_size"]] = 1
     lrows[:, C["x_size"]] = size_arr[kid]
     lrows[:, C["x_stride"]] = size_arr[kid]
-    # Final synchronization (reference §2.6, §5.4 Synchronize).
+    # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     tail = np.zeros((3, NF), dtype=np.int64)
     tail[0, [C["opcode"], C["memory_type"], C["push_next_dep"]]] = (isa.OP_LOAD, isa.MEM_INP, 1)
     tail[1, [C["opcode"], C["memory_type"], C["pop_prev_dep"], C["pop_next_dep"]]] = (
@@ -418,7 +418,7 @@ def assemble(plan: TilePlan, hw: HwConfig, *, shift: int, inp_base: int, wgt_bas
 
 # -- public entry ---------------------------------------------------------------------------------
 def _check_shift(shift: int) -> int:
-    # HLS reads the shift as a signed 5-bit value, so >= 16 becomes a left shift (reference §3.4).
+    # HLS reads the shift as a signed 5-bit value, so >= 16 becomes a left shift (docs/vta.md §3.4).
     if not isinstance(shift, (int, np.integer)) or not 0 <= int(shift) <= 15:
         raise ConfigError(f"shift={shift!r}: allowed integers 0..15 (the HLS ALU reads a signed "
                           "5-bit shift amount)")
@@ -457,7 +457,7 @@ def compile_layer(layer: Any, config: Any, hw: HwConfig, *, data: np.ndarray | N
     """The VTA program of `layer` under `config` (a `Config` or an AutoTVM knob dict).
 
     `data` (int8 NCHW / (N, IN)) and `weight` (int8 OIHW / (OUT, IN)) are packed into the DRAM
-    regions "data" and "weight" (reference §7.1) when given; "output" receives the int8 result
+    regions "data" and "weight" (docs/vta.md §7.1) when given; "output" receives the int8 result
     in packed layout and "uop" holds the micro-ops. Invalid schedules raise `InvalidSchedule`.
     """
     comp = compile_insns(layer, config, hw, shift=shift)

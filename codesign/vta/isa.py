@@ -1,8 +1,8 @@
 """VTA instruction set: constants, field layouts, and encoders/decoders.
 
 Instructions are 128-bit little-endian C bit-fields of `uint64_t` packed from the LSB in
-declaration order; a field that would straddle bit 64 starts at bit 64 (reference §2.1).
-Widths of the uop/ACC/INP/WGT index fields follow the hardware config (§2.3–§2.7); the
+declaration order; a field that would straddle bit 64 starts at bit 64 (docs/vta.md §2.1).
+Widths of the uop/ACC/INP/WGT index fields follow the hardware config (docs/vta.md §2.3–§2.7); the
 layouts are computed here from `HwConfig` and nowhere else.
 
 In memory, a program's instructions are an **instruction matrix**: `np.ndarray` of shape
@@ -20,7 +20,7 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 
-# -- constants (reference §2.2) ------------------------------------------------------------
+# -- constants (docs/vta.md §2.2) ------------------------------------------------------------
 OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
 OPCODE_NAMES = {OP_LOAD: "LOAD", OP_STORE: "STORE", OP_GEMM: "GEMM", OP_FINISH: "FINISH", OP_ALU: "ALU"}
 
@@ -31,7 +31,7 @@ MEM_NAMES = {MEM_UOP: "UOP", MEM_WGT: "WGT", MEM_INP: "INP", MEM_ACC: "ACC", MEM
 ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = 0, 1, 2, 3, 4
 ALU_NAMES = {ALU_MIN: "MIN", ALU_MAX: "MAX", ALU_ADD: "ADD", ALU_SHR: "SHR", ALU_MUL: "MUL"}
 
-# Fixed widths (reference §2.2, §2.3).
+# Fixed widths (docs/vta.md §2.2, §2.3).
 OPCODE_BITS = 3
 MEMOP_ID_BITS = 3
 SRAM_ADDR_BITS = 16
@@ -45,11 +45,11 @@ ALU_IMM_BITS = 16
 INSN_BYTES = 16
 UOP_BYTES = 4
 
-# Module queues by the fetch dispatch rule (reference §2.9, §3.8).
+# Module queues by the fetch dispatch rule (docs/vta.md §2.9, §3.8).
 Q_LOAD, Q_COMPUTE, Q_STORE = 0, 1, 2
 QUEUE_NAMES = ("load", "compute", "store")
 
-# Dependency-token queues (reference §2.8), the one numbering the simulator and the timing model
+# Dependency-token queues (docs/vta.md §2.8), the one numbering the simulator and the timing model
 # share: per module, the queue its pop_prev / pop_next flags read and its push_prev / push_next
 # flags write (-1: the flag must be 0 in that module).
 TOK_L2G, TOK_G2L, TOK_G2S, TOK_S2G = 0, 1, 2, 3
@@ -70,7 +70,7 @@ FIELDS: tuple[str, ...] = (
 COL: dict[str, int] = {name: i for i, name in enumerate(FIELDS)}
 N_FIELDS = len(FIELDS)
 UOP_FIELDS: tuple[str, ...] = ("dst_idx", "src_idx", "wgt_idx")
-SIGNED_FIELDS = frozenset({"imm"})  # `int64_t imm : 16` (reference §2.5)
+SIGNED_FIELDS = frozenset({"imm"})  # `int64_t imm : 16` (docs/vta.md §2.5)
 
 
 # -- layouts ---------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ class Field:
 
 
 def _pack(decl: list[tuple[str, int]]) -> tuple[Field, ...]:
-    """C bit-field packing of uint64_t fields: a field never straddles a 64-bit word (§2.1)."""
+    """C bit-field packing of uint64_t fields: a field never straddles a 64-bit word (docs/vta.md §2.1)."""
     out, pos = [], 0
     for name, width in decl:
         if pos // 64 != (pos + width - 1) // 64:
@@ -124,7 +124,7 @@ def _layouts_for(u: int, a: int, i: int, w: int) -> dict[int, tuple[Field, ...]]
                       ("iter_out", LOOP_ITER_BITS), ("iter_in", LOOP_ITER_BITS)]
     gemm = loop + [("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", i),
                    ("src_factor_in", i), ("wgt_factor_out", w), ("wgt_factor_in", w)]
-    # ALU source factors index the ACC buffer, so they are ACC-width (§2.5).
+    # ALU source factors index the ACC buffer, so they are ACC-width (docs/vta.md §2.5).
     alu = loop + [("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", a),
                   ("src_factor_in", a), ("alu_opcode", ALU_OPCODE_BITS), ("use_imm", 1),
                   ("imm", ALU_IMM_BITS)]
@@ -146,7 +146,7 @@ def layout(opcode: int, hw: HwConfig) -> tuple[Field, ...]:
 
 
 def uop_widths(hw: HwConfig) -> tuple[int, int, int]:
-    """(dst, src, wgt) bit widths of a micro-op (reference §2.7)."""
+    """(dst, src, wgt) bit widths of a micro-op (docs/vta.md §2.7)."""
     return hw.uop_dst_bits, hw.uop_src_bits, hw.uop_wgt_bits
 
 
@@ -194,7 +194,7 @@ def decode_insn(data: bytes, hw: HwConfig) -> dict[str, int]:
 
 
 def encode_uop(fields: dict[str, Any], hw: HwConfig) -> bytes:
-    """One micro-op {dst_idx, src_idx, wgt_idx} to 4 bytes, little-endian (reference §2.7)."""
+    """One micro-op {dst_idx, src_idx, wgt_idx} to 4 bytes, little-endian (docs/vta.md §2.7)."""
     unknown = sorted(set(fields) - set(UOP_FIELDS))
     if unknown:
         raise ValueError(f"unknown micro-op field {unknown[0]!r}; allowed: {', '.join(UOP_FIELDS)}")
@@ -219,11 +219,11 @@ def decode_uop(data: bytes, hw: HwConfig) -> dict[str, int]:
 
 # -- the instruction matrix ----------------------------------------------------------------------
 def elem_bytes(hw: HwConfig) -> dict[int, int]:
-    """DRAM bytes per element moved by a LOAD/STORE of each memory type (§1.2, §3.2): a
-    `dram_base` field is a byte address divided by this (§5.1)."""
+    """DRAM bytes per element moved by a LOAD/STORE of each memory type (docs/vta.md §1.2, §3.2): a
+    `dram_base` field is a byte address divided by this (docs/vta.md §5.1)."""
     return {MEM_UOP: UOP_BYTES, MEM_WGT: hw.wgt_elem_bytes, MEM_INP: hw.inp_elem_bytes,
             MEM_ACC: hw.acc_elem_bytes, MEM_OUT: hw.out_elem_bytes,
-            # int8 DRAM data widened to int32 lanes: one byte per ACC lane moves (§3.2).
+            # int8 DRAM data widened to int32 lanes: one byte per ACC lane moves (docs/vta.md §3.2).
             MEM_ACC_8BIT: hw.batch * hw.block_out}
 
 
@@ -354,7 +354,7 @@ def decode_uops(data: bytes, hw: HwConfig) -> np.ndarray:
 
 
 def queue_of(matrix: np.ndarray) -> np.ndarray:
-    """Module queue of each instruction by the fetch dispatch rule (reference §2.9): STORE ->
+    """Module queue of each instruction by the fetch dispatch rule (docs/vta.md §2.9): STORE ->
     store; LOAD INP/WGT -> load; everything else (LOAD UOP/ACC/ACC_8BIT, GEMM, ALU, FINISH) ->
     compute. Returns an int64 array of Q_LOAD / Q_COMPUTE / Q_STORE."""
     m = np.asarray(matrix)

@@ -10,7 +10,7 @@ Tile geometry (tile sizes, counts, Hin_t/Win_t, per-thread SRAM use, the `fold_u
 `Kernel`s of the GEMM/reset and the 2-D DMA patterns) is `codesign.schedule.tiling.TileArrays`
 -- the one definition shared with the validity rules and the features -- computed once per
 (layer, hw) space and read here one row per config. What is added here: the tile-grid /
-virtual-thread mapping, and per tile position the DRAM offsets and the INP pads (reference §7.3
+virtual-thread mapping, and per tile position the DRAM offsets and the INP pads (docs/vta.md §7.3
 "DMA instructions").
 """
 
@@ -137,7 +137,7 @@ def base_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
     """The position-independent part of the `TilePlan` (DMA arrays not built yet).
 
     Tile sizes, counts, Hin_t/Win_t, SRAM use, fold plans and DMA patterns come from
-    `codesign.schedule.tiling` (dense is a 1x1 conv on a 1x1 image there, reference §7.5).
+    `codesign.schedule.tiling` (dense is a 1x1 conv on a 1x1 image there, docs/vta.md §7.5).
     Added here: per-tile DRAM offsets and pads, and the tile-grid / thread mapping."""
     template = getattr(layer, "template", None)
     if template not in ("conv2d_packed.vta", "dense_packed.vta"):
@@ -183,7 +183,7 @@ def _pads(start: np.ndarray, extent: int, size: int) -> tuple[np.ndarray, np.nda
 def with_pairs(plan: TilePlan, pairs: np.ndarray | None = None) -> TilePlan:
     """`plan` with the DMA arrays of the pairs `pairs` (indices into the tile grid, in program
     order; None = all pairs). Pair j is the tile-loop iteration (bo, h0', co0', w0) =
-    unravel(j, grid); thread t = ht * oc_nthread + ot, cthread outermost (§7.3)."""
+    unravel(j, grid); thread t = ht * oc_nthread + ot, cthread outermost (docs/vta.md §7.3)."""
     geo, g = plan.geo, plan.dma_shape
     info = plan.info
     tb, th, tw, tci, tco = (info[k] for k in ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co"))
@@ -202,7 +202,7 @@ def with_pairs(plan: TilePlan, pairs: np.ndarray | None = None) -> TilePlan:
     b0 = bo * tb + 0 * co0
     k = np.arange(K).reshape(1, K, 1)
 
-    # INP (reference §7.3 "DMA instructions"): window start in input coordinates.
+    # INP (docs/vta.md §7.3 "DMA instructions"): window start in input coordinates.
     hs = (h0 * th * s - p)[:, None, :]  # (P, 1, T)
     ws = (w0 * tw * s - p)[:, None, :]
     chan = b0[:, None, :] * CIB + k * tci  # (P, K, T)
@@ -217,7 +217,7 @@ def with_pairs(plan: TilePlan, pairs: np.ndarray | None = None) -> TilePlan:
     # WGT: (co, ci, kh, kw) block of the tile.
     wgt = Dma2D((co0[:, None, :] * tco * CIB + k * tci) * kk, g["wgt_y_size"], g["wgt_x_size"],
                 g["wgt_x_stride"])
-    # STORE (reference §7.4 rule 2): acc tile [b, co, h, w] -> out[b, co, h, w].
+    # STORE (docs/vta.md §7.4 rule 2): acc tile [b, co, h, w] -> out[b, co, h, w].
     store = Dma2D(((b0 * COB + co0 * tco) * OH + h0 * th) * OW + w0 * tw, g["store_y_size"],
                   g["store_x_size"], g["store_x_stride"])
     return replace(plan, inp=inp, wgt=wgt, store=store, pair_ids=np.asarray(pairs, dtype=np.int64))
@@ -246,10 +246,10 @@ def _dense(keys: list[Any]) -> np.ndarray:
 
 
 def check_dst_hazard(kernel: Kernel, what: str) -> None:
-    """Reference §3.9/§7.4 rule 4 on an explicit kernel (a template's own GEMM kernel; the
+    """docs/vta.md §3.9/docs/vta.md §7.4 rule 4 on an explicit kernel (a template's own GEMM kernel; the
     conv2d/dense kernels are covered by the validity rule `uop_hazard`): a uop's dst must
     differ from the previous two (VerifyDep)."""
     d = kernel.uops[:, 0]
     if d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))):
         raise InvalidSchedule(f"uop dst hazard: the {what} micro-op kernel writes the same "
-                              "accumulator row within 3 consecutive micro-ops (reference §7.4 rule 4)")
+                              "accumulator row within 3 consecutive micro-ops (docs/vta.md §7.4 rule 4)")

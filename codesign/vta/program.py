@@ -1,7 +1,7 @@
 """A VTA program: instruction matrix, micro-ops, and the DRAM regions it reads and writes.
 
-Addresses are physical byte addresses as the device sees them (reference §3.1: address 0 is
-invalid; §5.1: data base registers are 0, so `dram_base` fields are absolute addresses divided
+Addresses are physical byte addresses as the device sees them (docs/vta.md §3.1: address 0 is
+invalid; docs/vta.md §5.1: data base registers are 0, so `dram_base` fields are absolute addresses divided
 by the element size of the memory type). The allocator starts at 4096 and aligns every region
 to the element size of the memory type that addresses it, so `addr // elem_bytes` is exact.
 
@@ -32,7 +32,7 @@ from codesign.vta import isa
 MAGIC = b"VTAPROG\x01"
 BLOB_VERSION = 1
 ROLES = ("input", "output", "uop")
-DRAM_START = 4096  # first page; physical address 0 is invalid (reference §3.1)
+DRAM_START = 4096  # first page; physical address 0 is invalid (docs/vta.md §3.1)
 
 
 @dataclass(eq=False)

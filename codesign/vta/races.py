@@ -39,7 +39,7 @@ from codesign.vta import isa
 from codesign.vta.program import Program
 
 C = isa.COL
-# token queue popped by (pop_prev, pop_next) / pushed by (push_prev, push_next) per module (§2.8)
+# token queue popped by (pop_prev, pop_next) / pushed by (push_prev, push_next) per module (docs/vta.md §2.8)
 _POP = {isa.Q_LOAD: (None, 1), isa.Q_COMPUTE: (0, 3), isa.Q_STORE: (2, None)}
 _PUSH = {isa.Q_LOAD: (None, 0), isa.Q_COMPUTE: (1, 2), isa.Q_STORE: (3, None)}
 _SRAMS = ("INP", "WGT", "ACC")
@@ -193,7 +193,7 @@ def find_races(program: Program, dram: np.ndarray, limit: int = 10) -> list[Race
 
 
 def _load_uops(m: np.ndarray, i: int, uop: np.ndarray, dram: np.ndarray, widths: tuple[int, ...]) -> None:
-    """LOAD UOP into the micro-op SRAM model (§3.2: 4-byte elements, zero pads)."""
+    """LOAD UOP into the micro-op SRAM model (docs/vta.md §3.2: 4-byte elements, zero pads)."""
     xs, ys, stride = int(m[i, C["x_size"]]), int(m[i, C["y_size"]]), int(m[i, C["x_stride"]])
     sb, db = int(m[i, C["sram_base"]]), int(m[i, C["dram_base"]])
     xp0, xp1 = int(m[i, C["x_pad_0"]]), int(m[i, C["x_pad_1"]])

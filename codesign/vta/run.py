@@ -2,7 +2,7 @@
 timing path `measure_seconds` that tuners call thousands of times.
 
 Seconds always come from `timing.predict_seconds` (device cycles at the config clock plus the
-explicit host overhead, reference §4.7).
+explicit host overhead, docs/vta.md §4.7).
 """
 
 from __future__ import annotations

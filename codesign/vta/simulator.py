@@ -1,8 +1,8 @@
-"""Functional VTA simulator (reference §3, after VTA's `sim_driver.cc` / `sim_tlpp.cc`) plus the
+"""Functional VTA simulator (docs/vta.md §3, after VTA's `sim_driver.cc` / `sim_tlpp.cc`) plus the
 entry point `simulate()` that adds cycles from the timing model (`codesign.vta.timing`).
 
-Execution model (§3.8): instructions are dispatched to the load / compute / store queues by the
-fetch rule (§2.9, `isa.queue_of`); each module runs its queue in order; pops of the four token
+Execution model (docs/vta.md §3.8): instructions are dispatched to the load / compute / store queues by the
+fetch rule (docs/vta.md §2.9, `isa.queue_of`); each module runs its queue in order; pops of the four token
 queues (l2g, g2l, g2s, s2g; plain counts, tokens carry no data) are blocking and happen before
 an instruction executes, pushes after. The scheduler runs the load, then the compute, then the
 store module until its head instruction blocks, and repeats until none can progress (sim_tlpp
@@ -17,17 +17,17 @@ program whose result depends on the module order is missing tokens: `simulate(ch
 `codesign.vta.races`, which finds unsynchronized cross-module SRAM accesses independently of the
 order. Tokens left over at the end are reported in
 `SimResult.tokens_left` (the device FIFOs would keep them for the next run). Not modelled:
-the 512-entry command and 1024-entry token FIFO capacities (§2.8).
+the 512-entry command and 1024-entry token FIFO capacities (docs/vta.md §2.8).
 
 Data: the SRAMs are NumPy arrays shaped (depth, lanes) -- INP int8, WGT int8, ACC int32 and
 UOP (depth, 3) int64 holding decoded micro-ops. There is no OUT SRAM: STORE narrows from ACC
-as the simulator does (§3.1, §3.5). DRAM is one flat np.uint8 array indexed by physical byte
+as the simulator does (docs/vta.md §3.1, §3.5). DRAM is one flat np.uint8 array indexed by physical byte
 address covering every region of the program. Every SRAM and DRAM access is bounds-checked;
 a DRAM access must lie inside one region. `Machine` state (SRAMs, token counts) persists
 across `run` calls, as on the device.
 
 LOAD pads with zeros for every memory type including WGT and UOP, as sim_driver's
-SRAM::Load does (§3.2; HLS ignores WGT/UOP padding). LOAD ACC_8BIT reads BATCH*BLOCK_OUT int8
+SRAM::Load does (docs/vta.md §3.2; HLS ignores WGT/UOP padding). LOAD ACC_8BIT reads BATCH*BLOCK_OUT int8
 values per element at byte address dram_base * ACC_ELEM_BYTES / 4 and sign-extends them;
 acc_load_nbytes counts what VTA's profiler counts, x_size*y_size*ACC_ELEM_BYTES (the 32-bit
 accumulator element), not the one byte per lane it reads from DRAM (`counter_bytes`).
@@ -41,7 +41,7 @@ unused products, and OpenBLAS threads collapse when the machine's cores are shar
 in the exact sequential order of the reference loop, so in-place hazards within one
 instruction behave as in `sim_driver.cc`.
 
-SHR with a shift amount s taken from imm or an ACC value (§3.4): s >= 0 is an arithmetic right
+SHR with a shift amount s taken from imm or an ACC value (docs/vta.md §3.4): s >= 0 is an arithmetic right
 shift, s < 0 a left shift by -s (int32 wrap-around). C leaves |s| >= 32 undefined; we use the
 infinite-precision limit: right shifts by >= 32 give the sign (0 or -1), left shifts by >= 32
 give 0. (HLS would instead use only the low 5 bits; compilers never emit such shifts.)
@@ -66,11 +66,11 @@ from codesign.vta.races import find_races
 COUNTERS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
             "out_store_nbytes", "gemm_counter", "alu_counter")
 
-# Token queues (reference §2.8): numbering and per-module flag tables live in `isa`.
+# Token queues (docs/vta.md §2.8): numbering and per-module flag tables live in `isa`.
 L2G, G2L, G2S, S2G = isa.TOK_L2G, isa.TOK_G2L, isa.TOK_G2S, isa.TOK_S2G
 TOKEN_NAMES = isa.TOKEN_NAMES
 # Per module: token queue read by pop_prev / pop_next and written by push_prev / push_next;
-# None marks a flag that must be 0 for that module (§2.8 table).
+# None marks a flag that must be 0 for that module (docs/vta.md §2.8 table).
 _POP = {q: tuple(None if t < 0 else t for t in (isa.POP_PREV[q], isa.POP_NEXT[q])) for q in range(3)}
 _PUSH = {q: tuple(None if t < 0 else t for t in (isa.PUSH_PREV[q], isa.PUSH_NEXT[q])) for q in range(3)}
 _PRODUCER = {t: q for q in range(3) for t in (isa.PUSH_PREV[q], isa.PUSH_NEXT[q]) if t >= 0}
@@ -118,7 +118,7 @@ def describe(insns: np.ndarray, i: int) -> str:
 # -- static checks and counters (shared by functional and timing-only modes) ------------------------
 def check_program(program: Program) -> dict[str, int]:
     """Raise SimulationError for anything wrong that does not need data: field ranges, dependency
-    flags a module must not use (§2.8), memory types, STORE rules (§3.5), micro-op ranges, a
+    flags a module must not use (docs/vta.md §2.8), memory types, STORE rules (docs/vta.md §3.5), micro-op ranges, a
     missing FINISH. Returns the profiler counters (see `count_insns`). One compiled pass over
     the matrix; the NumPy rules of `_explain_program` only run to word an error."""
     m = np.ascontiguousarray(program.insns, dtype=np.int64)
@@ -146,13 +146,13 @@ def _explain_program(program: Program) -> None:
             bad = np.flatnonzero((q == queue) & (m[:, col] != 0)) if tok is None else []
             if len(bad):
                 raise SimulationError(f"{describe(m, bad[0])}: {word} must be 0 in the "
-                                      f"{isa.QUEUE_NAMES[queue]} module (reference §2.8)")
+                                      f"{isa.QUEUE_NAMES[queue]} module (docs/vta.md §2.8)")
     for queue, (pp, pn) in _PUSH.items():
         for col, tok, word in ((_C_PUSHP, pp, "push_prev_dep"), (_C_PUSHN, pn, "push_next_dep")):
             bad = np.flatnonzero((q == queue) & (m[:, col] != 0)) if tok is None else []
             if len(bad):
                 raise SimulationError(f"{describe(m, bad[0])}: {word} must be 0 in the "
-                                      f"{isa.QUEUE_NAMES[queue]} module (reference §2.8)")
+                                      f"{isa.QUEUE_NAMES[queue]} module (docs/vta.md §2.8)")
     mem, xs = m[:, C["memory_type"]], m[:, C["x_size"]]
     bad = np.flatnonzero((op == isa.OP_LOAD) & ~np.isin(mem, [isa.MEM_UOP, isa.MEM_WGT, isa.MEM_INP,
                                                               isa.MEM_ACC, isa.MEM_ACC_8BIT]))
@@ -163,11 +163,11 @@ def _explain_program(program: Program) -> None:
     bad = np.flatnonzero(store & (mem != isa.MEM_OUT))
     if bad.size:
         raise SimulationError(f"{describe(m, bad[0])}: STORE memory_type={mem[bad[0]]}; only 4 (OUT) "
-                              "is allowed (reference §3.5)")
+                              "is allowed (docs/vta.md §3.5)")
     pads = m[:, [C["y_pad_0"], C["y_pad_1"], C["x_pad_0"], C["x_pad_1"]]].any(axis=1)
     bad = np.flatnonzero(store & pads)
     if bad.size:
-        raise SimulationError(f"{describe(m, bad[0])}: STORE pads must be 0 (reference §3.5)")
+        raise SimulationError(f"{describe(m, bad[0])}: STORE pads must be 0 (docs/vta.md §3.5)")
     loop = (op == isa.OP_GEMM) | (op == isa.OP_ALU)
     bgn, end = m[:, C["uop_bgn"]], m[:, C["uop_end"]]
     bad = np.flatnonzero(loop & (bgn > end))
@@ -192,7 +192,7 @@ def elem_bytes(hw: HwConfig) -> dict[int, int]:
 
 def counter_bytes(hw: HwConfig) -> dict[int, int]:
     """Bytes per element that VTA's profiler adds to the *_load_nbytes / out_store_nbytes
-    counters (§3.7): the DRAM bytes, except LOAD ACC_8BIT, which sim_driver counts with the SRAM's
+    counters (docs/vta.md §3.7): the DRAM bytes, except LOAD ACC_8BIT, which sim_driver counts with the SRAM's
     ACC_ELEM_BYTES (32-bit lanes) although it reads one byte per lane."""
     out = elem_bytes(hw)
     out[isa.MEM_ACC_8BIT] = hw.acc_elem_bytes
@@ -200,7 +200,7 @@ def counter_bytes(hw: HwConfig) -> dict[int, int]:
 
 
 def count_insns(insns: np.ndarray, hw: HwConfig) -> dict[str, int]:
-    """The profiler counters (§3.7) computed from the instruction matrix alone (timing-only mode):
+    """The profiler counters (docs/vta.md §3.7) computed from the instruction matrix alone (timing-only mode):
     bytes = x_size * y_size * `counter_bytes` per LOAD/STORE (padding excluded), micro-ops =
     iter_out * iter_in * (uop_end - uop_bgn) per GEMM (reset GEMMs excluded, as in
     sim_driver.cc RunGEMM) and per ALU. Compute-module instructions after the first FINISH are
@@ -229,7 +229,7 @@ def _scan_tables(hw: HwConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]
 # -- numba kernels ---------------------------------------------------------------------------------
 @njit(cache=True)
 def _copy_in(sram, dram, sb, dram_byte, ys, xs, stride_bytes, yp0, yp1, xp0, xp1):  # pragma: no cover
-    """2-D strided DRAM -> SRAM copy with zero padding (§3.2); `sram` is the byte view (depth,
+    """2-D strided DRAM -> SRAM copy with zero padding (docs/vta.md §3.2); `sram` is the byte view (depth,
     element bytes) of INP, WGT or ACC. SRAM rows are packed with pitch x_pad_0+x_size+x_pad_1."""
     eb = sram.shape[1]
     xt = xp0 + xs + xp1
@@ -257,7 +257,7 @@ def _copy_in(sram, dram, sb, dram_byte, ys, xs, stride_bytes, yp0, yp1, xp0, xp1
 
 @njit(cache=True)
 def _copy_out(acc, dram, sb, dram_byte, ys, xs, stride_bytes):  # pragma: no cover - compiled
-    """STORE (§3.5): low 8 bits of ACC rows sb.. (packed) to 2-D strided DRAM."""
+    """STORE (docs/vta.md §3.5): low 8 bits of ACC rows sb.. (packed) to 2-D strided DRAM."""
     lanes = acc.shape[1]
     row = sb
     for y in range(ys):
@@ -288,13 +288,13 @@ def _scan(m, lo, hi, ebytes, uop_depth):  # pragma: no cover - compiled
         if ok:
             mem, xs, ys = m[r, _C_MEM], m[r, _C_XS], m[r, _C_YS]
             if op == 0:
-                if mem == 1 or mem == 2:  # load module: no prev flags (§2.8)
+                if mem == 1 or mem == 2:  # load module: no prev flags (docs/vta.md §2.8)
                     ok = m[r, _C_POPP] == 0 and m[r, _C_PUSHP] == 0
                 ok = ok and mem != 4 and mem <= 5
                 if ok and not (has_finish and (mem == 0 or mem >= 3)):  # UOP/ACC: compute module
                     k = (3, 1, 0, 2, -1, 2)[mem]  # counter of each memory type
                     counts[k] += xs * ys * ebytes[mem]
-            elif op == 1:  # store module: no next flags; OUT only and no pads (§3.5)
+            elif op == 1:  # store module: no next flags; OUT only and no pads (docs/vta.md §3.5)
                 ok = m[r, _C_POPN] == 0 and m[r, _C_PUSHN] == 0
                 if xs > 0:
                     ok = ok and mem == 4 and (m[r, _C_YP0] | m[r, _C_YP1] | m[r, _C_XP0] | m[r, _C_XP1]) == 0
@@ -329,7 +329,7 @@ def _loop_max(uop, bgn, end, col, n_out, n_in, f_out, f_in):  # pragma: no cover
 @njit(cache=True)
 def _gemm(acc, inp, wgt, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, fw0, fw1, reset,
           nb, nk, no):  # pragma: no cover - compiled
-    """GEMM over every (iter_out, iter_in, uop) instance (§3.3): acc[d][i][j] += sum_k
+    """GEMM over every (iter_out, iter_in, uop) instance (docs/vta.md §3.3): acc[d][i][j] += sum_k
     inp[s][i][k] * wgt[w][j][k] (int32 wrap-around), or acc[d] = 0 with reset. Checks bounds
     before touching anything; returns (0, 0) or (1|2|3 = ACC|INP|WGT, offending index)."""
     hi = _loop_max(uop, bgn, end, 0, n_out, n_in, fd0, fd1)
@@ -363,7 +363,7 @@ def _gemm(acc, inp, wgt, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, fw0, fw
 
 @njit(cache=True)
 def _alu(acc, uop, bgn, end, n_out, n_in, fd0, fd1, fs0, fs1, alu_op, use_imm, imm):  # pragma: no cover
-    """acc[d][l] = f(acc[d][l], imm or acc[s][l]) in the reference loop order (§3.4); returns
+    """acc[d][l] = f(acc[d][l], imm or acc[s][l]) in the reference loop order (docs/vta.md §3.4); returns
     (0, 0) or (1, offending ACC index) before touching anything."""
     hi = _loop_max(uop, bgn, end, 0, n_out, n_in, fd0, fd1)
     if not use_imm:
@@ -410,7 +410,7 @@ def _dram_ok(starts, ends, lo, hi):  # pragma: no cover - compiled
 @njit(cache=True)
 def _exec_mem(m, i, op, inp_b, wgt_b, acc, acc_b, uop, dram, starts, ends, ebytes, depths,
               uop_bits, counters):  # pragma: no cover - compiled
-    """One LOAD or STORE (§3.2, §3.5). Returns (status, a, b): 0 ok; 1 SRAM out of bounds
+    """One LOAD or STORE (docs/vta.md §3.2, §3.5). Returns (status, a, b): 0 ok; 1 SRAM out of bounds
     (a = memory type, b = index); 2 DRAM out of bounds (a, b = byte range)."""
     xs, ys = m[i, _C_XS], m[i, _C_YS]
     if xs == 0:  # sync no-op: only its dependency flags matter
@@ -472,7 +472,7 @@ def _exec_mem(m, i, op, inp_b, wgt_b, acc, acc_b, uop, dram, starts, ends, ebyte
         for _ in range(yp1 * xt):
             _zero_row(uop, acc, mt, row, lanes)
             row += 1
-        # ACC_8BIT counts as VTA's profiler does: ACC element bytes, not the bytes read (§3.7)
+        # ACC_8BIT counts as VTA's profiler does: ACC element bytes, not the bytes read (docs/vta.md §3.7)
         counters[3 if mt == 0 else 2] += xs * ys * (eb if mt == 0 else ebytes[3])
     return 0, 0, 0
 
@@ -489,7 +489,7 @@ def _zero_row(uop, acc, mt, row, lanes):  # pragma: no cover - compiled
 @njit(cache=True)
 def _engine(m, order, qstart, heads, tokens, counters, inp, wgt, acc, uop, inp_b, wgt_b, acc_b,
             dram, starts, ends, ebytes, depths, uop_bits, nb, nk, no):  # pragma: no cover - compiled
-    """Run the three module queues with token semantics (§3.8) until none can progress.
+    """Run the three module queues with token semantics (docs/vta.md §3.8) until none can progress.
     `order[qstart[q]:qstart[q+1]]` are the instruction indices of queue q; `heads`, `tokens` and
     `counters` are updated in place. Returns (status, instruction, a, b, finished): status 0 =
     no module can progress (done if every head reached its end), 1 = SRAM out of bounds (a =
@@ -563,8 +563,8 @@ def _engine(m, order, qstart, heads, tokens, counters, inp, wgt, acc, uop, inp_b
 
 # -- the machine -------------------------------------------------------------------------------------
 class Machine:
-    """VTA device state: SRAMs and token queues persist across `run` calls, as on the device (§3.1,
-    §3.8)."""
+    """VTA device state: SRAMs and token queues persist across `run` calls, as on the device (docs/vta.md §3.1,
+    docs/vta.md §3.8)."""
 
     def __init__(self, hw: HwConfig) -> None:
         self.hw = hw

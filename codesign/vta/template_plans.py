@@ -1,4 +1,4 @@
-"""Tile plans of the grouped and transposed conv templates (reference §7.6), built from the
+"""Tile plans of the grouped and transposed conv templates (docs/vta.md §7.6), built from the
 conv2d plan of their `schedule_view()` conv (`layout.tile_plan`) with what differs:
 
 - `group_conv2d_packed.vta`: the plan of one group's conv (CI/groups input channels against all

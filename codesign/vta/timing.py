@@ -1,12 +1,12 @@
-"""Cycle-approximate timing model of VTA's decoupled access-execute pipeline (reference §4).
+"""Cycle-approximate timing model of VTA's decoupled access-execute pipeline (docs/vta.md §4).
 
-Three in-order module queues (load, compute, store; dispatch rule §2.9) advance concurrently and
-synchronize through the four dependency-token FIFOs (§2.8, §3.8). The model (§4.6):
+Three in-order module queues (load, compute, store; dispatch rule docs/vta.md §2.9) advance concurrently and
+synchronize through the four dependency-token FIFOs (docs/vta.md §2.8, §3.8). The model (docs/vta.md §4.6):
 
 * Every module keeps a local clock `free[m]`. The head instruction of a module may start at
   `max(free[m], time of each token it pops)`; tokens are popped before and pushed at the *end*
   of an instruction, so a FIFO holds the times at which its tokens become available.
-* The one shared memory port (§4.2: five AXI masters on one SmartConnect into one 64-bit ACP
+* The one shared memory port (docs/vta.md §4.2: five AXI masters on one SmartConnect into one 64-bit ACP
   port) is a resource that the *data beats* of a DMA occupy; request latency, per-row burst
   set-up and padding cycles keep the module busy but leave the port free for the others. The
   ready head instructions of the three modules are taken in order of their contended event
@@ -14,18 +14,18 @@ synchronize through the four dependency-token FIFOs (§2.8, §3.8). The model (�
   first served in simulated time (at whole-transfer granularity).
 * Costs per instruction (the PYNQ bitstream is the HLS design, so HLS timings are used, §4.3):
 
-  - LOAD/STORE with x_size == 0 (a sync no-op) and FINISH: `sync_cycles` (§4.4 `sSync`).
+  - LOAD/STORE with x_size == 0 (a sync no-op) and FINISH: `sync_cycles` (docs/vta.md §4.4 `sSync`).
   - LOAD/STORE: `dma_insn_latency + y_size*dma_row_overhead + pad_elems*pad_cycles_per_elem`
     off the port, then `y_size*ceil(x_size*E/port_bytes) / eff` cycles on the port (E =
     element bytes of the memory type; port_bytes = hw.bus_bytes, or `uop_port_bytes` for LOAD
     UOP: the HLS uop port is 32-bit, §4.5). Pad elements (INP/ACC only; WGT and UOP loads have
     no pad path, §4.6) are `(y_pad_0+y_pad_1)*(x_pad_0+x_size+x_pad_1) + y_size*(x_pad_0+
-    x_pad_1)`, written one per cycle (§4.3 `reset_mem`).
-  - Port efficiency `eff`: on PYNQ the data port is the coherent ACP (§4.2), so DMA traffic is
+    x_pad_1)`, written one per cycle (docs/vta.md §4.3 `reset_mem`).
+  - Port efficiency `eff`: on PYNQ the data port is the coherent ACP (docs/vta.md §4.2), so DMA traffic is
     served by the ARM's L2 cache when the operator's working set is resident there (AutoTVM
     times repeated calls on the same buffers). With F = DRAM bytes spanned by the program's
     DMAs, hit = min(1, cache_bytes / F) and `1/eff = hit/dma_bytes_per_cycle_efficiency +
-    (1 - hit)/dma_dram_efficiency`. (Calibration, issue 3 §5: with one efficiency the two
+    (1 - hit)/dma_dram_efficiency`. (Calibration against the tophub log, docs/vta.md §9: with one efficiency the two
     ResNet-18 layers with > 1 MB of weights on 1x16 were predicted 12–18% too short while the
     small 1x1 layers were predicted too long; with the L2 term every record is within ~4%.)
   - DMA latencies and efficiencies are given at `ref_clock_mhz` (the calibration clock). The
@@ -40,11 +40,11 @@ synchronize through the four dependency-token FIFOs (§2.8, §3.8). The model (�
 
 Not modelled (small next to the data traffic of real layers): instruction fetch over the port
 (16 B per instruction), back-pressure of the 512-entry command queues, AXI burst interleaving
-finer than whole transfers, the ACC read-after-write hazard (§3.9).
+finer than whole transfers, the ACC read-after-write hazard (docs/vta.md §3.9).
 
 Device cycles become operator seconds in exactly one place, `predict_seconds`: measured AutoTVM
 costs time the whole operator call on the board, including the host-side JIT runtime that
-builds every instruction on the ARM CPU before the device runs (§4.7), so the host cost is the
+builds every instruction on the ARM CPU before the device runs (docs/vta.md §4.7), so the host cost is the
 explicit term `host_call_s + host_per_insn_s * n_insns`.
 
 The kernel is a `numba.njit(cache=True)` function over the int64 instruction matrix (columns
@@ -78,7 +78,7 @@ class TimingParams:
     ends in `_s` (seconds). "fitted" = set by `codesign calibrate` from measured records; the
     defaults here are physical first guesses used only when no fitted file exists."""
 
-    # -- DMA (shared memory port, reference §4.2, §4.4, §4.5) ---------------------------------
+    # -- DMA (shared memory port, docs/vta.md §4.2, §4.4, §4.5) ---------------------------------
     #: Fraction of the bus's one beat per cycle the shared port sustains when the data is
     #: resident in the ARM L2 cache (the PYNQ data port is the coherent S_AXI_ACP, §4.2, whose
     #: reads and writes go through the Cortex-A9 SCU/L2). fitted.
@@ -93,24 +93,24 @@ class TimingParams:
     #: Cycles per LOAD/STORE instruction: module invocation + first read request latency. fitted.
     dma_insn_latency: float = 40.0
     #: Cycles per DMA row: one `memcpy` burst per row in the HLS row loop; the burst's request
-    #: latency is not overlapped with the previous row (§4.3). fitted.
+    #: latency is not overlapped with the previous row (docs/vta.md §4.3). fitted.
     dma_row_overhead: float = 10.0
     #: PL clock (MHz) at which the DMA latencies and efficiencies above are expressed: the
     #: clock of the calibration board (PYNQ 100 MHz, §4.1). At another clock they are rescaled
     #: so that memory latency (ns) and bandwidth (bytes/s) stay constant (`_param_array`). fixed.
     ref_clock_mhz: float = 100.0
-    #: Cycles per zero-padding element: written one element per cycle by `reset_mem` (§4.3,
-    #: Chisel §4.4 alike). fixed by hardware.
+    #: Cycles per zero-padding element: written one element per cycle by `reset_mem` (docs/vta.md §4.3,
+    #: Chisel docs/vta.md §4.4 alike). fixed by hardware.
     pad_cycles_per_elem: float = 1.0
-    #: Bytes per beat of the compute module's uop port: 32-bit in HLS (§4.5). fixed by hardware.
+    #: Bytes per beat of the compute module's uop port: 32-bit in HLS (docs/vta.md §4.5). fixed by hardware.
     uop_port_bytes: float = 4.0
-    # -- compute module (§4.3, §4.4) ----------------------------------------------------------
+    # -- compute module (docs/vta.md §4.3, §4.4) ----------------------------------------------------------
     #: Cycles per GEMM instruction: invocation, decode, token handshakes, write-back drain.
-    #: fixed at the Chisel estimate of about 6 (§4.4: start 1 + idle 1 + write-back pipe ~4;
+    #: fixed at the Chisel estimate of about 6 (docs/vta.md §4.4: start 1 + idle 1 + write-back pipe ~4;
     #: HLS publishes no figure and ResNet-18 records cannot separate it from the loop fill).
     gemm_insn_overhead: float = 6.0
     #: Cycles per (iter_out, iter_in) pair of a GEMM: HLS pipeline fill/drain of the II=1 uop
-    #: loop (§4.3, derived). fitted.
+    #: loop (docs/vta.md §4.3, derived). fitted.
     gemm_loop_overhead: float = 5.0
     #: Cycles per ALU micro-op: HLS `PIPELINE II=2` (single register-file read port). fixed.
     alu_cycles_per_uop: float = 2.0
@@ -120,9 +120,9 @@ class TimingParams:
     #: Cycles per (iter_out, iter_in) pair of an ALU instruction: pipeline fill of the II=2
     #: loop. fitted.
     alu_loop_overhead: float = 3.0
-    #: Cycles of a sync no-op (x_size == 0) and of FINISH (§4.4 `sSync`). fixed.
+    #: Cycles of a sync no-op (x_size == 0) and of FINISH (docs/vta.md §4.4 `sSync`). fixed.
     sync_cycles: float = 1.0
-    # -- host (§4.7) -------------------------------------------------------------------------
+    # -- host (docs/vta.md §4.7) -------------------------------------------------------------------------
     #: Seconds of host overhead per operator call (launch, cache maintenance, MMIO, polling). fitted.
     host_call_s: float = 100e-6
     #: Host CPU seconds per instruction generated at run time by the JIT runtime. fitted.
@@ -245,7 +245,7 @@ _OK, _DEADLOCK, _BAD_FLAG, _BAD_OPCODE, _BAD_MEM, _OVERFLOW = 0, 1, 2, 3, 4, 5
 #: under a time shift (what makes periodic fast-forward exact); every cost is rounded to this
 #: grid once (a DMA's port time per beat), far below a cycle, and 2^63 units are ~5e11 cycles.
 _TIME_SCALE = float(1 << 24)
-# Token FIFOs (reference §2.8).
+# Token FIFOs (docs/vta.md §2.8).
 _FIFO_NAMES = isa.TOKEN_NAMES  # token FIFOs numbered as in `isa` (TOK_L2G..TOK_S2G)
 _POP_PREV, _POP_NEXT = np.array(isa.POP_PREV, dtype=np.int64), np.array(isa.POP_NEXT, dtype=np.int64)
 _PUSH_PREV, _PUSH_NEXT = np.array(isa.PUSH_PREV, dtype=np.int64), np.array(isa.PUSH_NEXT, dtype=np.int64)
@@ -276,7 +276,7 @@ def _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, ro
 
 @njit(cache=True)
 def _dispatch(rows, c_op, c_mem, block_start):  # pragma: no cover - compiled
-    """Per block of rows, the rows of each module queue in program order (reference §2.9:
+    """Per block of rows, the rows of each module queue in program order (docs/vta.md §2.9:
     STORE -> store; LOAD INP/WGT -> load; the rest -> compute). Returns (qrows, qstart, qlen)
     with block b's queue-q rows at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]]."""
     nb = block_start.shape[0] - 1
@@ -570,14 +570,14 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
 # -- Python wrapper ---------------------------------------------------------------------------
 @lru_cache(maxsize=64)
 def _hw_arrays(hw: HwConfig, uop_port_bytes: float) -> tuple[np.ndarray, np.ndarray]:
-    """Element bytes and port bytes per beat, indexed by memory type (reference §2.2, §4.5)."""
+    """Element bytes and port bytes per beat, indexed by memory type (docs/vta.md §2.2, §4.5)."""
     elem = np.zeros(6, dtype=np.int64)
     elem[isa.MEM_UOP] = hw.uop_elem_bytes
     elem[isa.MEM_WGT] = hw.wgt_elem_bytes
     elem[isa.MEM_INP] = hw.inp_elem_bytes
     elem[isa.MEM_ACC] = hw.acc_elem_bytes
     elem[isa.MEM_OUT] = hw.out_elem_bytes
-    elem[isa.MEM_ACC_8BIT] = hw.batch * hw.block_out  # int8 DRAM data into ACC (§2.2)
+    elem[isa.MEM_ACC_8BIT] = hw.batch * hw.block_out  # int8 DRAM data into ACC (docs/vta.md §2.2)
     port = np.full(6, hw.bus_bytes, dtype=np.int64)
     port[isa.MEM_UOP] = max(1, min(int(uop_port_bytes), hw.bus_bytes))
     return elem, port
@@ -624,7 +624,7 @@ def _result(status: int, idx: int, end: int, busy: np.ndarray, port_busy: int, h
         raise SimulationError("deadlock: no module can progress; " + "; ".join(blocked))
     if status == _BAD_FLAG:
         raise SimulationError(f"{_describe_head(m, int(idx))}: dependency flag not allowed in its module's "
-                              "queue (load: no pop_prev/push_prev; store: no pop_next/push_next; §2.8)")
+                              "queue (load: no pop_prev/push_prev; store: no pop_next/push_next; docs/vta.md §2.8)")
     if status == _BAD_OPCODE:
         raise SimulationError(f"instruction {idx}: opcode={m[idx, isa.COL['opcode']]} unknown; allowed 0..4")
     if status == _BAD_MEM:
@@ -692,14 +692,14 @@ def port_efficiency(hw: HwConfig, footprint_bytes: float, params: TimingParams |
 
 
 def host_seconds(n_insns: int, params: TimingParams, in_bytes: int = 0, out_bytes: int = 0) -> float:
-    """Host-side seconds of one operator call (§4.7): per call, per instruction, per byte in/out."""
+    """Host-side seconds of one operator call (docs/vta.md §4.7): per call, per instruction, per byte in/out."""
     return (params.host_call_s + params.host_per_insn_s * float(n_insns)
             + params.host_per_in_byte_s * float(in_bytes) + params.host_per_out_byte_s * float(out_bytes))
 
 
 def predict_seconds(cycles: int | float, n_insns: int, hw: HwConfig, params: TimingParams | None = None,
                     in_bytes: int = 0, out_bytes: int = 0) -> float:
-    """Operator seconds = device cycles at the config clock + host overhead (§4.7). The ONE place
+    """Operator seconds = device cycles at the config clock + host overhead (docs/vta.md §4.7). The ONE place
     where device cycles become the seconds a user or an AutoTVM log sees. `in_bytes`/`out_bytes`
     (the operator's input and output buffers) feed the per-byte host terms of a profile."""
     params = default_params() if params is None else params

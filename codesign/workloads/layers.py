@@ -1,8 +1,8 @@
 """The two layer types VTA offloads — `Conv2D` (template `conv2d_packed.vta`) and `Dense`
-(`dense_packed.vta`) — with their VTA packing (reference §7.1), MAC counts, an exact integer
+(`dense_packed.vta`) — with their VTA packing (docs/vta.md §7.1), MAC counts, an exact integer
 reference implementation and the reason a layer must stay on the CPU.
 
-Packed layouts (reference §7.1), for BATCH=b, BLOCK_IN=bi, BLOCK_OUT=bo:
+Packed layouts (docs/vta.md §7.1), for BATCH=b, BLOCK_IN=bi, BLOCK_OUT=bo:
   conv data    NCHW -> (N/b, C/bi, H, W, b, bi)          `NCHW{b}n{bi}c`
   conv weight  OIHW -> (O/bo, I/bi, KH, KW, bo, bi)      `OIHW{bo}o{bi}i`
   conv output  NCHW <- (N/b, O/bo, OH, OW, b, bo)
@@ -21,7 +21,7 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 
-# Largest pad a LOAD can write: the y/x pad fields are 4 bits (reference §2.3, §7.4.3).
+# Largest pad a LOAD can write: the y/x pad fields are 4 bits (docs/vta.md §2.3, §7.4.3).
 MAX_PAD = 15
 
 CONV_FORM = "conv2d:N,C,H,W,O,KH,KW,stride,pad[,dilation,groups]"
@@ -50,7 +50,7 @@ def _packed_shape(shape: tuple[int, ...], outer: int, inner: int) -> tuple[int, 
 
 
 def _pack(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
-    """(A, B, *rest) -> (A/outer, B/inner, *rest, outer, inner): reference §7.1's
+    """(A, B, *rest) -> (A/outer, B/inner, *rest, outer, inner): docs/vta.md §7.1's
     `reshape(A/o, o, B/i, i, ...)` then moving the two block axes innermost."""
     a, b, *rest = arr.shape
     nd = len(rest)
@@ -60,7 +60,7 @@ def _pack(arr: np.ndarray, outer: int, inner: int) -> np.ndarray:
 
 def _requant(acc: np.ndarray, shift: int) -> np.ndarray:
     """int32 accumulator -> int8 as the tuning template's epilogue does: arithmetic `>> shift`,
-    clip to [0, 127] (ALU SHR, MIN, MAX; reference §7.3), narrowing store."""
+    clip to [0, 127] (ALU SHR, MIN, MAX; docs/vta.md §7.3), narrowing store."""
     if not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32:
         raise ConfigError(f"shift={shift!r}: must be an integer in [0, 31]")
     acc32 = acc.astype(np.int64).astype(np.int32)  # hardware accumulates in int32 (wraps)
@@ -173,12 +173,12 @@ class Conv2D(_PackedLayer):
 
     @property
     def template(self) -> str:
-        # Grouped convolutions have their own AutoTVM template (reference §7.2, §7.6).
+        # Grouped convolutions have their own AutoTVM template (docs/vta.md §7.2, §7.6).
         return "group_conv2d_packed.vta" if self.groups > 1 else "conv2d_packed.vta"
 
     def schedule_view(self) -> Conv2D:
         """The groups=1 conv whose tile geometry the template schedules: for a grouped conv one
-        group's input channels (kernel.shape[1], reference §7.2) against all output channels."""
+        group's input channels (kernel.shape[1], docs/vta.md §7.2) against all output channels."""
         if self.groups == 1:
             return self
         return Conv2D(**{**self._asdict(), "in_channels": self.in_channels // self.groups, "groups": 1})
@@ -237,7 +237,7 @@ class Conv2D(_PackedLayer):
             return f"padding={self.padding} exceeds the 4-bit LOAD pad field (max {MAX_PAD})"
         return None
 
-    # -- packing (reference §7.1) ----------------------------------------------------------------
+    # -- packing (docs/vta.md §7.1) ----------------------------------------------------------------
     def data_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.in_channels, self.height, self.width)
 
@@ -349,7 +349,7 @@ class Conv2DTranspose(_PackedLayer):
     """A 2-D transposed convolution (torch `ConvTranspose2d`): NCHW data, IOHW weights
     (in_channels, out_channels, KH, KW), square stride and padding, groups 1, dilation 1.
 
-    VTA runs it as template `conv2d_transpose_packed.vta` (reference §7.6): a stride-1 conv of the
+    VTA runs it as template `conv2d_transpose_packed.vta` (docs/vta.md §7.6): a stride-1 conv of the
     flipped kernel over the input dilated by the stride (stride-1 zeros inserted between pixels)
     and padded by KH-1-padding — `schedule_view()` is that conv. The packed data is the dilated
     input; the micro-op kernel skips the multiplications by inserted zeros (docs/vta.md)."""

@@ -2,7 +2,7 @@
 VTA layer form (`CpuOp`: e.g. attention matmuls of two activations). Networks come from PyTorch
 (`codesign.workloads.torch_import.from_torch`; the built-in zoo is `codesign.workloads.zoo`).
 
-Batch convention (team contract, "Batch"): workloads are defined for one sample (`batch=1`);
+Batch convention: workloads are defined for one sample (`batch=1`);
 `with_batch(n)` scales every layer's batch, `for_hw(hw)` picks the smallest batch every layer of
 which is a multiple of the hardware's BATCH (so a 4x8 config runs ResNet-18 at batch 4), and
 per-sample latency is latency / `Workload.batch`.

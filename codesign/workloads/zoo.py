@@ -7,7 +7,7 @@ torch is imported inside each factory: it is heavy and only the workload import 
 - resnet18/34/50: torchvision's architecture (BasicBlock / Bottleneck, stride on the 3x3 conv,
   1x1 downsample projections).
 - vgg16, alexnet: torchvision's layer shapes (AlexNet 64-192-384-256-256 channels).
-- mobilenet: MobileNet-v1 (width 1.0) as VTA users ran it ("MobileNet-G" in tophub, reference §9):
+- mobilenet: MobileNet-v1 (width 1.0) as VTA users ran it ("MobileNet-G" in tophub, docs/vta.md §9):
   each 3x3 depthwise conv replaced by a grouped conv with 16 channels per group (groups 2..64),
   so the group conv template can run it.
 - dcgan: the DCGAN generator (z = 100, ngf = 64, 64x64 RGB output): five 4x4 transposed convs.
