@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from codesign.errors import ConfigError
+from codesign.fileio import append_jsonl
 from codesign.sweep.lock import SweepLock
-from codesign.sweep.results import append_line, read_trials
+from codesign.sweep.results import read_trials
 
 REPO = Path(__file__).resolve().parent.parent
 SPACE = """\
@@ -123,10 +124,10 @@ def test_a_dead_holders_lock_is_taken_and_reported(tmp_path):
 # -- resume: nothing duplicated, nothing lost ------------------------------------------------------------
 def test_a_half_written_last_line_does_not_swallow_the_next_trial(tmp_path):
     path = tmp_path / "trials.jsonl"
-    append_line(path, {"trial_id": "a", "status": "ok"})
+    append_jsonl(path, {"trial_id": "a", "status": "ok"})
     with open(path, "a") as f:
         f.write('{"trial_id": "b", "sta')  # the driver died mid-write
-    append_line(path, {"trial_id": "c", "status": "ok"})
+    append_jsonl(path, {"trial_id": "c", "status": "ok"})
     assert [r["trial_id"] for r in read_trials(tmp_path)] == ["a", "c"]
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codesign.cli import main
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import partition
 from codesign.tune import load_records
@@ -57,3 +60,21 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("codesign tune: error:") for line in err)
     assert "no such agent checkpoint" in err[2]
+
+
+def test_hparam_overrides_the_tuner_dict_and_budget_replaces_trials(tmp_path, capsys):
+    from codesign.schedule import ScheduleSpace
+    from codesign.tune import make_tuner
+
+    space = ScheduleSpace(SMALL, "pynq_1x16")
+    assert make_tuner("ga", space, hparams={"pop_size": "4"}).batch_size == 4  # CLI strings converted
+    assert make_tuner("ppo", space, hparams={"lr": "3e-4"}).hp["lr"] == 3e-4
+    with pytest.raises(ConfigError, match="allowed: elite, max_tries, mutation, pop_size, tournament"):
+        make_tuner("ga", space, hparams={"popsize": 4})
+    assert main(["tune", "--layer", SMALL, "--tuner", "ga", "--hparam", "mutation=x", "--budget", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hparam mutation='x': must be a float" in err
+    # --trials is the hidden old name of --budget: both give the same run
+    runs = [main(["tune", "--layer", SMALL, "--tuner", "random", flag, "3", "--json"]) for flag in ("--budget", "--trials")]
+    outs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert runs == [0, 0] and [o["measurements"] for o in outs] == [3, 3]

@@ -20,8 +20,10 @@ from codesign.sweep.options import (
     DEFAULT_EXHAUSTIVE_S,
     DEFAULT_TRIALS,
     DEFAULT_TUNER,
+    SEARCHES,
     SweepOptions,
 )
+from codesign.tune.registry import TUNERS
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
 DEFAULT_OUT = Path("runs/sweep")
@@ -77,11 +79,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"schedule measurements per layer and config (default: {DEFAULT_BUDGET})")
     p.add_argument("--tuner", default=None,
                    help=f"inner schedule tuner (default: {DEFAULT_TUNER}: every valid schedule when that fits "
-                        "--exhaustive-budget, else xgb with --budget measurements)")
+                        f"--exhaustive-budget, else xgb with --budget measurements; one of {', '.join(TUNERS)})")
     p.add_argument("--exhaustive-budget", type=float, default=None, metavar="SECONDS",
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
-    p.add_argument("--search", default=None, choices=("nsga2", "motpe", "random", "grid", "exhaustive"),
+    p.add_argument("--search", default=None, choices=SEARCHES,
                    help="outer search algorithm (default: motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
     p.add_argument("--seed", type=int, default=None, help="seed of the outer search and inner tuners (default: 0)")
     p.add_argument("--address", default=None, metavar="RAY_ADDRESS",

@@ -24,12 +24,12 @@ from codesign.tune.task import make_task
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
-LEARNED_TRIALS = 100  # --trials default of the sampling tuners
+LEARNED_TRIALS = 100  # --budget default of the sampling tuners
 
 DESCRIPTION = """\
 Find the fastest valid schedule (AutoTVM knobs of conv2d_packed.vta / dense_packed.vta) of a
 layer, or of every offloaded layer of a workload, on one VTA hardware config, within a budget of
---trials measurements on the timing simulator. Invalid schedules are ruled out analytically and
+--budget measurements on the timing simulator. Invalid schedules are ruled out analytically and
 never measured; no schedule is measured twice. Every measurement can be appended to a JSONL
 records file (--records), which can warm-start later runs (--warm-start, also AutoTVM logs) and
 be exported with `codesign export autotvm`.
@@ -37,7 +37,7 @@ be exported with `codesign export autotvm`.
 tuners:  auto    (default) every valid schedule when valid schedules x the measured cost of one
                  measurement fit --exhaustive-budget seconds (the simulator: always for
                  ResNet-18), else the pretrained agent shipped in sim/agents/ (a
-                 measurement on a board costs seconds), or xgb, within --trials measurements
+                 measurement on a board costs seconds), or xgb, within --budget measurements
          exhaustive  every valid schedule (the exact optimum; --parallel spreads it over cores)
          xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
          bandit  neural contextual bandit (a whole knob vector per action)
@@ -53,11 +53,11 @@ EPILOG = """\
 examples:
   codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1                  # auto: exact on the simulator
   codesign tune --workload resnet18 --tuner exhaustive --parallel 2
-  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --tuner xgb --trials 50
-  codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --trials 100 --plot curve.png
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --tuner xgb --budget 50
+  codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --budget 100 --plot curve.png
   codesign tune --workload resnet18 --hw pynq_4x8 --tuner bandit --records runs/r18_4x8.jsonl
   codesign tune --workload resnet18 --tuner bandit --save-agent agents/bandit.pt --json
-  codesign tune --layer dense:1,256,128 --tuner bandit --agent agents/bandit.pt --trials 20
+  codesign tune --layer dense:1,256,128 --tuner bandit --agent agents/bandit.pt --budget 20
   codesign tune --layer conv2d:1,128,28,28,128,3,3,1,1 --warm-start sim/calibration/pynq_resnet18.log
   # on PYNQ boards (docs/board.md): one board, or every free board of a key on a tracker
   codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --board 192.168.2.99:9091 --bitstream vta.bit
@@ -79,9 +79,13 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
                    help=f"--tuner auto: seconds of measuring per layer up to which the search is exhaustive "
                         f"(default {DEFAULT_EXHAUSTIVE_S:g})")
-    p.add_argument("--trials", type=int, default=None, metavar="N",
+    p.add_argument("--budget", type=int, default=None, metavar="N",
                    help=f"measurements per layer (default {LEARNED_TRIALS}; auto and exhaustive: every valid "
-                        "schedule when the search is exhaustive)")
+                        "schedule when the search is exhaustive). In a sweep, trials are hardware configs")
+    p.add_argument("--trials", dest="budget", type=int, help=argparse.SUPPRESS)  # the old name of --budget
+    p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one hyper-parameter of the tuner (repeatable); the HPARAMS dict at the top "
+                        "of codesign/tune/<tuner>.py lists them, e.g. --hparam lr=3e-4 for ppo")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--agent", metavar="PATH", help="pretrained agent checkpoint (bandit/ppo/dqn)")
     p.add_argument("--save-agent", metavar="PATH", help="save the RL agent after tuning (bandit/ppo/dqn)")
@@ -156,13 +160,25 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
     return vta, wl.batch, notes
 
 
+def _hparams(items: list[str]) -> dict[str, str]:
+    """`--hparam key=value` flags as a dict (values are converted by the tuner, `resolve_hparams`)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--hparam {item!r}: expected KEY=VALUE, e.g. --hparam lr=3e-4")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.exhaustive_budget >= 0:
         raise ConfigError(f"--exhaustive-budget {args.exhaustive_budget:g}: must be a number of seconds >= 0")
-    if args.trials is not None and args.trials < 1:
-        raise ConfigError(f"--trials {args.trials}: must be >= 1")
-    trials = args.trials if args.trials is not None else LEARNED_TRIALS
-    budget = None if args.trials is None and args.tuner in ("auto", "exhaustive") else trials
+    if args.budget is not None and args.budget < 1:
+        raise ConfigError(f"--budget {args.budget}: must be >= 1")
+    trials = args.budget if args.budget is not None else LEARNED_TRIALS
+    budget = None if args.budget is None and args.tuner in ("auto", "exhaustive") else trials
+    hparams = _hparams(args.hparam)
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
@@ -186,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         for k, (layer, _count) in enumerate(layers):
             extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} if args.tuner == "auto" else {}
+            if hparams:
+                extra["hparams"] = hparams
             task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, **extra)
             res = tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=args.seed + k,
                              records=args.records, warm_start=warm, progress=progress, runner=runner,

@@ -143,11 +143,12 @@ def target(seconds: float | None, norm: float) -> float:
 
 class BanditTuner(Tuner):
     name = ALGO
+    HPARAMS = HPARAMS
     batch_size = 4
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
                  hparams: dict | None = None) -> None:
-        super().__init__(space, seed, view)
+        super().__init__(space, seed, view, hparams)
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
         self.hparams = hparams
         self.env: ScheduleEnv | None = None

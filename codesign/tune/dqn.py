@@ -114,7 +114,7 @@ class DQNTuner(MultiStepTuner):
     name = ALGO
 
     agent_cls = DQNAgent
-    hparams_defaults = HPARAMS
+    HPARAMS = HPARAMS
     learn_every_key = "learn_every"
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:

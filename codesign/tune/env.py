@@ -166,12 +166,11 @@ class MultiStepTuner(Tuner):
     max_steps_per_propose = 200
     learn_every = 64  # transitions between learning calls
     agent_cls: Any = None  # the algorithm's agent class (save/load, obs_dim, hp)
-    hparams_defaults: dict[str, Any] = {}
     learn_every_key = "learn_every"  # which hyper-parameter sets `learn_every`
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None, agent: Any = None,
                  hparams: dict | None = None) -> None:
-        super().__init__(space, seed, view)
+        super().__init__(space, seed, view, hparams)
         self.env: ScheduleEnv | None = None
         self.pos: np.ndarray | None = None
         self.t = 0
@@ -179,7 +178,7 @@ class MultiStepTuner(Tuner):
         # `agent` is a trained agent or a checkpoint path (warm start), else one is built per task.
         self.agent = self.agent_cls.load(agent) if isinstance(agent, (str, Path)) else agent
         self.hparams = hparams
-        hp = self.agent.hp if self.agent else dict(self.hparams_defaults, **(hparams or {}))
+        hp = self.agent.hp if self.agent else self.hp
         self.learn_every = int(hp[self.learn_every_key])
 
     def set_task(self, layer: Layer, hw: HwConfig) -> None:

@@ -1,35 +1,44 @@
 """Genetic algorithm over knob positions (AutoTVM's GATuner, made validity-aware).
 
-Each generation keeps the `ELITE` best measured configs, picks parents by tournament on measured
-latency, mixes them with uniform crossover and mutates each knob with probability `MUTATION`
+Each generation keeps the `elite` best measured configs, picks parents by tournament on measured
+latency, mixes them with uniform crossover and mutates each knob with probability `mutation`
 (a ±1 step in the candidate list, or a random candidate). Children that are invalid or already
 measured are re-drawn; the space's validity rules make that cheap.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import index_of, positions_of
 
-POP_SIZE = 16
-ELITE = 3
-TOURNAMENT = 3
-MUTATION = 0.25
-MAX_TRIES = 200
+HPARAMS = {
+    "pop_size": 16,  # configs per generation (the loop's batch)
+    "elite": 3,  # fastest measured configs always in the parent pool
+    "tournament": 3,  # contestants per parent pick
+    "mutation": 0.25,  # probability each knob moves
+    "max_tries": 200,  # children tried per wanted proposal before giving up
+}
 
 
 class GATuner(Tuner):
     name = "ga"
-    batch_size = POP_SIZE
+    HPARAMS = HPARAMS
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
+        super().__init__(space, seed, **kw)
+        self.batch_size = int(self.hp["pop_size"])
 
     def _fitness_pool(self) -> tuple[np.ndarray, np.ndarray]:
         ok = [r for r in self.results.values() if r.ok]
         ok.sort(key=lambda r: r.seconds)
-        idx = np.array([int(r.config.index) for r in ok[: 4 * POP_SIZE]], dtype=np.int64)
-        sec = np.array([r.seconds for r in ok[: 4 * POP_SIZE]], dtype=float)
+        idx = np.array([int(r.config.index) for r in ok[: 4 * self.hp["pop_size"]]], dtype=np.int64)
+        sec = np.array([r.seconds for r in ok[: 4 * self.hp["pop_size"]]], dtype=float)
         return idx, sec
 
     def propose(self, n: int) -> list[Config]:
@@ -41,14 +50,14 @@ class GATuner(Tuner):
         chosen: list[int] = []
         taken = set(self.results)
         tries = 0
-        while len(chosen) < n and tries < MAX_TRIES * n:
+        while len(chosen) < n and tries < self.hp["max_tries"] * n:
             tries += 1
             a = self._tournament(sec)
             b = self._tournament(sec)
             mask = self.rng.random(dims.size) < 0.5
             child = np.where(mask, pos[a], pos[b])
             for k in range(dims.size):
-                if dims[k] > 1 and self.rng.random() < MUTATION:
+                if dims[k] > 1 and self.rng.random() < self.hp["mutation"]:
                     if self.rng.random() < 0.5:
                         child[k] = np.clip(child[k] + self.rng.choice((-1, 1)), 0, dims[k] - 1)
                     else:
@@ -63,8 +72,8 @@ class GATuner(Tuner):
         return [self.view.config(i) for i in chosen]
 
     def _tournament(self, sec: np.ndarray) -> int:
-        # Elites (the ELITE fastest) are always in the parent pool; others compete in tournaments.
-        if self.rng.random() < ELITE / POP_SIZE:
-            return int(self.rng.integers(min(ELITE, sec.size)))
-        cand = self.rng.integers(sec.size, size=min(TOURNAMENT, sec.size))
+        # Elites (the `elite` fastest) are always in the parent pool; others compete in tournaments.
+        if self.rng.random() < self.hp["elite"] / self.hp["pop_size"]:
+            return int(self.rng.integers(min(self.hp["elite"], sec.size)))
+        cand = self.rng.integers(sec.size, size=min(self.hp["tournament"], sec.size))
         return int(cand[np.argmin(sec[cand])])

@@ -84,7 +84,7 @@ class PPOTuner(MultiStepTuner):
     name = ALGO
 
     agent_cls = PPOAgent
-    hparams_defaults = HPARAMS
+    HPARAMS = HPARAMS
     learn_every_key = "rollout"
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:

@@ -5,10 +5,11 @@ this module and `codesign.tune.view`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import ScheduleSpace
@@ -20,6 +21,28 @@ from codesign.workloads.layers import Layer
 DEFAULT_BUDGET = 50  # measurements per layer when neither the caller nor the tuner says
 
 
+def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """`defaults` updated with `overrides`, each converted to its default's type (so the strings of
+    `--hparam key=value` work); ConfigError naming the allowed keys for an unknown one."""
+    out = dict(defaults)
+    for key, value in (overrides or {}).items():
+        if key not in defaults:
+            allowed = ", ".join(sorted(defaults)) or "none"
+            raise ConfigError(f"--hparam {key}: tuner {tuner} has no such hyper-parameter; allowed: {allowed}")
+        kind = type(defaults[key])
+        try:
+            if kind is bool and isinstance(value, str):
+                out[key] = value.strip().lower() in ("1", "true", "yes", "on")
+            elif kind in (int, float, str, bool):
+                out[key] = kind(value)
+            else:
+                out[key] = value
+        except (TypeError, ValueError):
+            raise ConfigError(f"--hparam {key}={value!r}: must be a {kind.__name__} "
+                              f"(default {defaults[key]!r})") from None
+    return out
+
+
 class Tuner:
     """Base tuner. Subclasses implement `propose`; `observe` keeps `self.results` (index ->
     MeasureResult, including unmeasured invalid ones) which most tuners consult."""
@@ -27,8 +50,13 @@ class Tuner:
     name = "base"
     batch_size = 8  # configs the loop asks for per round
     agent: Any = None  # the learned model an RL tuner carries from task to task (None otherwise)
+    #: The tuner's hyper-parameters and their defaults: the `HPARAMS` dict at the top of its file.
+    #: `hparams` (`codesign tune --hparam key=value`) overrides them; `self.hp` is the result.
+    HPARAMS: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None) -> None:
+    def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None,
+                 hparams: dict[str, Any] | None = None) -> None:
+        self.hp = resolve_hparams(self.name, self.HPARAMS, hparams)
         self.space = space
         self.view = view or SpaceView(space)
         self.seed = int(seed)
@@ -85,4 +113,4 @@ class Tuner:
         return min(ok, key=lambda r: r.seconds) if ok else None
 
 
-__all__ = ["DEFAULT_BUDGET", "Tuner"]
+__all__ = ["DEFAULT_BUDGET", "Tuner", "resolve_hparams"]

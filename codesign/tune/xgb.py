@@ -4,7 +4,7 @@ As AutoTVM's `XGBTuner` (`autotvm/tuner/xgboost_cost_model.py`, `sa_model_optimi
 after every batch, fit gradient-boosted trees with the pairwise rank objective on the measured
 history (label = best / latency, 0 for failures); then run parallel simulated-annealing chains over
 knob positions (a move sets one knob to another candidate) scored by the model, keep the best
-unmeasured points, and propose the top of them, replacing a fraction `EPSILON` by random configs.
+unmeasured points, and propose the top of them, replacing a fraction `epsilon` by random configs.
 Features: the schedule space's fixed-size config features plus normalized knob positions.
 
 Transfer (AutoTVM's `XGBTuner` with a `base_model`, `load_history`): `transfer(records)` trains
@@ -32,31 +32,38 @@ from codesign.tune.view import SpaceView, index_of, positions_of, squash
 from codesign.workloads.layers import Layer, parse_layer
 
 # Hyper-parameters (AutoTVM defaults where they exist; budgets here are 10x smaller).
-BATCH_SIZE = 8  # AutoTVM plan_size is 64 for 1000-trial budgets
-EPSILON = 0.05  # fraction of random proposals
-MIN_TRAIN = 8  # successful measurements before the model is used
-XGB_PARAMS = {"objective": "rank:pairwise", "max_depth": 3, "gamma": 1e-4, "min_child_weight": 1,
-              "subsample": 1.0, "eta": 0.3, "lambda": 1.0, "alpha": 0.0, "nthread": 1,
-              "verbosity": 0}
-NUM_ROUNDS = 100
-SA_CHAINS = 64
-SA_ITERS = 120
+HPARAMS = {
+    "batch_size": 8,  # AutoTVM plan_size is 64 for 1000-trial budgets
+    "epsilon": 0.05,  # fraction of random proposals
+    "min_train": 8,  # successful measurements before the model is used
+    "num_rounds": 100,  # boosting rounds
+    "max_depth": 3,
+    "eta": 0.3,
+    "sa_chains": 64,  # simulated-annealing chains
+    "sa_iters": 120,
+    "sa_keep": 64,  # best unmeasured points kept from the chains
+}
+XGB_PARAMS = {"objective": "rank:pairwise", "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0,
+              "lambda": 1.0, "alpha": 0.0, "nthread": 1, "verbosity": 0}
 SA_TEMP = (1.0, 0.0)  # linear schedule, AutoTVM's default
-SA_KEEP = 64  # best unmeasured points kept from the chains
 TRANSFER_MAX_TASKS = 64  # (layer, config) groups of records the base model learns from
 
 
 class XGBTuner(Tuner):
     name = "xgb"
-    batch_size = BATCH_SIZE
+    HPARAMS = HPARAMS
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
+        self.batch_size = int(self.hp["batch_size"])
         self._scores: np.ndarray | None = None  # model score per valid config (row-aligned)
         self._dirty = True
         self._task: tuple[Layer, HwConfig] | None = None
         self._base: Any = None  # xgboost Booster trained on other tasks' records (transfer)
         self._base_scores: np.ndarray | None = None
+
+    def _xgb_params(self) -> dict[str, Any]:
+        return dict(XGB_PARAMS, max_depth=self.hp["max_depth"], eta=self.hp["eta"], seed=self.seed)
 
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self._task = (layer, hw)
@@ -95,7 +102,7 @@ class XGBTuner(Tuner):
             return
         dtrain = xgb.DMatrix(np.vstack(xs), label=np.asarray(labels, dtype=np.float32))
         dtrain.set_group(np.unique(np.asarray(qid), return_counts=True)[1])
-        self._base = xgb.train(dict(XGB_PARAMS, seed=self.seed), dtrain, num_boost_round=NUM_ROUNDS)
+        self._base = xgb.train(self._xgb_params(), dtrain, num_boost_round=self.hp["num_rounds"])
         self._base_scores = None
         self._dirty = True
 
@@ -125,7 +132,7 @@ class XGBTuner(Tuner):
         measured = [r for r in self.results.values() if r.measured or r.ok]
         ok = [r for r in measured if r.ok]
         margin = self._base_margin()
-        if len(ok) < MIN_TRAIN:
+        if len(ok) < self.hp["min_train"]:
             if margin is None:
                 return False
             self._scores = margin  # too few own measurements: rank by the transferred model
@@ -143,8 +150,7 @@ class XGBTuner(Tuner):
         sel = np.asarray(rows)
         dtrain = xgb.DMatrix(x[sel], label=np.asarray(labels, dtype=np.float32),
                              base_margin=None if margin is None else margin[sel])
-        params = dict(XGB_PARAMS, seed=self.seed)
-        booster = xgb.train(params, dtrain, num_boost_round=NUM_ROUNDS)
+        booster = xgb.train(self._xgb_params(), dtrain, num_boost_round=self.hp["num_rounds"])
         self._scores = booster.predict(xgb.DMatrix(x, base_margin=margin)).astype(np.float64)
         return True
 
@@ -162,7 +168,7 @@ class XGBTuner(Tuner):
         for idx in plan:
             if len(chosen) >= n:
                 break
-            if self.rng.random() < EPSILON:
+            if self.rng.random() < self.hp["epsilon"]:
                 extra = self.random_unmeasured(1, exclude=chosen + plan)
                 chosen += extra
             else:
@@ -185,8 +191,8 @@ class XGBTuner(Tuner):
         # Chains start from the best measured configs and random valid ones (AutoTVM: from the
         # previous chain ends / random points).
         ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
-        starts = [int(r.config.index) for r in ok[: SA_CHAINS // 2]]
-        starts += [int(i) for i in self.rng.choice(view.valid, size=SA_CHAINS - len(starts))]
+        starts = [int(r.config.index) for r in ok[: self.hp["sa_chains"] // 2]]
+        starts += [int(i) for i in self.rng.choice(view.valid, size=self.hp["sa_chains"] - len(starts))]
         pos = positions_of(np.asarray(starts), view.dims)
         cur = score(np.asarray(starts))
         best: dict[int, float] = {}
@@ -194,8 +200,9 @@ class XGBTuner(Tuner):
             if i not in self.results:
                 best[i] = float(s)
         movable = np.flatnonzero(dims > 1)
-        for it in range(SA_ITERS):
-            t = SA_TEMP[0] + (SA_TEMP[1] - SA_TEMP[0]) * it / max(SA_ITERS - 1, 1)
+        sa_iters = self.hp["sa_iters"]
+        for it in range(sa_iters):
+            t = SA_TEMP[0] + (SA_TEMP[1] - SA_TEMP[0]) * it / max(sa_iters - 1, 1)
             new = pos.copy()
             knob = self.rng.choice(movable, size=len(new))
             new[np.arange(len(new)), knob] = self.rng.integers(dims[knob])
@@ -207,6 +214,6 @@ class XGBTuner(Tuner):
             for i, v in zip(idx[accept].tolist(), s[accept].tolist()):
                 if i not in self.results:
                     best[i] = v
-            if len(best) > 4 * SA_KEEP:
-                best = dict(sorted(best.items(), key=lambda kv: -kv[1])[:SA_KEEP])
-        return [i for i, _ in sorted(best.items(), key=lambda kv: -kv[1])[:SA_KEEP]]
+            if len(best) > 4 * self.hp["sa_keep"]:
+                best = dict(sorted(best.items(), key=lambda kv: -kv[1])[:self.hp["sa_keep"]])
+        return [i for i, _ in sorted(best.items(), key=lambda kv: -kv[1])[:self.hp["sa_keep"]]]
