@@ -16,6 +16,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.paths import SHIPPED_AGENT
 from codesign.schedule.knobs import Config
+from codesign.schedule.space import ScheduleSpace
 from codesign.tune.exhaustive import ExhaustiveTuner
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
@@ -34,7 +35,7 @@ AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped 
 class AutoTuner(Tuner):
     name = "auto"
 
-    def __init__(self, space: Any, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
+    def __init__(self, space: ScheduleSpace, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
                  learned: str | None = None, learned_budget: int = DEFAULT_BUDGET, agent: Any = None,
                  **kw: Any) -> None:
         super().__init__(space, seed, kw.pop("view", None))

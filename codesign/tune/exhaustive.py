@@ -29,19 +29,19 @@ class ExhaustiveTuner(Tuner):
 
     name = "exhaustive"
 
-    def __init__(self, space: Any, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
         self.batch_size = max(1, len(self.view.valid))
 
     def plan_budget(self, budget: int | None, runner: Runner) -> int:
         return len(self.view.valid) if budget is None else int(budget)  # by default: the whole space
 
-    def propose(self, n: int) -> list[Any]:
+    def propose(self, n: int) -> list[Config]:
         return [self.view.config(int(i)) for i in self.unmeasured_valid()[:n]]
 
 
 @lru_cache(maxsize=256)
-def _table(layer: Any, hw: HwConfig, params: Any, n_parallel: int) -> tuple[tuple[int, float, int], ...]:
+def _table(layer: Layer, hw: HwConfig, params: TimingParams | None, n_parallel: int) -> tuple[tuple[int, float, int], ...]:
     space = get_space(layer, hw)
     valid = np.sort(np.asarray(space.valid_indices(), dtype=np.int64)).tolist()
     with SimulatorRunner(hw, n_parallel=n_parallel, params=params) as runner:
@@ -49,7 +49,7 @@ def _table(layer: Any, hw: HwConfig, params: Any, n_parallel: int) -> tuple[tupl
     return tuple((int(r.config.index), float(r.seconds), int(r.cycles or 0)) for r in results if r.ok)
 
 
-def exhaustive_table(layer: Any, hw: Any, *, params: Any = None, progress: bool = False,
+def exhaustive_table(layer: Layer, hw: HwConfig | str, *, params: TimingParams | None = None, progress: bool = False,
                      space: ScheduleSpace | None = None, n_parallel: int = 1) -> dict[int, tuple[float, int]]:
     """{config index: (seconds, cycles)} for every valid config that measures without error
     (a config the compiler rejects is not a candidate). `progress` is accepted for the callers
