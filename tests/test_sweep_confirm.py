@@ -1,4 +1,4 @@
-"""Multi-fidelity sweep (issue 11 §3): a simulated sweep, then `codesign sweep --resume DIR
+"""Multi-fidelity sweep: a simulated sweep, then `codesign sweep --resume DIR
 --confirm-tracker ...` re-measures the front designs that have a catalog bitstream on two emulated
 PYNQ boards behind a real tvm RPC tracker (127.0.0.1). The emulated board's device time is the
 timing model's, so measured latency must equal the simulated one; the design without a bitstream
