@@ -34,7 +34,7 @@ from typing import Any
 
 from codesign.bitstream import catalog, fetch
 from codesign.errors import ConfigError
-from codesign.fileio import atomic_write_json
+from codesign.fileio import append_jsonl, atomic_write_json
 from codesign.hw.config import HwConfig
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront
@@ -43,7 +43,6 @@ from codesign.plotting import pyplot, save_figure
 from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.sweep.options import SweepOptions
-from codesign.sweep.results import append_line
 from codesign.sweep.trial import RECORDS_FILE
 from codesign.tune import RecordWriter, load_records
 from codesign.tune.measure import MeasureInput
@@ -192,7 +191,7 @@ def run_confirm(out_dir: str | Path, *, board: str | None = None, tracker: str |
         finally:
             runner.close()
         res["sha256"] = entry.sha256
-        append_line(out / CONFIRM_FILE, res)
+        append_jsonl(out / CONFIRM_FILE, res)
         say(f"{point['config']}: simulated {res['simulated_latency_ms']:.3f} ms, measured "
             f"{res['measured_latency_ms']:.3f} ms on {', '.join(res['sources'])}")
         confirmed.append(res)
