@@ -95,6 +95,27 @@ def _classes(hc, wc, P, nco_t, nw, steady, m, ring_start):  # pragma: no cover -
 
 
 @njit(cache=True)
+def _kernel_use(out, r, opcode, load, bgn, size, dram, cols, ops):  # pragma: no cover - compiled
+    """A compute instruction (`opcode`) using the micro-op kernel of `size` uops at uop SRAM
+    `bgn`, preceded by the kernel's LOAD UOP from DRAM `dram` when the ring loads it there
+    (`load`); the rows go to `out` from row `r`. Returns the row of the compute instruction
+    (its caller fills the remaining fields and advances past it). Numba inlines it into `_emit`."""
+    if load:
+        out[r, cols[0]] = ops[0]  # LOAD
+        out[r, cols[1]] = ops[5]  # MEM_UOP
+        out[r, cols[2]] = bgn
+        out[r, cols[3]] = dram
+        out[r, cols[4]] = 1
+        out[r, cols[5]] = size
+        out[r, cols[6]] = size
+        r += 1
+    out[r, cols[0]] = opcode
+    out[r, cols[16]] = bgn  # uop_bgn
+    out[r, cols[17]] = bgn + size  # uop_end
+    return r
+
+
+@njit(cache=True)
 def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off, cols, ops, out):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. Mirrors `compiler.assemble` (see its docstring)."""
@@ -108,7 +129,7 @@ def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off,
     inp_base, wgt_base, out_base, uop_base = sc[39], sc[40], sc[41], sc[42]
     c_op, c_mem, c_sram, c_dram, c_y, c_x, c_st = cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[7], cols[8], cols[9], cols[10]
-    c_pp, c_pn, c_hp, c_hn, c_rst, c_ub, c_ue = cols[11], cols[12], cols[13], cols[14], cols[15], cols[16], cols[17]
+    c_pp, c_pn, c_hp, c_hn, c_rst = cols[11], cols[12], cols[13], cols[14], cols[15]
     c_aop, c_imm_on, c_imm = cols[18], cols[19], cols[20]
     OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = ops[0], ops[1], ops[2], ops[3], ops[4]
     MEM_UOP, MEM_WGT, MEM_INP, MEM_OUT = ops[5], ops[6], ops[7], ops[8]
@@ -171,19 +192,8 @@ def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off,
                     if phase == 0 and k > 0:
                         continue
                     for b in range(G):
-                        kid = uses[use]
-                        if load[u, use]:
-                            out[r, c_op] = OP_LOAD
-                            out[r, c_mem] = MEM_UOP
-                            out[r, c_sram] = bgn[u, use]
-                            out[r, c_dram] = dram_off[kid] + uop_base
-                            out[r, c_y] = 1
-                            out[r, c_x] = sizes[kid]
-                            out[r, c_st] = sizes[kid]
-                            r += 1
-                        out[r, c_op] = OP_GEMM
-                        out[r, c_ub] = bgn[u, use]
-                        out[r, c_ue] = bgn[u, use] + sizes[kid]
+                        r = _kernel_use(out, r, OP_GEMM, load[u, use], bgn[u, use], sizes[uses[use]],
+                                        dram_off[uses[use]] + uop_base, cols, ops)
                         lp = rloop if phase == 0 else gloop
                         for f in range(8):
                             out[r, cols[21 + f]] = lp[f]
@@ -197,19 +207,8 @@ def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off,
                         use += 1
         for _t in range(T):
             for o in range(3):
-                kid = uses[use]
-                if load[u, use]:
-                    out[r, c_op] = OP_LOAD
-                    out[r, c_mem] = MEM_UOP
-                    out[r, c_sram] = bgn[u, use]
-                    out[r, c_dram] = dram_off[kid] + uop_base
-                    out[r, c_y] = 1
-                    out[r, c_x] = sizes[kid]
-                    out[r, c_st] = sizes[kid]
-                    r += 1
-                out[r, c_op] = OP_ALU
-                out[r, c_ub] = bgn[u, use]
-                out[r, c_ue] = bgn[u, use] + sizes[kid]
+                r = _kernel_use(out, r, OP_ALU, load[u, use], bgn[u, use], sizes[uses[use]],
+                                dram_off[uses[use]] + uop_base, cols, ops)
                 out[r, cols[21]] = 1
                 out[r, cols[22]] = acc_pt
                 out[r, cols[24]] = 1
