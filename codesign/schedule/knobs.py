@@ -20,6 +20,9 @@ from codesign.workloads.layers import Conv2D, Layer
 CONV_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
 NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3)
+#: A knob's value in an AutoTVM entity: a split `[outer, inner]` (a list; a tuple from code) or
+#: a thread count.
+KnobValue = list[int] | tuple[int, ...] | int
 
 
 def plain_knobs(knobs: dict[str, Any]) -> dict[str, Any]:

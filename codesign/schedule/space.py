@@ -17,7 +17,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.knobs import Config, Knob, make_knobs
-from codesign.schedule.tiling import TileArrays, geometry, knob_arrays
+from codesign.schedule.tiling import TileArrays, geometry
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.workloads.layers import Layer, parse_layer
 
@@ -123,6 +123,9 @@ class ScheduleSpace:
 
     # -- geometry and validity -----------------------------------------------------------------
     def tile_arrays(self, indices: np.ndarray) -> TileArrays:
+        """Tile geometry of the configs `indices`, with the template's adjustments
+        (`templates.adapt`): the one place a space's geometry is built (validity, features and
+        the compiler read it)."""
         pos = self.positions_of(indices)
         values = {k.name: self._values[j][pos[:, j]] for j, k in enumerate(self.knobs)}
         return templates.adapt(self.layer, TileArrays(self._geo, self.hw, values))
@@ -137,7 +140,7 @@ class ScheduleSpace:
         cfg = self.as_config(config)
         if self._valid_row(cfg.index) is not None:
             return None
-        t = templates.adapt(self.layer, TileArrays(self._geo, self.hw, knob_arrays(cfg.knobs, self._geo.kind)))
+        t = self.tile_arrays(np.array([cfg.index], dtype=np.int64))
         return first_failure(t) or templates.first_failure(self.layer, t)
 
     def is_valid(self, config: Config | dict | list | int) -> bool:

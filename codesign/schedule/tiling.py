@@ -335,9 +335,3 @@ class TileArrays:
             self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
                                                       (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
         return self._patterns["wgt"]
-
-
-def tile_arrays(layer: Layer, hw: HwConfig, knob_values: dict[str, np.ndarray]) -> TileArrays:
-    """Vectorized tile geometry for arrays of inner split factors / thread counts."""
-    geo = geometry(layer, hw)
-    return TileArrays(geo, hw, {k: np.asarray(v, dtype=np.int64) for k, v in knob_values.items()})

@@ -16,17 +16,19 @@ virtual-thread mapping, and per tile position the DRAM offsets and the INP pads 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.schedule import get_space
-from codesign.schedule.tiling import Kernel, TileArrays, geometry, knob_arrays, tile_arrays
+from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.space import ScheduleSpace, get_space
+from codesign.schedule.tiling import Geometry, Kernel, TileArrays, geometry
 from codesign.schedule.validity import first_failure
+from codesign.workloads.layers import Layer
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,13 @@ class Dma2D:
     to the region start."""
 
     dram: np.ndarray
-    y_size: Any
-    x_size: Any
+    y_size: int | np.ndarray
+    x_size: int | np.ndarray
     x_stride: int
-    y_pad_0: Any = 0
-    y_pad_1: Any = 0
-    x_pad_0: Any = 0
-    x_pad_1: Any = 0
+    y_pad_0: int | np.ndarray = 0
+    y_pad_1: int | np.ndarray = 0
+    x_pad_0: int | np.ndarray = 0
+    x_pad_1: int | np.ndarray = 0
 
 
 @dataclass(frozen=True)
@@ -66,16 +68,17 @@ class TilePlan:
     inp_elems: int  # DRAM sizes in elements of the packed tensors
     wgt_elems: int
     out_elems: int
-    info: dict[str, Any]
+    info: dict[str, int]  # tile sizes, thread counts, hin_t/win_t (also the program's metadata)
+    geo: Geometry  # of the layer
     grid: tuple[int, int, int, int] = (1, 1, 1, 1)  # pair loops (bo, h0', co0', w0), outer to inner
-    geo: Any = None  # `codesign.schedule.tiling.Geometry` of the layer
     dma_shape: dict[str, int] = field(default_factory=dict)  # the config's geometry row
     pair_ids: np.ndarray | None = None  # pairs the DMA arrays cover, in program order
 
 
 # -- knobs -------------------------------------------------------------------------------------
-def knob_dict(config: Any) -> dict[str, Any]:
-    """AutoTVM entity as a dict from a `Config` (its `.knobs`) or a plain dict."""
+def knob_dict(config: Config | dict[str, KnobValue]) -> dict[str, KnobValue]:
+    """AutoTVM entity as a dict from a `Config` (its `.knobs`) or a plain dict (anything else,
+    e.g. a list entity read from a file, is refused with one line)."""
     knobs = getattr(config, "knobs", config)
     if not isinstance(knobs, dict):
         raise CodesignError(f"schedule config must be a Config or a knob dict, got {type(config).__name__}")
@@ -87,44 +90,48 @@ _TABLE_MAX = 1 << 15  # spaces up to this size (ResNet-18: <= ~2.3k) are tabulat
 
 
 @lru_cache(maxsize=64)  # a few MB each at most
-def _space_table(layer: Any, hw: HwConfig) -> tuple[Any, TileArrays | None]:
-    space = get_space(layer, hw)
+def _space_table(layer: Layer, hw: HwConfig) -> tuple[ScheduleSpace, TileArrays | None]:
+    space = get_space(layer, hw)  # ConfigError (one line) when the layer has no space on hw
     if space.size > _TABLE_MAX:
         return space, None
     return space, space.tile_arrays(np.arange(space.size, dtype=np.int64))
 
 
-def _geometry_row(layer: Any, config: Any, hw: HwConfig, knobs: dict[str, Any], skip: tuple[str, ...] = ()
+def _geometry_row(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig,
+                  knobs: dict[str, KnobValue], skip: tuple[str, ...] = ()
                   ) -> tuple[dict[str, int], Kernel, Kernel]:
-    """One config's tile geometry: a table row when the config's space index is known, else
-    `tiling.tile_arrays` on this config alone. Raises InvalidSchedule with the first validity
-    rule (`codesign.schedule.validity`) the config breaks: the compiler states no rule itself."""
-    try:
-        space, table = _space_table(layer, hw)
-    except CodesignError:
-        space, table = None, None
-    if table is not None:
-        index = getattr(config, "index", None)
-        if index is None:
-            index = space.from_knobs(knobs).index  # ConfigError if a knob is not a candidate
-        vals = table.row(int(index))
-        # A Config from another space could carry a stale index: check it against the knobs.
-        if all(_inner_of(v) == vals[name] for name, v in knobs.items() if name in vals):
-            if space.is_valid(int(index)):
-                return (vals, *table.kernels(int(index)))
-    ta = tile_arrays(layer, hw, knob_arrays(knobs, geometry(layer, hw).kind))
+    """One config's tile geometry, always from the layer's `ScheduleSpace` (its `tile_arrays`
+    is the one place geometry is built): a row of the tabulated space when the config is valid,
+    else the config alone. The compiler states no rule itself: a knob value that is not a
+    candidate of the space is a ConfigError naming the allowed values (every split candidate
+    divides its axis, thread counts are 1 or 2, `schedule.knobs`), a config that breaks a
+    validity rule (`codesign.schedule.validity`) an InvalidSchedule with the first such rule."""
+    space, table = _space_table(layer, hw)
+    index = getattr(config, "index", None)
+    # A Config from another space could carry a stale index: use it only if its row has the knobs.
+    if table is None or index is None or not 0 <= index < space.size or not _row_has(table.row(int(index)), knobs):
+        index = space.from_knobs(knobs).index
+    if table is not None and space.is_valid(int(index)):
+        return (table.row(int(index)), *table.kernels(int(index)))
+    ta = space.tile_arrays(np.array([index], dtype=np.int64))
     why = first_failure(ta, skip=skip)
     if why is not None:
         raise InvalidSchedule(why)
     return (ta.row(0), *ta.kernels(0))
 
 
-def _inner_of(value: Any) -> int:
+def _row_has(vals: dict[str, int], knobs: dict[str, KnobValue]) -> bool:
+    """Whether a geometry row has the inner factors / thread counts of `knobs` (names the row
+    lacks are not compared)."""
+    return all(_inner_of(v) == vals[name] for name, v in knobs.items() if name in vals)
+
+
+def _inner_of(value: KnobValue) -> int:
     return int(value[-1]) if isinstance(value, (list, tuple)) else int(value)
 
 
 # -- the plan ------------------------------------------------------------------------------------
-def tile_plan(layer: Any, config: Any, hw: HwConfig, pairs: np.ndarray | None = None, *,
+def tile_plan(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, pairs: np.ndarray | None = None, *,
               check_hazard: bool = True) -> TilePlan:
     """The `TilePlan` of `layer` under `config` (Config or knob dict) on `hw`; its DMA arrays
     cover every pair, or only the pair indices `pairs` (see `with_pairs`). `check_hazard=False`
@@ -133,7 +140,8 @@ def tile_plan(layer: Any, config: Any, hw: HwConfig, pairs: np.ndarray | None = 
     return with_pairs(base_plan(layer, config, hw, check_hazard=check_hazard), pairs)
 
 
-def base_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = True) -> TilePlan:
+def base_plan(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *,
+              check_hazard: bool = True) -> TilePlan:
     """The position-independent part of the `TilePlan` (DMA arrays not built yet).
 
     Tile sizes, counts, Hin_t/Win_t, SRAM use, fold plans and DMA patterns come from
@@ -143,19 +151,11 @@ def base_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
     if template not in ("conv2d_packed.vta", "dense_packed.vta"):
         raise CodesignError(f"layer {getattr(layer, 'name', layer)!r}: template {template!r} is not "
                             "supported by the compiler (allowed: conv2d_packed.vta, dense_packed.vta)")
-    knobs = knob_dict(config)
-    geo = geometry(layer, hw)
-    g, gemm, reset = _geometry_row(layer, config, hw, knobs,
+    g, gemm, reset = _geometry_row(layer, config, hw, knob_dict(config),
                                    () if check_hazard else ("uop_hazard", "uop_capacity"))
+    geo = geometry(layer, hw)
     tb, th, tw, tci, tco = g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"]
     ont, hnt = g["oc_nthread"], g["h_nthread"]
-    for name, f, extent in (("tile_b", tb, geo.b), ("tile_h", th, geo.out_h), ("tile_w", tw, geo.out_w),
-                            ("tile_ci", tci, geo.ci), ("tile_co", tco, geo.co)):
-        if f <= 0 or extent % f:
-            raise InvalidSchedule(f"knob {name}={knobs.get(name)}: inner factor must divide {extent}")
-    for name, v in (("oc_nthread", ont), ("h_nthread", hnt)):
-        if v not in (1, 2):
-            raise InvalidSchedule(f"knob {name}={v}: allowed 1, 2")
     nb, nh, nw, K, nco = g["b_tiles"], g["h_tiles"], g["w_tiles"], g["ci_steps"], g["co_tiles"]
     H, W, OH, OW = geo.height, geo.width, geo.out_h, geo.out_w
     CIB, COB = geo.ci, geo.co
@@ -171,7 +171,7 @@ def base_plan(layer: Any, config: Any, hw: HwConfig, *, check_hazard: bool = Tru
         inp_elems=geo.b * CIB * H * W, wgt_elems=COB * CIB * kk, out_elems=geo.b * COB * OH * OW,
         info=dict(tile_b=tb, tile_h=th, tile_w=tw, tile_ci=tci, tile_co=tco, oc_nthread=ont,
                   h_nthread=hnt, hin_t=hin, win_t=win),
-        grid=grid, geo=geo, dma_shape=g,
+        geo=geo, grid=grid, dma_shape=g,
     )
 
 
@@ -239,17 +239,8 @@ def pad_classes(plan: TilePlan) -> tuple[np.ndarray, np.ndarray]:
             _dense(list(zip(left.tolist(), right.tolist()))))
 
 
-def _dense(keys: list[Any]) -> np.ndarray:
+def _dense(keys: list[Hashable]) -> np.ndarray:
     """Ids 0, 1, ... of the distinct keys, in order of first appearance (short axes)."""
-    ids: dict[Any, int] = {}
+    ids: dict[Hashable, int] = {}
     return np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
 
-
-def check_dst_hazard(kernel: Kernel, what: str) -> None:
-    """docs/vta.md §3.9/docs/vta.md §7.4 rule 4 on an explicit kernel (a template's own GEMM kernel; the
-    conv2d/dense kernels are covered by the validity rule `uop_hazard`): a uop's dst must
-    differ from the previous two (VerifyDep)."""
-    d = kernel.uops[:, 0]
-    if d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))):
-        raise InvalidSchedule(f"uop dst hazard: the {what} micro-op kernel writes the same "
-                              "accumulator row within 3 consecutive micro-ops (docs/vta.md §7.4 rule 4)")

@@ -9,37 +9,37 @@ conv2d plan of their `schedule_view()` conv (`layout.tile_plan`) with what diffe
 - `conv2d_transpose_packed.vta`: the plan of the stride-1 conv over the dilated, padded input
   (the packed data region holds the dilated input, `Conv2DTranspose.pack_data`) with the GEMM
   kernel replaced by the unfolded, zero-skipping one (`schedule.templates.transpose_uops`).
+
+Validity is the layer's own space's (`ScheduleSpace.why_invalid`: the conv2d rules on the
+template-adjusted geometry, then the template's rules in `schedule.templates`); nothing here
+restates a rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.space import get_space
 from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE, transpose_uops
-from codesign.vta.layout import Dma2D, Kernel, TilePlan, check_dst_hazard, knob_dict, tile_plan
+from codesign.vta.layout import Dma2D, Kernel, TilePlan, knob_dict, tile_plan
+from codesign.workloads.layers import Conv2D, Conv2DTranspose, Layer
 
 
-def _inner(value: Any) -> int:
+def _inner(value: KnobValue) -> int:
     return int(value[-1]) if isinstance(value, (list, tuple)) else int(value)
 
 
-def _group_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
+def _group_plan(layer: Conv2D, knobs: dict[str, KnobValue], hw: HwConfig) -> TilePlan:
     view = layer.schedule_view()
-    knobs = knob_dict(config)
     plan = tile_plan(view, knobs, hw)
-    tco = _inner(knobs["tile_co"])
     co_pg = layer.out_channels // hw.block_out // layer.groups
     ci_pg = view.in_channels // hw.block_in
     ci_all = layer.in_channels // hw.block_in
-    if co_pg % tco:
-        raise InvalidSchedule(f"group conv: tile_co[1]={tco} does not divide the {co_pg} output blocks per group")
-    if _inner(knobs["tile_b"]) != 1:
-        raise InvalidSchedule("group conv: tile_b[1] must be 1")
     # Recover each tile's first output block from its STORE offset (b0, co0 * tco, h, w) and
     # shift the INP offset from the one-group layout to the all-groups layout.
     OH, OW, cob = layer.out_height, layer.out_width, layer.out_channels // hw.block_out
@@ -55,31 +55,25 @@ def _group_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
     return replace(plan, inp=inp, inp_elems=plan.inp_elems // ci_pg * ci_all)
 
 
-def _transpose_plan(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
-    knobs = knob_dict(config)
+def _transpose_plan(layer: Conv2DTranspose, knobs: dict[str, KnobValue], hw: HwConfig) -> TilePlan:
+    # The micro-op rules of the view conv's kernel do not apply: its GEMM kernel is replaced
+    # (the layer's own space checked the replacement, `schedule.templates.adapt`).
     plan = tile_plan(layer.schedule_view(), knobs, hw, check_hazard=False)
     th, tw, tci, tco = (_inner(knobs[k]) for k in ("tile_h", "tile_w", "tile_ci", "tile_co"))
-    s = layer.stride
-    for axis, tile, extent in (("h", th, layer.out_height), ("w", tw, layer.out_width)):
-        if tile % s and tile != extent:
-            raise InvalidSchedule(f"conv2d transpose: tile_{axis}={tile} is not a multiple of the stride {s}")
     uops = transpose_uops(layer, th, tw, tci, tco)
     if uops.shape[0] == 0:
         uops = np.zeros((1, 3), dtype=np.int64)  # pragma: no cover - every tile has a real pixel
-    gemm = Kernel.from_uops(uops)
-    check_dst_hazard(gemm, "GEMM")
-    check_dst_hazard(plan.reset, "reset GEMM")
-    size = max(gemm.size, plan.reset.size)
-    if size > hw.uop_depth:
-        raise InvalidSchedule(f"uop capacity: the transposed-conv kernel has {size} uops > UOP depth {hw.uop_depth}")
-    return replace(plan, gemm=gemm)
+    return replace(plan, gemm=Kernel.from_uops(uops))
 
 
-def plan_for(layer: Any, config: Any, hw: HwConfig) -> TilePlan:
-    """The `TilePlan` of any template: conv2d/dense via `layout.tile_plan`, group and transpose here."""
+def plan_for(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig) -> TilePlan:
+    """The `TilePlan` of any template: conv2d/dense via `layout.tile_plan`, group and transpose here
+    (after their own space's validity rules: InvalidSchedule names the first one broken)."""
     template = getattr(layer, "template", None)
-    if template == GROUP_TEMPLATE:
-        return _group_plan(layer, config, hw)
-    if template == TRANSPOSE_TEMPLATE:
-        return _transpose_plan(layer, config, hw)
-    return tile_plan(layer, config, hw)
+    if template not in (GROUP_TEMPLATE, TRANSPOSE_TEMPLATE):
+        return tile_plan(layer, config, hw)
+    knobs = knob_dict(config)
+    why = get_space(layer, hw).why_invalid(knobs)
+    if why is not None:
+        raise InvalidSchedule(why)
+    return _group_plan(layer, knobs, hw) if template == GROUP_TEMPLATE else _transpose_plan(layer, knobs, hw)
