@@ -13,15 +13,16 @@ compares both row by row, and `time_blocks` with `time_program` on every valid c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numba import njit
 
 from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config, KnobValue
 from codesign.vta import isa
 from codesign.vta.compiler import CLIP_MAX, _check_shift, _dram_bases, ring_schedule, uop_uses
 from codesign.vta.layout import base_plan, pad_classes
+from codesign.workloads.layers import Layer
 
 C = isa.COL
 NF = isa.N_FIELDS
@@ -245,7 +246,8 @@ def _emit(pairs, sc, gloop, rloop, sizes, uses, load, bgn, ring_start, dram_off,
     return counts
 
 
-def compile_blocks(layer: Any, config: Any, hw: HwConfig, *, shift: int = 8) -> PairBlocks:
+def compile_blocks(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *, shift: int = 8
+                   ) -> PairBlocks:
     """The program `compiler.compile_insns` builds, as `PairBlocks`: one pair per class of
     identical pairs is emitted, so the cost does not grow with the number of tiles."""
     plan = base_plan(layer, config, hw)

@@ -38,17 +38,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from numba import njit
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config, KnobValue
 from codesign.vta import isa
-from codesign.vta.layout import Kernel, TilePlan
+from codesign.vta.layout import Dma2D, Kernel, TilePlan
 from codesign.vta.program import DramAllocator, Program
 from codesign.vta.template_plans import plan_for
+from codesign.workloads.layers import Layer
 
 C = isa.COL
 NF = isa.N_FIELDS
@@ -217,7 +218,7 @@ def _set_loop(T_: np.ndarray, rows: np.ndarray, kern: Kernel) -> None:
 _DMA_FIELDS = ("y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
 
 
-def _dma_template(tpl: np.ndarray, rows: np.ndarray, dma: Any) -> None:
+def _dma_template(tpl: np.ndarray, rows: np.ndarray, dma: Dma2D) -> None:
     """Fields of a DMA that are the same at every tile position go into the pair template."""
     for name in _DMA_FIELDS:
         v = getattr(dma, name)
@@ -225,7 +226,7 @@ def _dma_template(tpl: np.ndarray, rows: np.ndarray, dma: Any) -> None:
             tpl[rows, C[name]] = int(v)
 
 
-def _dma_fill(M: np.ndarray, rows: np.ndarray, dma: Any, base_elem: int) -> None:
+def _dma_fill(M: np.ndarray, rows: np.ndarray, dma: Dma2D, base_elem: int) -> None:
     """Position-dependent DMA fields into the (P, R, NF) matrix; `rows` has the grid's trailing
     shape, so `M[:, rows, col]` has the grid's shape and the values broadcast without copies."""
     M[:, rows, C["dram_base"]] = dma.dram + base_elem
@@ -439,7 +440,7 @@ def _dram_bases(plan: TilePlan, hw: HwConfig) -> tuple[list[int], int]:
     return addrs, alloc.alloc("uop", 0, isa.UOP_BYTES, "uop").addr
 
 
-def compile_insns(layer: Any, config: Any, hw: HwConfig, *, shift: int = 8,
+def compile_insns(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *, shift: int = 8,
                   scratch: Scratch | None = None) -> Compiled:
     """Timing-path compile: the final instruction matrix without building DRAM data. With
     `scratch` the matrix lives in that reusable buffer (use it before the next compile)."""
@@ -452,8 +453,9 @@ def compile_insns(layer: Any, config: Any, hw: HwConfig, *, shift: int = 8,
     return comp
 
 
-def compile_layer(layer: Any, config: Any, hw: HwConfig, *, data: np.ndarray | None = None,
-                  weight: np.ndarray | None = None, shift: int = 8, functional: bool = True):
+def compile_layer(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *,
+                  data: np.ndarray | None = None, weight: np.ndarray | None = None, shift: int = 8,
+                  functional: bool = True) -> Program:
     """The VTA program of `layer` under `config` (a `Config` or an AutoTVM knob dict).
 
     `data` (int8 NCHW / (N, IN)) and `weight` (int8 OIHW / (OUT, IN)) are packed into the DRAM
