@@ -6,6 +6,14 @@ directly (`BoardClient("HOST:PORT")`) or through a tracker (`BoardClient.from_tr
     client.program(bit_bytes, sha256, "pynq_1x16_i8w8a32_15_15_18_17")
     reply = client.run(program.to_bytes(), number=1, repeat=3)
     reply.outputs["output"], reply.device_s, reply.call_s, reply.rpc_s
+    client.run(blob, outputs="sha256").output_sha256   # digests of the outputs, not their bytes
+
+`run` uses the board's `run_cached` (docs/board.md, "The run protocol"): the program's parts of
+at least `protocol.CACHE_MIN_PART` bytes go by sha256 once this session's board holds them, so
+a layer's inputs and weights travel once per session, not once per measurement. The client keeps
+the set of digests the board holds (it adds what it sent, drops what the board reports evicted);
+should it be wrong, the board refuses with the missing digests and the client sends them again.
+`BoardClient(addr, cache=False)` sends every blob whole (the board's plain `run`).
 
 Every refusal or failure raises `protocol.RemoteError` (a `BoardError`) with one line; a lost
 connection raises `BoardLost`.
@@ -25,6 +33,7 @@ import numpy as np
 from codesign.board import protocol
 from codesign.board.server import parse_addr
 from codesign.errors import BoardError
+from codesign.vta.program import Program
 
 
 class BoardLost(BoardError):
@@ -42,6 +51,13 @@ class RunReply:
     @property
     def device_median_s(self) -> float:
         return float(np.median(self.device_s))
+
+    @property
+    def output_sha256(self) -> dict[str, str]:
+        """sha256 per output region: the board's (outputs="sha256") or of the received bytes."""
+        if self.outputs:
+            return {n: hashlib.sha256(a).hexdigest() for n, a in self.outputs.items()}
+        return {o["name"]: o["sha256"] for o in self.header.get("outputs", []) if "sha256" in o}
 
 
 def _within(timeout_s: float, what: str, fn: Any) -> Any:
@@ -75,10 +91,14 @@ class BoardClient:
     """One RPC session with one board. Not thread-safe: use one client per thread."""
 
     def __init__(self, addr: str, *, session: Any = None, connect_timeout_s: float = 10.0,
-                 name: str | None = None) -> None:
+                 name: str | None = None, cache: bool = True) -> None:
         self.addr = addr
         self.name = name or addr
+        self.cache = cache
         self._funcs: dict[str, Any] = {}
+        self._held: set[str] = set()  # digests this session's board holds (its replies say so)
+        # what run_cached sent and named: bytes inline, bytes named by digest, `missing` refusals
+        self.stats = {"sent_bytes": 0, "named_bytes": 0, "misses": 0}
         if session is None:
             import tvm.rpc  # heavy; board flow only
 
@@ -116,6 +136,7 @@ class BoardClient:
             blob = fn(*[bytearray(a) if isinstance(a, (bytes, bytearray, memoryview)) else a for a in args])
         except Exception as exc:  # noqa: BLE001 - the session or socket broke
             self._funcs.clear()
+            self._held.clear()
             raise BoardLost(f"board {self.name} lost during {name.rsplit('.', 1)[-1]}: {_one_line(exc)}") from None
         # A traceback that kept `fn` alive would keep the session open, and a tvm server serves
         # one session at a time: drop it before anything can raise.
@@ -154,16 +175,55 @@ class BoardClient:
                              "pass --bitstream FILE for that config")
         return loaded
 
-    def run(self, program_blob: bytes, number: int = 1, repeat: int = 1, timeout_s: float = 10.0) -> RunReply:
+    def run(self, program_blob: bytes, number: int = 1, repeat: int = 1, timeout_s: float = 10.0,
+            outputs: str = "bytes") -> RunReply:
+        """Run a `Program.to_bytes()` blob. outputs="sha256": the reply carries each output's
+        sha256 (`RunReply.output_sha256`) instead of its bytes (tuning without correctness checks)."""
+        if outputs not in protocol.OUTPUT_MODES:
+            raise BoardError(f"outputs={outputs!r}; allowed: {', '.join(protocol.OUTPUT_MODES)}")
         start = time.perf_counter()
-        header, payload = self.call(protocol.RUN, bytes(program_blob), int(number), int(repeat), float(timeout_s))
+        if self.cache:
+            header, payload = self._run_cached(program_blob, int(number), int(repeat), float(timeout_s), outputs)
+        else:
+            header, payload = self.call(protocol.RUN, bytes(program_blob), int(number), int(repeat), float(timeout_s))
         rpc_s = time.perf_counter() - start
-        outputs, pos = {}, 0
-        for out in header["outputs"]:
-            n = int(out["nbytes"])
-            outputs[out["name"]] = np.frombuffer(payload[pos:pos + n], dtype=np.uint8).copy()
-            pos += n
-        return RunReply(outputs, [float(s) for s in header["device_s"]], float(header["call_s"]), rpc_s, header)
+        arrays, pos = {}, 0
+        if payload:
+            for out in header["outputs"]:
+                n = int(out["nbytes"])
+                arrays[out["name"]] = np.frombuffer(payload[pos:pos + n], dtype=np.uint8).copy()
+                pos += n
+        return RunReply(arrays, [float(s) for s in header["device_s"]], float(header["call_s"]), rpc_s, header)
+
+    def _run_cached(self, blob: bytes, number: int, repeat: int, timeout_s: float,
+                    outputs: str) -> tuple[dict[str, Any], memoryview]:
+        view = memoryview(blob)
+        parts = [view[a:b] for a, b in Program.blob_parts(blob)]
+        digests = [hashlib.sha256(p).hexdigest() if len(p) >= protocol.CACHE_MIN_PART else None for p in parts]
+        for attempt in range(2):
+            inline, named = [], set()
+            for d in digests:  # name a part by digest when the board holds it or it is inline earlier here
+                inline.append(d is None or (d not in self._held and d not in named))
+                if d is not None:
+                    named.add(d)
+            head = {"parts": [{"nbytes": len(p), "sha256": d, "inline": i} for p, d, i in zip(parts, digests, inline)],
+                    "number": number, "repeat": repeat, "timeout_s": timeout_s, "outputs": outputs}
+            payload = b"".join(p for p, i in zip(parts, inline) if i)
+            try:
+                header, out = self.call(protocol.RUN_CACHED, protocol.encode(head, payload, protocol.REQUEST_MAGIC))
+            except protocol.RemoteError as exc:
+                if exc.kind != "missing" or attempt:
+                    raise
+                # our view of the board's cache was wrong: forget those parts and send them again
+                self.stats["misses"] += 1
+                self._held.difference_update(exc.header.get("missing", []))
+                continue
+            self.stats["sent_bytes"] += len(payload)
+            self.stats["named_bytes"] += sum(len(p) for p, i in zip(parts, inline) if not i)
+            self._held.update(d for d, i in zip(digests, inline) if d is not None and i)
+            self._held.difference_update(header.get("cache", {}).get("evicted", []))
+            return header, out
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def close(self) -> None:
         self._funcs.clear()

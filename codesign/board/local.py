@@ -97,7 +97,8 @@ class LocalProcess:
 
 
 def local_board(emulate: str, *, port: int | None = None, tracker: str | None = None, key: str = "",
-                board: str = "pynq-z1", max_payload: int | None = None, extra: list[str] | None = None) -> LocalProcess:
+                board: str = "pynq-z1", max_payload: int | None = None, cache_bytes: int | None = None,
+                extra: list[str] | None = None) -> LocalProcess:
     port = port or free_port()
     argv = [sys.executable, "-m", "codesign.cli", "board", "serve", "--emulate", emulate, "--port", str(port),
             "--port-end", str(port + 1), "--board", board]
@@ -105,6 +106,8 @@ def local_board(emulate: str, *, port: int | None = None, tracker: str | None = 
         argv += ["--tracker", tracker, "--key", key]
     if max_payload is not None:
         argv += ["--max-payload", str(max_payload)]
+    if cache_bytes is not None:
+        argv += ["--cache-bytes", str(cache_bytes)]
     return LocalProcess(argv + list(extra or []), f"127.0.0.1:{port}", ready="serving on")
 
 

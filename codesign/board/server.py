@@ -7,9 +7,13 @@ functions and nothing else (`codesign board serve`).
   its FPGA die against the board's part, then downloads it.
 - `codesign.board.run(program_blob, number, repeat, timeout_s)`: runs a `Program` blob (CRC
   checked, compiled for the loaded config) with the driver; returns outputs, device and call times.
+- `codesign.board.run_cached(request)`: the same run, with the blob's large parts (inputs,
+  weights, instructions) named by sha256 once the session holds them (`protocol`, `cache`): every
+  part received is checked against its sha256 before it is kept or used, the cache is bounded in
+  bytes, and a part the session does not hold is a `missing` refusal, never a guess.
 
 Security: tvm's server would let any client upload and load shared libraries (arbitrary code).
-Here every session removes ALL global functions except the three above and the session
+Here every session removes ALL global functions except the four above and the session
 constructor the RPC protocol needs, before serving -- so `upload`, `load_module`, remote device
 memory and every other TVM function are unknown to clients. Requests above `max_payload` bytes are
 refused, replies are JSON + raw bytes (`protocol`), nothing is unpickled, and the server binds
@@ -36,6 +40,7 @@ from typing import Any
 from codesign import __version__
 from codesign.bitstream.bitfile import die_of, parse_header
 from codesign.board import protocol
+from codesign.board.cache import BlobCache
 from codesign.board.driver import DEFAULT_TIMEOUT_S, PynqApi, VTADriver, check_hw
 from codesign.errors import BoardError, CodesignError
 from codesign.fileio import atomic_write_bytes, atomic_write_json
@@ -57,6 +62,7 @@ class ServeOptions:
     board: str = "pynq-z1"
     emulate: str | None = None  # hardware config of the emulated board (tests and demos)
     max_payload: int = protocol.DEFAULT_MAX_PAYLOAD
+    cache_bytes: int = protocol.DEFAULT_CACHE_BYTES  # per session; 0: run_cached keeps nothing
     state_dir: str = ""
     custom_addr: str | None = None  # address reported to the tracker
 
@@ -87,14 +93,28 @@ def check_setup(opts: ServeOptions) -> None:
     """Check the board, the emulated config and pynq here, in the caller's process: inside tvm's
     server process a failure would reach the user as that process's whole traceback."""
     Board.named(opts.board)
+    if opts.cache_bytes < 0 or opts.max_payload < 1:
+        raise BoardError(f"--cache-bytes {opts.cache_bytes} / --max-payload {opts.max_payload}: the cache "
+                         "must be >= 0 bytes (0 keeps nothing), the payload limit >= 1 byte")
     if opts.emulate:
         HwConfig.resolve(opts.emulate)
     elif importlib.util.find_spec("pynq") is None:
         PynqApi.real()  # raises the one-line "pynq is not installed" error without importing pynq
 
 
+class CacheMiss(BoardError):
+    """A `run_cached` request named parts this session does not hold (`missing`: their digests)."""
+
+    kind = "missing"
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"{len(missing)} program part(s) named by sha256 are not in this session's cache "
+                         "(evicted, or never sent here): send them inline")
+        self.missing = missing
+
+
 class BoardService:
-    """The three functions, as plain Python (the RPC layer only adds encoding and logging)."""
+    """The four functions, as plain Python (the RPC layer only adds encoding and logging)."""
 
     def __init__(self, opts: ServeOptions, api: PynqApi | None = None, port: int | None = None) -> None:
         self.opts = opts
@@ -107,6 +127,8 @@ class BoardService:
         self.driver = VTADriver(api)
         self.state_dir = Path(opts.state_dir)
         self.state_path = self.state_dir / "state.json"
+        self.cache = BlobCache(opts.cache_bytes)
+        self.last_cache: dict[str, Any] = {}  # what the last run_cached did (for the log line)
 
     # -- state that outlives a session ----------------------------------------------------------
     def loaded(self) -> dict[str, Any]:
@@ -128,7 +150,8 @@ class BoardService:
                 "pynq_version": self.api.version, "emulated": self.api.emulated,
                 "emulated_config": self.emulated_hw.name if self.emulated_hw else None,
                 "bitstream": self.loaded(), "codesign_version": __version__,
-                "max_payload": self.opts.max_payload, "functions": list(protocol.FUNCTIONS)}
+                "max_payload": self.opts.max_payload, "cache_bytes": self.cache.limit_bytes,
+                "functions": list(protocol.FUNCTIONS)}
 
     def program(self, bitstream: bytes, sha256: str, config: str) -> dict[str, Any]:
         self._check_size("bitstream", bitstream)
@@ -152,8 +175,11 @@ class BoardService:
         atomic_write_json(self.state_path, state)
         return {"bitstream": state, "seconds": time.perf_counter() - start}
 
-    def run(self, blob: bytes, number: int, repeat: int, timeout_s: float) -> tuple[dict[str, Any], bytes]:
+    def run(self, blob: bytes, number: int, repeat: int, timeout_s: float,
+            outputs: str = "bytes") -> tuple[dict[str, Any], bytes]:
         self._check_size("program", blob)
+        if outputs not in protocol.OUTPUT_MODES:
+            raise BoardError(f"outputs={outputs!r}; allowed: {', '.join(protocol.OUTPUT_MODES)}")
         number, repeat = int(number), int(repeat)
         if not (1 <= number and 1 <= repeat and number * repeat <= MAX_RUNS):
             raise BoardError(f"number={number}, repeat={repeat}: need number, repeat >= 1 and "
@@ -164,11 +190,85 @@ class BoardService:
         timeout_s = float(timeout_s) if timeout_s and timeout_s > 0 else DEFAULT_TIMEOUT_S
         res = self.driver.run(program, number, repeat, timeout_s)
         names = list(res.outputs)
-        header = {"outputs": [{"name": n, "nbytes": int(res.outputs[n].size)} for n in names],
+        described = [{"name": n, "nbytes": int(res.outputs[n].size)} for n in names]
+        if outputs == "sha256":  # the caller needs to know what came out, not the bytes themselves
+            for d in described:
+                d["sha256"] = hashlib.sha256(res.outputs[d["name"]]).hexdigest()
+        header = {"outputs": described,
                   "device_s": res.device_s, "call_s": res.call_s, "n_insns": res.n_insns,
                   "hw": program.hw.name, "bitstream_sha256": state.get("sha256"), "board": self.board.name,
                   "emulated": self.api.emulated}
+        if outputs == "sha256":
+            return header, b""
         return header, b"".join(res.outputs[n].tobytes() for n in names)
+
+    def run_cached(self, request: bytes) -> tuple[dict[str, Any], bytes]:
+        """`run` of a program blob sent as parts, some named by sha256 only (`protocol`)."""
+        self._check_size("request", request)
+        head, payload = protocol.decode(request, "request", magic=protocol.REQUEST_MAGIC)
+        parts = head.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise BoardError("request: `parts` must be a non-empty list of {nbytes, sha256, inline}")
+        sizes, chunks = [], [None] * len(parts)
+        for i, part in enumerate(parts):
+            part = part if isinstance(part, dict) else {}
+            n, digest, inline = part.get("nbytes"), part.get("sha256"), part.get("inline")
+            if not isinstance(n, int) or n < 0 or not (digest is None or protocol.is_sha256(digest)) \
+                    or not isinstance(inline, bool) or (digest is None and not inline):
+                raise BoardError(f"request: part {i} must be {{nbytes: int >= 0, sha256: 64 lowercase hex "
+                                 "digits or null, inline: bool}; a part without sha256 must be inline")
+            sizes.append(n)
+        if sum(sizes) > self.opts.max_payload:  # the assembled program, like a `run` blob
+            raise BoardError(f"program of {sum(sizes)} bytes exceeds this board's payload limit of "
+                             f"{self.opts.max_payload} bytes (codesign board serve --max-payload)")
+        # 1. the inline parts: each one that carries a digest must hash to it
+        pos, fresh = 0, {}
+        for i, part in enumerate(parts):
+            if not part["inline"]:
+                continue
+            data = bytes(payload[pos:pos + sizes[i]])
+            pos += sizes[i]
+            if len(data) != sizes[i]:
+                raise BoardError(f"request: part {i} says {sizes[i]} bytes but the payload ends after {len(data)}")
+            digest = part["sha256"]
+            if digest is not None:
+                got = hashlib.sha256(data).hexdigest()
+                if got != digest:
+                    raise BoardError(f"request: part {i} ({sizes[i]} bytes) hashes to sha256 {got}, not the "
+                                     f"{digest} it was sent with (corrupted or mismatched); refused, nothing cached")
+                fresh[digest] = data
+            chunks[i] = data
+        if pos != len(payload):
+            raise BoardError(f"request: {len(payload) - pos} payload bytes beyond its inline parts")
+        # 2. the parts named by digest: from this request, else from the cache
+        missing, hits = [], 0
+        for i, part in enumerate(parts):
+            if part["inline"]:
+                continue
+            digest = part["sha256"]
+            data = fresh.get(digest)
+            if data is None:
+                data = self.cache.get(digest)
+                hits += data is not None
+            if data is None:
+                missing.append(digest)
+            elif len(data) != sizes[i]:
+                raise BoardError(f"request: part {i} says {sizes[i]} bytes, but sha256 {digest} names {len(data)}")
+            chunks[i] = data
+        if missing:
+            raise CacheMiss(sorted(set(missing)))
+        number, repeat = head.get("number", 1), head.get("repeat", 1)
+        timeout_s, outputs = head.get("timeout_s", 0.0), head.get("outputs", "bytes")
+        if not all(isinstance(v, int) for v in (number, repeat)) or not isinstance(timeout_s, (int, float)):
+            raise BoardError("request: number and repeat must be integers, timeout_s a number")
+        header, out = self.run(b"".join(chunks), number, repeat, timeout_s, str(outputs))
+        # 3. only after a run that worked: keep the fresh parts (the reply says what went out)
+        evicted: list[str] = []
+        for digest, data in fresh.items():
+            evicted += self.cache.put(digest, data)
+        self.last_cache = {"hits": hits, "sent": len(fresh), "sent_bytes": len(payload), "evicted": evicted,
+                           "held_bytes": self.cache.held_bytes, "limit_bytes": self.cache.limit_bytes}
+        return {**header, "cache": self.last_cache}, out
 
 
 def _emulated_api(hw: HwConfig, board: Board) -> PynqApi:
@@ -193,10 +293,19 @@ def handle(service: BoardService, name: str, *args: Any) -> bytes:
         elif name == protocol.PROGRAM:
             reply = protocol.encode({"ok": True, **service.program(bytes(args[0]), str(args[1]), str(args[2]))})
         else:
-            header, payload = service.run(bytes(args[0]), int(args[1]), int(args[2]), float(args[3]))
+            if name == protocol.RUN_CACHED:
+                header, payload = service.run_cached(args[0])
+            else:
+                header, payload = service.run(bytes(args[0]), int(args[1]), int(args[2]), float(args[3]))
             # server_s: the whole request on the board (decode, checks, driver call) before the reply
             reply = protocol.encode({"ok": True, **header, "server_s": time.perf_counter() - start}, payload)
         outcome = "ok"
+        if name == protocol.RUN_CACHED:
+            c = service.last_cache
+            outcome += (f" parts: {c['hits']} cached, {c['sent']} sent ({c['sent_bytes']}B), {len(c['evicted'])} "
+                        f"evicted, cache {c['held_bytes']}/{c['limit_bytes']}B")
+    except CacheMiss as exc:
+        reply, outcome = protocol.error(str(exc), "missing", missing=exc.missing), f"missing: {len(exc.missing)} part(s)"
     except BoardError as exc:
         kind = "timeout" if "did not signal done" in str(exc) else getattr(exc, "kind", "refused")
         reply, outcome = protocol.error(str(exc), kind), f"{kind}: {exc}"
@@ -205,7 +314,8 @@ def handle(service: BoardService, name: str, *args: Any) -> bytes:
     except Exception as exc:  # noqa: BLE001 - a device failure must reach the client, not kill the session
         msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         reply, outcome = protocol.error(msg, "runtime"), f"runtime: {msg}"
-    _log(f"{name.rsplit('.', 1)[-1]} in={size}B out={len(reply)}B {1e3 * (time.perf_counter() - start):.1f}ms {outcome}")
+    label = "run" if name == protocol.RUN_CACHED else name.rsplit(".", 1)[-1]  # one word per measurement
+    _log(f"{label} in={size}B out={len(reply)}B {1e3 * (time.perf_counter() - start):.1f}ms {outcome}")
     return reply
 
 
@@ -246,7 +356,8 @@ def init_server(opts_json: str) -> None:
         _warm_emulator(service)
     tvm_server._server_env = functools.partial(_session_env, opts)
     _log(f"serving {service.board.name} ({'emulated ' + service.emulated_hw.name if service.emulated_hw else 'pynq ' + service.api.version}), "
-         f"functions {', '.join(protocol.FUNCTIONS)}, max payload {opts.max_payload} B, state {opts.state_dir}")
+         f"functions {', '.join(protocol.FUNCTIONS)}, max payload {opts.max_payload} B, "
+         f"cache {opts.cache_bytes} B per session, state {opts.state_dir}")
 
 
 def _warm_emulator(service: BoardService) -> None:
@@ -283,4 +394,4 @@ class BoardServer:
             self.server = None
 
 
-__all__ = ["ServeOptions", "BoardService", "BoardServer", "check_bind", "check_setup", "parse_addr", "handle", "expose_only"]
+__all__ = ["ServeOptions", "BoardService", "CacheMiss", "BoardServer", "check_bind", "check_setup", "parse_addr", "handle", "expose_only"]

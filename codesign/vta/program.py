@@ -204,6 +204,32 @@ class Program:
             raise bad(f"{len(body) - pos} trailing bytes")
         return cls(hw, insns, uops, regions, header.get("meta", {}))
 
+    @staticmethod
+    def blob_parts(blob: bytes) -> list[tuple[int, int]]:
+        """Byte ranges [start, end) that cut a `to_bytes()` blob, in order and without gaps, into
+        its code (magic, header, instructions, micro-ops), each region's data and the CRC. What
+        repeats between the programs of one layer (inputs, weights) is then a part of its own, so
+        a transport can send it once (docs/board.md, the board protocol). Only the header is
+        read; a blob whose header does not parse is one part (whoever decodes it refuses it)."""
+        whole = [(0, len(blob))]
+        try:
+            if not blob.startswith(MAGIC):
+                return whole
+            (hlen,) = struct.unpack_from("<I", blob, len(MAGIC))
+            pos = len(MAGIC) + 4
+            header = json.loads(bytes(blob[pos:pos + hlen]))
+            end = pos + hlen + 16 * int(header["n_insns"]) + 4 * int(header["n_uops"])
+            cuts = [(0, end)]
+            for r in header["regions"]:
+                if r["has_data"]:
+                    cuts.append((end, end + int(r["nbytes"])))
+                    end += int(r["nbytes"])
+        except (KeyError, TypeError, ValueError, struct.error):
+            return whole
+        if end + 4 != len(blob):
+            return whole
+        return cuts + [(end, end + 4)]
+
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file + os.replace)."""
         return atomic_write_bytes(path, self.to_bytes())
