@@ -25,7 +25,7 @@ NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (docs/vta.md ย
 KnobValue = list[int] | tuple[int, ...] | int
 
 
-def plain_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+def plain_knobs(knobs: dict[str, KnobValue]) -> dict[str, list[int] | int]:
     """Knob values as JSON-native lists/ints (entities may hold tuples or NumPy ints)."""
     return {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else int(v) for k, v in knobs.items()}
 
@@ -47,7 +47,7 @@ class Knob:
     def __len__(self) -> int:
         return len(self.candidates)
 
-    def position(self, value: Any) -> int:
+    def position(self, value: Any) -> int:  # Any: a value read from a user's file, checked here
         """Index of `value` among the candidates; splits match on the inner factor and accept
         `[-1, f]` or the explicit `[n // f, f]` (docs/vta.md ยง7.2)."""
         if self.kind == "sp":
@@ -106,16 +106,16 @@ class Config:
     `{"tile_b": [1, 1], "tile_h": [1, 7], ..., "oc_nthread": 2, "h_nthread": 1}`."""
 
     index: int
-    knobs: dict[str, Any] = field(hash=False)
+    knobs: dict[str, KnobValue] = field(hash=False)
 
-    def entity(self) -> list[list[Any]]:
+    def entity(self) -> list[list[str | KnobValue]]:
         """AutoTVM's `[[name, kind, value], ...]` in define order."""
         return [[name, "sp", list(value)] if isinstance(value, (list, tuple)) else [name, "ot", value]
                 for name, value in self.knobs.items()]
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> KnobValue:
         return self.knobs[name]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, int | dict[str, list[int] | int]]:
         return {"index": self.index, "knobs": {k: (list(v) if isinstance(v, (list, tuple)) else v)
                                                for k, v in self.knobs.items()}}

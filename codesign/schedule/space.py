@@ -7,6 +7,7 @@ over the whole grid, so enumerating every valid config is one NumPy pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -16,7 +17,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
-from codesign.schedule.knobs import Config, Knob, make_knobs
+from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
 from codesign.schedule.tiling import TileArrays, geometry
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.workloads.layers import Layer, parse_layer
@@ -49,7 +50,7 @@ class ScheduleSpace:
         return self.size
 
     # -- index <-> positions <-> knobs ---------------------------------------------------------
-    def _check_index(self, index: Any) -> int:
+    def _check_index(self, index: Any) -> int:  # Any: user input (JSON, CLI), checked here
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise ConfigError(f"config index {index!r}: must be an integer in [0, {self.size})")
         if not 0 <= int(index) < self.size:
@@ -73,7 +74,7 @@ class ScheduleSpace:
             index = index * self.dims[j] + pos[:, j]
         return index
 
-    def from_positions(self, pos: Any) -> Config:
+    def from_positions(self, pos: Sequence[int] | np.ndarray) -> Config:
         pos = tuple(int(p) for p in pos)
         if len(pos) != len(self.dims):
             raise ConfigError(f"expected {len(self.dims)} knob positions ({', '.join(self.knob_names)}), got {len(pos)}")
@@ -93,7 +94,7 @@ class ScheduleSpace:
         knobs = self._knob_dict(config)
         return tuple(k.position(knobs[k.name]) for k in self.knobs)
 
-    def _knob_dict(self, config: Any) -> dict[str, Any]:
+    def _knob_dict(self, config: Any) -> dict[str, KnobValue]:  # Any: user input, checked here
         if isinstance(config, Config):
             knobs = config.knobs
         elif isinstance(config, dict):
@@ -183,7 +184,7 @@ class ScheduleSpace:
         """float32 vector of length N_CONFIG_FEATURES (see `codesign.schedule.features`)."""
         return self.features_batch([self.as_config(config).index])[0]
 
-    def features_batch(self, indices: Any) -> np.ndarray:
+    def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         return config_features(self.tile_arrays(idx))
 

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
 from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import KnobValue
 from codesign.workloads.layers import Conv2D, Layer
 
 GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
@@ -144,11 +144,11 @@ def geometry(layer: Layer, hw: HwConfig) -> Geometry:
                     layer.out_features // hw.block_out, 1, 1, 1, 1, 1, 1, 1, 0)
 
 
-def _inner(value: Any) -> int:
+def _inner(value: KnobValue) -> int:
     return int(value[1]) if isinstance(value, (list, tuple)) else int(value)
 
 
-def knob_arrays(knobs: dict[str, Any], kind: str) -> dict[str, np.ndarray]:
+def knob_arrays(knobs: dict[str, KnobValue], kind: str) -> dict[str, np.ndarray]:
     """Inner split factors / thread counts of one knob dict as length-1 arrays."""
     def get(name: str, default: int) -> np.ndarray:
         return np.array([_inner(knobs[name]) if name in knobs else default], dtype=np.int64)

@@ -8,14 +8,13 @@ explicit host overhead, docs/vta.md §4.7).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
-from codesign.schedule.knobs import Config
+from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
@@ -61,7 +60,7 @@ def _space(layer: Layer, hw: HwConfig) -> ScheduleSpace:
     return get_space(layer, hw)
 
 
-def resolve_config(layer: Layer, knobs: Config | dict[str, Any], hw: HwConfig) -> Config:
+def resolve_config(layer: Layer, knobs: Config | dict[str, KnobValue], hw: HwConfig) -> Config:
     """The schedule `Config` for an AutoTVM knob dict (or a Config); raises CodesignError for an
     unsupported layer and InvalidSchedule (naming the failing rule) for an invalid config."""
     reason = unsupported_reason(layer, hw)
@@ -94,7 +93,7 @@ def _params(params: timing.TimingParams | None) -> timing.TimingParams:
     return timing.default_params() if params is None else params
 
 
-def run_layer(layer: Layer | str, knobs: Config | dict[str, Any], hw: HwConfig | str, data: np.ndarray | None = None,
+def run_layer(layer: Layer | str, knobs: Config | dict[str, KnobValue], hw: HwConfig | str, data: np.ndarray | None = None,
               weight: np.ndarray | None = None, *, shift: int = 8, functional: bool = True,
               params: timing.TimingParams | None = None) -> LayerRun:
     """Compile `layer` with the AutoTVM knob dict `knobs` for `hw` and simulate it.
@@ -122,7 +121,7 @@ def run_layer(layer: Layer | str, knobs: Config | dict[str, Any], hw: HwConfig |
                     program=program, config=config)
 
 
-def measure(layer: Layer, config: Config | dict[str, Any], hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
+def measure(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, params: timing.TimingParams | None = None) -> Measurement:
     """`Measurement` of `config` (a Config or knob dict) in timing-only mode: the cycles and busy
     cycles of the instruction-level model (`time_program` on `compile_insns`, the same as
     `run_layer(..., functional=False)`), exactly, computed from one assembled pair per class of
@@ -144,7 +143,7 @@ def measure(layer: Layer, config: Config | dict[str, Any], hw: HwConfig, params:
     return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
 
 
-def measure_seconds(layer: Layer, config: Config | dict[str, Any], hw: HwConfig,
+def measure_seconds(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig,
                     params: timing.TimingParams | None = None) -> tuple[float, int]:
     """(seconds, cycles) of `measure` (calibration and the exhaustive table need no more)."""
     m = measure(layer, config, hw, params)
