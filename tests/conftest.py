@@ -13,6 +13,21 @@ from codesign.bitstream import catalog
 from codesign.bitstream.bitfile import make_header
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _workload_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Traced zoo workloads are cached under a temporary directory, never in the user's home
+    (subprocesses inherit the variable)."""
+    from codesign.workloads.cache import CACHE_ENV
+
+    previous = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("codesign-cache"))
+    yield
+    if previous is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = previous
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     """One local Ray (2 CPUs, no dashboard) per test module that asks for it; shut down after it."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.workloads import cache as workload_cache
 from codesign.workloads.layers import Conv2D, Conv2DTranspose, Dense, Layer
 from codesign.workloads.networks import CpuOp, Workload
 from codesign.workloads.zoo import ZOO
@@ -353,7 +354,11 @@ def from_factory(spec: str) -> Workload:
 
 @cache
 def zoo_workload(name: str) -> Workload:
-    """A zoo network as a Workload (traced once per process)."""
+    """A zoo network as a Workload (traced once per process, and once per source version and
+    torch version on this machine: `codesign.workloads.cache`)."""
+    cached = workload_cache.load(name)
+    if cached is not None:
+        return cached
     import torch  # heavy; only importing a network needs it
 
     factory, description = ZOO[name]
@@ -361,7 +366,9 @@ def zoo_workload(name: str) -> Workload:
     # (VGG-16's 138M parameters would take 0.5 GB).
     with torch.device("meta"):
         module, inputs = factory()
-    return from_torch(module, inputs, name=name, description=description)
+    workload = from_torch(module, inputs, name=name, description=description)
+    workload_cache.store(workload)
+    return workload
 
 
 def _zoo_key(text: str) -> str | None:
