@@ -19,6 +19,8 @@ ALLOWED_CODESIGN = {
     ("codesign", "codesign.vta.run"),  # `codesign.run_layer`: the package root must not load numba
     # the emulated board loads the numba simulator; a real board's server must not need numba
     ("codesign.board.server", "codesign.board.emulated"),
+    # the sweep runner imports Ray Tune (~1 s): `codesign sweep --help` stays instant
+    ("codesign.commands.sweep", "codesign.sweep.runner"),
 }
 
 

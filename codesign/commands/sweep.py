@@ -13,7 +13,6 @@ from codesign.errors import ConfigError
 from codesign.hw.space import resolve_space_path
 from codesign.pareto.io import read_pareto_json
 from codesign.paths import SPACES
-from codesign.sweep import run_sweep
 from codesign.sweep.confirm import DEFAULT_RETUNE, run_confirm
 from codesign.sweep.options import (
     DEFAULT_BUDGET,
@@ -178,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     trials = args.trials
     if trials is None and not resume and args.search not in ("grid", "exhaustive"):
         trials = DEFAULT_TRIALS
+    from codesign.sweep.runner import run_sweep  # Ray Tune (~1 s of import) only when a sweep runs
+
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
                        exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,

@@ -181,6 +181,9 @@ def _trial_dirname(trial: Any) -> str:
 def _quiet_ray() -> None:
     # Ray Tune's console table would fight with our progress bar; the results are in our files.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's per-trial CSV/JSON/TensorBoard loggers would write a second copy of what trials.jsonl
+    # holds (TensorBoardX also imports at set-up); resume uses Tune's experiment state, not these.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
 
 
@@ -312,6 +315,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
     _validate_tuner(opts.tuner)
 
     _quiet_ray()
+    import ray
     from ray import tune
 
     plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out))
@@ -370,13 +374,21 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
                                               callbacks=cbs, verbose=0),
                 )
                 interrupted = _fit(tuner_obj)
-    finally:
+    except BaseException:
         if own:
-            import ray
-
             ray.shutdown()
-    result = finish(out, opts, planned, time.perf_counter() - start, stock_names=stock_names,
-                    power_bound=power_bound, space=hw_space)
+        raise
+    # Ray's processes take ~1 s to stop; the final pareto.json and plots do not need them, so both
+    # happen at once (the processes were started by this thread, so stopping them elsewhere is safe).
+    stopping = threading.Thread(target=ray.shutdown, name="ray-shutdown") if own else None
+    if stopping is not None:
+        stopping.start()
+    try:
+        result = finish(out, opts, planned, time.perf_counter() - start, stock_names=stock_names,
+                        power_bound=power_bound, space=hw_space)
+    finally:
+        if stopping is not None:
+            stopping.join()
     result.interrupted = interrupted
     return result
 
