@@ -8,6 +8,7 @@ Servers listen on 127.0.0.1 and every process started here is stopped."""
 from __future__ import annotations
 
 import hashlib
+import zlib
 
 import numpy as np
 import pytest
@@ -46,6 +47,12 @@ def _request(parts: list[tuple[bytes, str | None, bool]], **head) -> bytes:
     header = {"parts": [{"nbytes": len(b), "sha256": d, "inline": i} for b, d, i in parts],
               "number": 1, "repeat": 1, "timeout_s": 10.0, "outputs": "bytes", **head}
     return protocol.encode(header, b"".join(b for b, _, i in parts if i), protocol.REQUEST_MAGIC)
+
+
+def _wire(code: bytes) -> int:
+    """Bytes the client sends for an inline code part (deflated when that saves a quarter)."""
+    packed = len(zlib.compress(code, 1))
+    return packed if packed < len(code) * 3 // 4 else len(code)
 
 
 def _split(blob: bytes) -> list[tuple[bytes, str | None]]:
@@ -113,10 +120,10 @@ def test_cache_hits_are_bit_identical_to_a_cold_run_and_the_simulator(board):
         assert d.outputs == {} and d.output_sha256 == c.output_sha256
         assert d.device_s == pytest.approx(c.device_s, rel=1e-12, abs=0)
     # after the first run only what the board did not hold travelled: the code of the two other
-    # programs, and the parts too small to name (micro-ops, CRC) of every request
+    # programs (deflated), and the parts too small to name (micro-ops, CRC) of every request
     assert client.stats["misses"] == 0
     small = [sum(len(b) for b, d in _split(blob) if d is None) for blob in blobs]
-    codes = [len(_split(blob)[0][0]) * named for blob, named in zip(blobs, named_code)]
+    codes = [_wire(_split(blob)[0][0]) * named for blob, named in zip(blobs, named_code)]
     assert client.stats["sent_bytes"] - sent_first == 2 * sum(small) + codes[1] + codes[2]
     assert client.stats["named_bytes"] >= 2 * len(blobs) * inputs
     assert "ok parts: 2 cached, 1 sent" in board.log()
@@ -156,6 +163,15 @@ def test_mismatched_or_malformed_parts_are_refused_and_nothing_is_cached(board):
         ]:
             with pytest.raises(BoardError, match=says):
                 client.call(protocol.RUN_CACHED, bad)
+        # deflated parts must inflate to exactly their declared size: no more (no zip bombs), no less
+        rest = [{"nbytes": len(p), "sha256": d, "inline": True} for p, d in parts[1:]]
+        for wire, nbytes, says in [(zlib.compress(code + b"\0" * 10**6, 1), len(code), "zlib data does not inflate to exactly"),
+                                   (zlib.compress(code[:-1], 1), len(code), "zlib data does not inflate to exactly"),
+                                   (b"not zlib at all", len(code), "not zlib data")]:
+            head = {"parts": [{"nbytes": nbytes, "sha256": dcode, "inline": True, "zlib": len(wire)}] + rest}
+            with pytest.raises(BoardError, match=f"part 0: {says}"):
+                client.call(protocol.RUN_CACHED, protocol.encode(head, wire + b"".join(p for p, _ in parts[1:]),
+                                                                 protocol.REQUEST_MAGIC))
         # the session is fine afterwards and holds nothing from the refused requests
         reply = client.run(blob)
         assert reply.header["cache"]["hits"] == 0 and reply.header["cache"]["sent"] == 3

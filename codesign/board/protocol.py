@@ -13,7 +13,8 @@ payload is the output regions' bytes in `header["outputs"]` order (or nothing, w
 asked for their sha256 only). Nothing is pickled.
 
 `run_cached` (docs/board.md, "The run protocol"): the request's header lists the program blob's
-parts (`Program.blob_parts`) as {nbytes, sha256, inline}; the payload holds the inline parts.
+parts (`Program.blob_parts`) as {nbytes, sha256, inline[, zlib]}; the payload holds the inline
+parts (a part with `zlib` is that many bytes of zlib data that must inflate to exactly `nbytes`).
 A part of at least CACHE_MIN_PART bytes carries its sha256: the board checks it against the bytes
 it received and keeps those bytes (per session, LRU, at most `cache_bytes`), so the client names
 that part by digest only from then on. The reply says what the board evicted, which keeps the

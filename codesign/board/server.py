@@ -33,6 +33,7 @@ import socket
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -213,10 +214,13 @@ class BoardService:
         for i, part in enumerate(parts):
             part = part if isinstance(part, dict) else {}
             n, digest, inline = part.get("nbytes"), part.get("sha256"), part.get("inline")
+            zipped = part.get("zlib")
             if not isinstance(n, int) or n < 0 or not (digest is None or protocol.is_sha256(digest)) \
-                    or not isinstance(inline, bool) or (digest is None and not inline):
+                    or not isinstance(inline, bool) or (digest is None and not inline) \
+                    or not (zipped is None or (inline and isinstance(zipped, int) and zipped >= 0)):
                 raise BoardError(f"request: part {i} must be {{nbytes: int >= 0, sha256: 64 lowercase hex "
-                                 "digits or null, inline: bool}; a part without sha256 must be inline")
+                                 "digits or null, inline: bool, zlib: compressed size (inline parts only)}; "
+                                 "a part without sha256 must be inline")
             sizes.append(n)
         if sum(sizes) > self.opts.max_payload:  # the assembled program, like a `run` blob
             raise BoardError(f"program of {sum(sizes)} bytes exceeds this board's payload limit of "
@@ -226,10 +230,14 @@ class BoardService:
         for i, part in enumerate(parts):
             if not part["inline"]:
                 continue
-            data = bytes(payload[pos:pos + sizes[i]])
-            pos += sizes[i]
-            if len(data) != sizes[i]:
-                raise BoardError(f"request: part {i} says {sizes[i]} bytes but the payload ends after {len(data)}")
+            wire = part.get("zlib")
+            wire = sizes[i] if wire is None else wire
+            data = bytes(payload[pos:pos + wire])
+            pos += wire
+            if len(data) != wire:
+                raise BoardError(f"request: part {i} says {wire} bytes but the payload ends after {len(data)}")
+            if part.get("zlib") is not None:
+                data = _inflate(data, sizes[i], f"request: part {i}")
             digest = part["sha256"]
             if digest is not None:
                 got = hashlib.sha256(data).hexdigest()
@@ -269,6 +277,18 @@ class BoardService:
         self.last_cache = {"hits": hits, "sent": len(fresh), "sent_bytes": len(payload), "evicted": evicted,
                            "held_bytes": self.cache.held_bytes, "limit_bytes": self.cache.limit_bytes}
         return {**header, "cache": self.last_cache}, out
+
+
+def _inflate(data: bytes, nbytes: int, what: str) -> bytes:
+    """zlib data that must inflate to exactly `nbytes` (inflating stops there: no zip bombs)."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, nbytes) if nbytes else inflater.decompress(data, 1)
+    except zlib.error as exc:
+        raise BoardError(f"{what}: not zlib data ({exc})") from None
+    if len(out) != nbytes or inflater.unconsumed_tail or inflater.unused_data or not inflater.eof:
+        raise BoardError(f"{what}: zlib data does not inflate to exactly the {nbytes} bytes it declares")
+    return out
 
 
 def _emulated_api(hw: HwConfig, board: Board) -> PynqApi:

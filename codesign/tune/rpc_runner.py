@@ -4,10 +4,12 @@ as the simulator (AutoTVM's RPCRunner, for this project's board server).
 - Boards: `boards=["HOST:PORT", ...]` (direct) or `tracker="HOST:PORT", key="pynq"` (sessions from
   a tvm RPC tracker; `n_sessions` of them, default: the tracker's free boards of that key).
 - One worker thread per board session pulls configs from a shared queue, so measurements spread
-  over all boards in parallel. Each program is compiled on the host (with fixed-seed data), sent
-  to the board (its inputs and weights once per session: `BoardClient.run` names parts the board
-  already holds by sha256), run `number` x `repeat` times; the measurement's seconds are the median device
-  seconds (start to done, measured on the board), with the board's call time kept beside them.
+  over all boards in parallel. The worker compiles the program on the host (with fixed-seed
+  data), while the other boards run theirs. It sends the program to the board, where it runs
+  `number` x `repeat` times; the layer's inputs and weights go once per session, because
+  `BoardClient.run` names the parts the board already holds by sha256. The measurement's
+  seconds are the median device seconds (start to done, measured on the board), with the
+  board's call time kept beside them.
 - Before measuring a config the board is made to run the hardware config's bitstream
   (`bitstream=FILE`, programmed when the board's loaded sha256 differs).
 - Faults: a per-measurement deadline (the board's own done-timeout plus a host-side watchdog), a
@@ -92,14 +94,16 @@ class RPCRunner(Runner):
         else:
             self.slots = [_Slot(b, b) for b in dict.fromkeys(boards)]
         self._inputs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._inputs_lock = threading.Lock()
         self._abandoned: list[Any] = []  # sessions of timed-out calls: kept, never waited for
 
     # -- compile on the host ----------------------------------------------------------------------
     def _compile(self, inp: MeasureInput) -> tuple[bytes, np.ndarray | None]:
         layer, hw = inp.layer, inp.hw
-        if layer.name not in self._inputs:
-            self._inputs[layer.name] = random_inputs(layer)
-        data, weight = self._inputs[layer.name]
+        with self._inputs_lock:  # workers compile in parallel; one set of inputs per layer
+            if layer.name not in self._inputs:
+                self._inputs[layer.name] = random_inputs(layer)
+            data, weight = self._inputs[layer.name]
         program = compile_layer(layer, inp.config, hw, data=data, weight=weight)
         expected = layer.reference(data, weight) if self.check_correctness else None
         return program.to_bytes(), expected
@@ -180,15 +184,10 @@ class RPCRunner(Runner):
     # -- the batch --------------------------------------------------------------------------------
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         results: list[MeasureResult | None] = [None] * len(inputs)
-        jobs: collections.deque[int] = collections.deque()
+        jobs: collections.deque[int] = collections.deque(range(len(inputs)))
+        # Each worker compiles the config it takes, so the host compiles one program while the
+        # other boards run theirs (compiling everything first left every board idle meanwhile).
         compiled: dict[int, tuple[bytes, np.ndarray | None]] = {}
-        for i, inp in enumerate(inputs):
-            try:
-                compiled[i] = self._compile(inp)
-                jobs.append(i)
-            except CodesignError as exc:
-                results[i] = MeasureResult(inp.config, None, None, f"{COMPILE_HOST}: {exc}"[:300], True, 0.0,
-                                           {}, None, None, "host")
         attempts = collections.Counter()
         lock = threading.Lock()
         fatal: list[ConfigError] = []
@@ -199,6 +198,14 @@ class RPCRunner(Runner):
                     if slot.quarantined or not jobs:
                         return
                     i = jobs.popleft()
+                if i not in compiled:  # (a re-queued measurement keeps its program)
+                    try:
+                        compiled[i] = self._compile(inputs[i])
+                    except CodesignError as exc:
+                        with lock:
+                            results[i] = MeasureResult(inputs[i].config, None, None, f"{COMPILE_HOST}: {exc}"[:300],
+                                                       True, 0.0, {}, None, None, "host")
+                        continue
                 try:
                     res = self._measure(slot, inputs[i], *compiled[i])
                 except ConfigError as exc:  # the user must act: stop every board, report it once
