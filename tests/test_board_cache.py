@@ -257,3 +257,22 @@ def test_board_restart_mid_tuning_is_survived():
     assert runs and "0 cached" in runs[0] and all("0 cached" not in line for line in runs[1:])
     sim = SimulatorRunner(HW).run([MeasureInput(layer, HW, r.config) for r in res.history])
     assert [r.seconds for r in res.history] == pytest.approx([s.cycles / HW.clock_hz for s in sim], rel=1e-12, abs=0)
+
+
+def test_runner_compiles_in_its_workers_and_reports_compile_errors_per_config(board):
+    """Workers compile while other boards run; a config that does not compile is COMPILE_HOST,
+    in its place, and the others are measured (their inputs sent once per session)."""
+    space = ScheduleSpace(LAYER, HW)
+    valid = [int(i) for i in space.valid_indices()]
+    bad = next(i for i in range(len(space)) if i not in set(valid))
+    inputs = [MeasureInput(LAYER, HW, space.get(i)) for i in (valid[0], bad, valid[-1], valid[len(valid) // 2])]
+    runner = RPCRunner([board.addr], check_correctness=True)
+    try:
+        res = runner.run(inputs)
+    finally:
+        runner.close()
+    assert [r.config.index for r in res] == [inp.config.index for inp in inputs]
+    assert res[1].error.startswith("COMPILE_HOST: ") and res[1].source == "host"
+    assert all(r.ok for i, r in enumerate(res) if i != 1), [r.error for r in res]
+    sim = SimulatorRunner(HW).run([inputs[i] for i in (0, 2, 3)])
+    assert [res[i].seconds for i in (0, 2, 3)] == pytest.approx([s.cycles / HW.clock_hz for s in sim], rel=1e-12, abs=0)
