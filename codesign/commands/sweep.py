@@ -23,6 +23,7 @@ from codesign.sweep.options import (
     SweepOptions,
 )
 from codesign.tune.registry import TUNERS
+from codesign.tune.tuner import parse_hparams
 
 DEFAULT_SPACE = SPACES / "pynq-z1.yaml"
 DEFAULT_OUT = Path("runs/sweep")
@@ -79,6 +80,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--tuner", default=None,
                    help=f"inner schedule tuner (default: {DEFAULT_TUNER}: every valid schedule when that fits "
                         f"--exhaustive-budget, else xgb with --budget measurements; one of {', '.join(TUNERS)})")
+    p.add_argument("--hparam", action="append", default=None, metavar="KEY=VALUE",
+                   help="hyper-parameter of the inner --tuner (repeatable; the HPARAMS dict at the top of "
+                        "codesign/tune/<tuner>.py lists them), e.g. --tuner xgb --hparam batch_size=4")
     p.add_argument("--exhaustive-budget", type=float, default=None, metavar="SECONDS",
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
@@ -120,7 +124,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 # and --max-concurrent may change on resume; --address/--json/--out/--confirm* are about this run only.
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
-                   "profile": "--profile"}
+                   "profile": "--profile", "hparams": "--hparam"}
 DEFAULTS = {"workload": "resnet18", "budget": DEFAULT_BUDGET, "tuner": DEFAULT_TUNER, "search": "motpe", "seed": 0,
             "exhaustive_budget": DEFAULT_EXHAUSTIVE_S,
             "verified_clocks_only": False}
@@ -132,7 +136,9 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
     saved = opts.to_json()
     bad = []
     for key, flag in FIXED_ON_RESUME.items():
-        given = getattr(args, "exhaustive_budget" if key == "exhaustive_s" else key)
+        given = getattr(args, {"exhaustive_s": "exhaustive_budget", "hparams": "hparam"}.get(key, key))
+        if key == "hparams" and given is not None:
+            given = parse_hparams(given)
         if given is not None and given != saved.get(key):
             bad.append(f"{flag} {given} (started with {saved.get(key)})")
     if args.space is not None:
@@ -182,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
                        exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
-                       profile=args.profile,
+                       profile=args.profile, hparams=parse_hparams(args.hparam or []),
                        progress=progress)
     code = 130 if result.interrupted else 0  # Ctrl-C: the shell's "killed by SIGINT" status, as `tune`
     if confirming and result.complete:

@@ -21,6 +21,7 @@ from codesign.tune.records import describe_skipped, read_autotvm_log, read_recor
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
 from codesign.tune.task import make_task
+from codesign.tune.tuner import parse_hparams
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
@@ -160,17 +161,6 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
     return vta, wl.batch, notes
 
 
-def _hparams(items: list[str]) -> dict[str, str]:
-    """`--hparam key=value` flags as a dict (values are converted by the tuner, `resolve_hparams`)."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--hparam {item!r}: expected KEY=VALUE, e.g. --hparam lr=3e-4")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     if not args.exhaustive_budget >= 0:
         raise ConfigError(f"--exhaustive-budget {args.exhaustive_budget:g}: must be a number of seconds >= 0")
@@ -178,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--budget {args.budget}: must be >= 1")
     trials = args.budget if args.budget is not None else LEARNED_TRIALS
     budget = None if args.budget is None and args.tuner in ("auto", "exhaustive") else trials
-    hparams = _hparams(args.hparam)
+    hparams = parse_hparams(args.hparam)
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):

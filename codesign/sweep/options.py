@@ -40,6 +40,8 @@ class SweepOptions:
     layers: tuple[tuple[str, int], ...] | None = None
     # Calibration profile the simulated measurements use (codesign.calibrate.profiles); None = shipped.
     profile: str | None = None
+    # `--hparam key=value` of the inner tuner (strings; `resolve_hparams` converts and checks them).
+    hparams: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:

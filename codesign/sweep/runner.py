@@ -48,7 +48,8 @@ from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
 from codesign.sweep.search import build_search
 from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext, sweep_trial
-from codesign.tune.registry import TUNERS
+from codesign.tune.registry import TUNERS, tuner_class
+from codesign.tune.tuner import resolve_hparams
 from codesign.workloads import Workload, get_workload
 
 RAY_DIR = "ray"
@@ -193,7 +194,7 @@ def validate_new(space: str | Path, workload: Any, options: dict[str, Any]) -> H
     hw_space = HwSpace.load(Path(space))
     if options.get("verified_clocks_only"):
         hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
-    _validate_tuner(options["tuner"])
+    _validate_tuner(options["tuner"], options.get("hparams"))
     if isinstance(workload, str):
         get_workload(workload)
     return hw_space
@@ -252,6 +253,7 @@ def run_sweep(
     max_concurrent: int | None = None,
     verified_clocks_only: bool = False,
     profile: str | None = None,
+    hparams: dict[str, str] | None = None,
     progress: bool = True,
     callbacks: list[Any] | None = None,
 ) -> SweepResult:
@@ -275,7 +277,8 @@ def run_sweep(
     else:
         options = dict(trials=trials, budget=budget, tuner=tuner, exhaustive_s=exhaustive_s, search=search,
                        seed=seed,
-                       max_concurrent=max_concurrent, verified_clocks_only=verified_clocks_only, profile=profile)
+                       max_concurrent=max_concurrent, verified_clocks_only=verified_clocks_only, profile=profile,
+                       hparams=hparams or None)
         validate_new(space, workload, options)  # user mistakes are one line before anything is created
         lock = SweepLock(out).acquire()
     try:
@@ -312,7 +315,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
         hw_space = hw_space.verified_clocks_only()
     wl = workload_from_options(opts)
     timing_params, _source = resolve_params(opts.profile)  # resolved here: workers may not see the user's dir
-    _validate_tuner(opts.tuner)
+    _validate_tuner(opts.tuner, opts.hparams)
 
     _quiet_ray()
     import ray
@@ -327,7 +330,8 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
         concurrent = _concurrency(opts.max_concurrent)
         # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
         ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
-                           exhaustive_s=opts.exhaustive_s, seed=opts.seed, checked=opts.search != "grid", params=timing_params)
+                           exhaustive_s=opts.exhaustive_s, seed=opts.seed, checked=opts.search != "grid", params=timing_params,
+                           hparams=opts.hparams)
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
                              progress=progress), *(callbacks or [])]
@@ -415,9 +419,16 @@ def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int
     return plan
 
 
-def _validate_tuner(name: str) -> None:
+def _validate_tuner(name: str, hparams: dict[str, str] | None = None) -> None:
     if name not in TUNERS:
         raise ConfigError(f"--tuner {name!r}: allowed: {', '.join(TUNERS)}")
+    if hparams:
+        if name in ("auto", "exhaustive"):
+            # auto picks exhaustive, the shipped bandit or xgb per layer: overrides would reach a
+            # tuner the user did not name.
+            raise ConfigError(f"--hparam needs the tuner named: --tuner {name} has none of its own; "
+                              f"give one of {', '.join(t for t in TUNERS if t not in ('auto', 'exhaustive'))}")
+        resolve_hparams(name, tuner_class(name).HPARAMS, hparams)  # one line for a bad key or value
 
 
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],

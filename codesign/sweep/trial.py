@@ -64,6 +64,7 @@ class TrialContext:
     checked: bool = False
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
     params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
+    hparams: dict[str, str] | None = None  # the inner tuner's `--hparam` overrides
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
@@ -128,9 +129,11 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
 
 def _tune(layer: Layer, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: RecordWriter | None,
           records: list[MeasureRecord], params: TimingParams | None = None,
-          exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> TuneResult:
+          exhaustive_s: float = DEFAULT_EXHAUSTIVE_S, hparams: dict[str, str] | None = None) -> TuneResult:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    extra = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
+    extra: dict[str, Any] = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
+    if hparams:
+        extra["hparams"] = hparams
     task = make_task(layer, hw, tuner, seed, **extra)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
@@ -173,6 +176,7 @@ def evaluate_hw(
     power_model: PowerModel | None = None,
     params: TimingParams | None = None,
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
+    hparams: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
@@ -186,14 +190,15 @@ def evaluate_hw(
         return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
     return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
                            records_path=records_path, warm_records=warm_records, power_model=power_model,
-                           start=start, params=params, exhaustive_s=exhaustive_s)
+                           start=start, params=params, exhaustive_s=exhaustive_s, hparams=hparams)
 
 
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
                     budget: int, seed: int, records_path: str | Path | None,
                     warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
                     start: float | None = None, params: TimingParams | None = None,
-                    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S) -> dict[str, Any]:
+                    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S, hparams: dict[str, str] | None = None,
+                    ) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
     start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
@@ -209,7 +214,7 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     try:
         for layer, count in offloaded:
             res = _tune(layer, hw, tuner=tuner, budget=budget, seed=seed, writer=writer,
-                        records=warm_records or [], params=params, exhaustive_s=exhaustive_s)
+                        records=warm_records or [], params=params, exhaustive_s=exhaustive_s, hparams=hparams)
             measurements += int(res.measurements)
             if res.best is None:  # every measured schedule failed: the layer cannot run here
                 unsupported.append({"layer": layer.name, "count": count,
@@ -283,7 +288,7 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
         result = evaluate_usable(hw, space.board, ctx.workload, estimate(hw, space.board), tuner=ctx.tuner,
                                  budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
                                  warm_records=_read_records(ctx.out_dir), params=ctx.params,
-                                 exhaustive_s=ctx.exhaustive_s)
+                                 exhaustive_s=ctx.exhaustive_s, hparams=ctx.hparams)
     result["cached"] = False
     return result
 

@@ -21,6 +21,17 @@ from codesign.workloads.layers import Layer
 DEFAULT_BUDGET = 50  # measurements per layer when neither the caller nor the tuner says
 
 
+def parse_hparams(items: list[str]) -> dict[str, str]:
+    """`--hparam key=value` flags as a dict (values are converted by the tuner, `resolve_hparams`)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--hparam {item!r}: expected KEY=VALUE, e.g. --hparam lr=3e-4")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
     """`defaults` updated with `overrides`, each converted to its default's type (so the strings of
     `--hparam key=value` work); ConfigError naming the allowed keys for an unknown one."""
@@ -113,4 +124,4 @@ class Tuner:
         return min(ok, key=lambda r: r.seconds) if ok else None
 
 
-__all__ = ["DEFAULT_BUDGET", "Tuner", "resolve_hparams"]
+__all__ = ["DEFAULT_BUDGET", "Tuner", "parse_hparams", "resolve_hparams"]
