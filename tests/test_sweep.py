@@ -318,3 +318,25 @@ def test_default_inner_search_front_equals_exhaustive_front(ray_session, space_f
     for n, hw_dict in measured[0].values():  # every valid schedule of every layer, once
         hw = HwConfig.from_dict(hw_dict)
         assert n == sum(get_space(layer, hw).n_valid for layer, _ in wl.entries)
+
+
+def test_ray_writes_no_second_copy_of_the_trials(grid_sweep):
+    # Tune's per-trial CSV/JSON/TensorBoard loggers are off: trials.jsonl is the record, and
+    # Tune keeps only its experiment state (what --resume needs).
+    out, result = grid_sweep
+    assert len(result.trials) >= 2
+    names = [p.name for p in (out / "ray").rglob("*") if p.is_file()]
+    assert any(n.startswith("experiment_state") for n in names)
+    assert not [n for n in names if n in ("progress.csv", "result.json", "params.json") or "tfevents" in n]
+
+
+def test_sweep_help_and_mistakes_do_not_import_ray():
+    import subprocess
+    import sys
+
+    code = ("import sys, codesign.cli\n"
+            "try:\n    codesign.cli.main(['sweep', '--help'])\nexcept SystemExit:\n    pass\n"
+            "assert codesign.cli.main(['sweep', 'no-such-space.yaml']) == 2\n"
+            "print(sorted(m for m in ('ray', 'torch', 'optuna') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
