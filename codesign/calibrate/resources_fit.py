@@ -18,11 +18,13 @@ Nothing shipped is written: the result goes to the JSON file the user names.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from codesign.bitstream.catalog import Entry
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.hw.resource_model import FILE_KIND, FILE_VERSION, coefficients_to_json
 from codesign.hw.resources import COEFFICIENTS, PUBLISHED_BUILD, RESOURCES, ResourceCoefficients, estimate
 
 
@@ -95,7 +97,10 @@ def verified_clocks(builds: list[Build]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def calibrate_resources(entries: list[Entry]) -> dict[str, Any]:
+def calibrate_resources(entries: list[Entry], catalogs: list[str] | None = None) -> dict[str, Any]:
+    """The fit as a self-describing JSON document: `codesign sweep --resources FILE` rebuilds the
+    model from `coefficients` and `verified_clock` (`codesign.hw.resource_model`); `catalog`
+    lists the catalog files the builds came from."""
     builds = builds_from(entries)
     k = fit(builds)
     def rms(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -103,6 +108,10 @@ def calibrate_resources(entries: list[Entry]) -> dict[str, Any]:
 
     before, after = errors(builds, COEFFICIENTS), errors(builds, k)
     return {
+        "kind": FILE_KIND, "version": FILE_VERSION,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "catalog": list(catalogs or []),
+        "coefficients": coefficients_to_json(k),
         "builds": [b.name for b in builds],
         "fixed_before": {r: getattr(COEFFICIENTS, f"fixed_{r}") for r in RESOURCES},
         "fixed_after": {r: getattr(k, f"fixed_{r}") for r in RESOURCES},

@@ -36,7 +36,8 @@ to $CODESIGN_PROFILE_DIR (default ~/.local/share/vta-codesign/profiles); the shi
 sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
 
 `codesign calibrate resources` fits the resource model's fixed terms and the boards' verified
-clocks to the builds in the bitstream catalog (`codesign bitstream add --utilization --timing`).
+clocks to the builds in the bitstream catalog (`codesign bitstream add --utilization --timing`);
+`codesign sweep --resources FILE` scores a sweep with the file it writes (docs/resources.md).
 
 A fit with more free parameters than the records can pin is refused, naming them and how many
 records would be needed.
@@ -189,7 +190,9 @@ def _default_fit() -> str:
 
 
 def _run_resources(args: argparse.Namespace) -> int:
-    rep = calibrate_resources(catalog.load(Path(args.catalog) if args.catalog else None))
+    user = Path(args.catalog) if args.catalog else catalog.user_catalog()
+    used = [str(catalog.SHIPPED_CATALOG)] + ([str(user)] if user.exists() else [])
+    rep = calibrate_resources(catalog.load(user), catalogs=used)
     if args.output:
         if is_protected_any(Path(args.output)):
             raise ConfigError(f"-o {args.output}: a shipped file is never overwritten")
@@ -212,7 +215,7 @@ def _run_resources(args: argparse.Namespace) -> int:
         print(f"verified clock {board}: board file {d['board_file_mhz']} MHz; builds met timing at "
               f"{d['met_mhz'] or '-'} MHz, failed at {d['failed_mhz'] or '-'}; fitted {d['fitted_mhz']} MHz")
     if args.output:
-        print(f"wrote {args.output}")
+        print(f"wrote {args.output} (use it: codesign sweep --resources {args.output})")
     return 0
 
 

@@ -79,6 +79,9 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     board = doc.get("board") or {}
     if board.get("status"):
         out.append(f"clock: {board['status']}")
+    model = doc.get("resource_model") or {}
+    if model.get("label"):
+        out.append(f"resources: {model['label']}")
     out.append(f"hypervolume {doc['hypervolume']:.6g} w.r.t. reference point "
                + ", ".join(f"{k}={_fmt(v, '.4g')}" for k, v in ref.items()))
     comparison = doc.get("stock_comparison") or {}

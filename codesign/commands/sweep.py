@@ -10,6 +10,7 @@ from pathlib import Path
 
 from codesign.commands.report import format_table
 from codesign.errors import ConfigError
+from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import resolve_space_path
 from codesign.pareto.io import read_pareto_json
 from codesign.paths import SPACES
@@ -51,6 +52,8 @@ examples:
   codesign sweep --address 10.0.0.5:6379          # run the trials on an existing Ray cluster
   codesign sweep --trials 8 --json | jq .points   # front as JSON
   codesign sweep ultra96 --verified-clocks-only   # Ultra96 (ZU3EG) designs at clocks up to 250 MHz only
+  codesign calibrate resources --catalog my.yaml -o res.json && codesign sweep --resources res.json
+                                                  # score resources with the fit to your own builds
   codesign report runs/sweep                      # print the front of a sweep again
   codesign sweep --confirm-tracker 127.0.0.1:9190 --confirm-key pynq --confirm-top 3
                                                   # then re-measure the 3 fastest front designs on boards
@@ -103,6 +106,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "other clocks are explored and marked 'unverified'")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="calibration profile for the simulated measurements (kept in sweep.json for --resume)")
+    p.add_argument("--resources", metavar="FILE", default=None,
+                   help="score feasibility and area with the resource model of this file (written by "
+                        "`codesign calibrate resources -o FILE`: fitted coefficients and the boards' verified "
+                        "clocks) instead of the shipped one; its numbers are kept in sweep.json for --resume")
     p.add_argument("--confirm", metavar="HOST:PORT", default=None,
                    help="after the sweep, deploy the front designs that have a catalog bitstream to this board "
                         "and re-measure their tuned schedules there (pareto.json gets measured latency and the "
@@ -124,7 +131,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 # and --max-concurrent may change on resume; --address/--json/--out/--confirm* are about this run only.
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
-                   "profile": "--profile", "hparams": "--hparam"}
+                   "profile": "--profile", "hparams": "--hparam", "resources": "--resources"}
 DEFAULTS = {"workload": "resnet18", "budget": DEFAULT_BUDGET, "tuner": DEFAULT_TUNER, "search": "motpe", "seed": 0,
             "exhaustive_budget": DEFAULT_EXHAUSTIVE_S,
             "verified_clocks_only": False}
@@ -139,6 +146,10 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
         given = getattr(args, {"exhaustive_s": "exhaustive_budget", "hparams": "hparam"}.get(key, key))
         if key == "hparams" and given is not None:
             given = parse_hparams(given)
+        if key == "resources":
+            if given is not None:
+                bad.extend(_resources_change(given, opts.resource_model()))
+            continue
         if given is not None and given != saved.get(key):
             bad.append(f"{flag} {given} (started with {saved.get(key)})")
     if args.space is not None:
@@ -150,6 +161,14 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
         given = getattr(args, key)
         if given is not None and given != saved.get(key):
             print(f"codesign sweep: resume applies {flag} {given} (was {saved.get(key)})", file=sys.stderr)
+
+
+def _resources_change(path: str, saved: ResourceModel) -> list[str]:
+    """`--resources FILE` on resume: refused unless its numbers are the ones the sweep started with."""
+    model = load_resource_model(path)
+    if model.coefficients == saved.coefficients and model.verified_clocks == saved.verified_clocks:
+        return []
+    return [f"--resources {path} (sha256 {model.sha256}; started with {saved.label()})"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
                        exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
                        max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
                        profile=args.profile, hparams=parse_hparams(args.hparam or []),
-                       progress=progress)
+                       resources=None if resume else args.resources, progress=progress)
     code = 130 if result.interrupted else 0  # Ctrl-C: the shell's "killed by SIGINT" status, as `tune`
     if confirming and result.complete:
         run_confirm(

@@ -37,7 +37,8 @@ from codesign.errors import ConfigError
 from codesign.fileio import read_document
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
-from codesign.hw.resources import RESOURCES, estimate, infeasible_reason
+from codesign.hw.resource_model import SHIPPED, ResourceModel
+from codesign.hw.resources import RESOURCES, Resources, estimate, infeasible_reason
 from codesign.paths import SPACES, shipped
 
 PARAM_KEYS = (
@@ -143,8 +144,12 @@ class HwSpace:
 
     def __init__(self, board: Board, params: dict[str, tuple[Any, ...]], fixed: dict[str, Any],
                  constraints: tuple[Constraint, ...] = (), max_area: float | None = None,
-                 stock: tuple[str, ...] = (), source: str = "", description: str = "") -> None:
+                 stock: tuple[str, ...] = (), source: str = "", description: str = "",
+                 resource_model: ResourceModel = SHIPPED) -> None:
         self.board = board
+        # The coefficients every feasibility/area check of this space uses (`estimate`); the
+        # board above already carries the model's verified clock (`with_resource_model`).
+        self.resource_model = resource_model
         self.params = params
         self.fixed = fixed
         self.constraints = constraints
@@ -262,7 +267,17 @@ class HwSpace:
                 raise ConfigError(f"{self.source}: --verified-clocks-only: the space's clock {clock:g} MHz is "
                                   f"above {self.board.name}'s verified {self.board.verified_clock_mhz:g} MHz")
         return HwSpace(self.board, params, fixed, self.constraints, self.max_area, self.stock,
-                       self.source, self.description)
+                       self.source, self.description, self.resource_model)
+
+    def with_resource_model(self, model: ResourceModel) -> HwSpace:
+        """The same space scored with `model`: its coefficients for every resource estimate and
+        its verified clock for the board (a calibrated file, `codesign sweep --resources`)."""
+        return HwSpace(model.board(self.board), self.params, self.fixed, self.constraints, self.max_area,
+                       self.stock, self.source, self.description, model)
+
+    def estimate(self, hw: HwConfig) -> Resources:
+        """LUT/FF/BRAM18/DSP of `hw` on this space's board with this space's resource model."""
+        return estimate(hw, self.board, self.resource_model.coefficients)
 
     # -- points ------------------------------------------------------------------------------
     @property
@@ -330,7 +345,7 @@ class HwSpace:
         env["LOG_BLOCK"] = hw.LOG_BLOCK_IN if hw.LOG_BLOCK_IN == hw.LOG_BLOCK_OUT else -1
         env.update({k: getattr(hw, k) for k in DERIVED_NAMES})
         if any(c.names & set(RESOURCE_NAMES) for c in self.constraints):
-            res = estimate(hw, self.board)
+            res = self.estimate(hw)
             env.update(res.utilization(self.board))
             env["area"] = res.area(self.board)
             env["max_utilization"] = res.max_utilization(self.board)
@@ -339,7 +354,7 @@ class HwSpace:
     def excluded_reason(self, hw: HwConfig) -> str | None:
         """Why a valid HwConfig is outside the usable space: a failing constraint, max_area, or a
         board resource/clock/target rule; None if it may be simulated."""
-        res = estimate(hw, self.board)
+        res = self.estimate(hw)
         reason = infeasible_reason(hw, self.board, res)
         if reason:
             return reason

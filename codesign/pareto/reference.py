@@ -7,7 +7,6 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.hw.power import default_model
-from codesign.hw.resources import estimate
 from codesign.pareto.objectives import OBJECTIVES
 
 MARGIN = 1.1
@@ -29,7 +28,8 @@ def space_power_bound(space: Any, power_model: Any = None) -> float:
     configs = space.enumerate()
     if not configs:
         raise ConfigError(f"{space.source}: the space has no usable config")
-    return max(model.power_w(hw, space.board, estimate(hw, space.board), full) for hw in configs)
+    # The space's resource model (`HwSpace.estimate`): the same numbers its feasibility used.
+    return max(model.power_w(hw, space.board, space.estimate(hw), full) for hw in configs)
 
 
 def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any = None, power_model: Any = None,

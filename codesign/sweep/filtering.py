@@ -79,7 +79,8 @@ class FeasibleSearch(Searcher):
 
     def _infeasible(self, name: str, params: dict, reason: str, hw: HwConfig | None) -> dict[str, float]:
         if name not in self.known:
-            res = infeasible_result(hw, reason, self.space.board, name=name)
+            res = infeasible_result(hw, reason, self.space.board, name=name,
+                                    resources=self.space.estimate(hw) if hw is not None else None)
             self.known[name] = {k: float(res[k]) for k in OBJECTIVES}
             if self.out_dir is not None and name not in self.logged:
                 self.logged.add(name)

@@ -9,6 +9,8 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
+from codesign.hw.resource_model import ResourceModel
+from codesign.hw.space import HwSpace
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
@@ -42,6 +44,10 @@ class SweepOptions:
     profile: str | None = None
     # `--hparam key=value` of the inner tuner (strings; `resolve_hparams` converts and checks them).
     hparams: dict[str, str] | None = None
+    # The resource model that scores feasibility and area (`ResourceModel.to_json`: the calibrated
+    # file's coefficients, verified clocks, path and sha256), so a resume uses the same numbers
+    # even if the file changed or is gone; None = the shipped coefficients.
+    resources: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
@@ -54,6 +60,13 @@ class SweepOptions:
             raise ConfigError(f"--exhaustive-budget {self.exhaustive_s!r}: must be a number of seconds >= 0")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ConfigError(f"max_concurrent={self.max_concurrent!r}: must be a positive integer")
+
+    def resource_model(self) -> ResourceModel:
+        return ResourceModel.from_json(self.resources, f"{OPTIONS_FILE} resources")
+
+    def load_space(self, out_dir: Path) -> HwSpace:
+        """The sweep's copy of its space, scored with its resource model (`load_space`)."""
+        return load_space(Path(out_dir) / self.space, self.resources)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -88,3 +101,10 @@ class SweepOptions:
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a JSON object of sweep options")
         return cls.from_json(data, source=str(path))
+
+
+def load_space(path: str | Path, resources: dict[str, Any] | None) -> HwSpace:
+    """A sweep's space scored with the sweep's resource model (sweep.json `resources`): the one
+    place the driver's filtering, the reference point, every trial and pareto.json's board clock
+    get their coefficients and verified clock from."""
+    return HwSpace.load(Path(path)).with_resource_model(ResourceModel.from_json(resources))

@@ -18,7 +18,7 @@ from codesign.fileio import append_jsonl, read_jsonl
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
-from codesign.sweep.options import SPACE_COPY
+from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
 from codesign.sweep.trial import TRIALS_FILE
 
 
@@ -84,7 +84,12 @@ def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names
     extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.get("feasible")),
              "configs": len({r["config"] for r in ok})}
     space_copy = Path(out_dir) / SPACE_COPY
-    if space_copy.exists():  # which clocks are verified on the sweep's board, for `codesign report`
+    if (Path(out_dir) / OPTIONS_FILE).exists():
+        # Which resource model scored the sweep and which clocks it verifies, for `codesign report`.
+        opts = SweepOptions.load(Path(out_dir))
+        extra["board"] = opts.load_space(Path(out_dir)).board.clock_json()
+        extra["resource_model"] = opts.resource_model().summary()
+    elif space_copy.exists():  # which clocks are verified on the sweep's board, for `codesign report`
         extra["board"] = HwSpace.load(space_copy).board.clock_json()
     return write_pareto_json(Path(out_dir) / PARETO_FILE, front, reference_point=ref, stock_points=stock,
                              hypervolume_history=history, extra=extra)

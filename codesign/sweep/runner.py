@@ -32,6 +32,7 @@ from typing import Any
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
+from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
@@ -43,6 +44,7 @@ from codesign.sweep.options import (
     DEFAULT_TUNER,
     SPACE_COPY,
     SweepOptions,
+    load_space,
 )
 from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
@@ -191,7 +193,7 @@ def _quiet_ray() -> None:
 # -- the sweep -------------------------------------------------------------------------------------
 def validate_new(space: str | Path, workload: Any, options: dict[str, Any]) -> HwSpace:
     """Check a new sweep's inputs without creating anything; returns the parsed space."""
-    hw_space = HwSpace.load(Path(space))
+    hw_space = load_space(space, options.get("resources"))
     if options.get("verified_clocks_only"):
         hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
     _validate_tuner(options["tuner"], options.get("hparams"))
@@ -254,6 +256,7 @@ def run_sweep(
     verified_clocks_only: bool = False,
     profile: str | None = None,
     hparams: dict[str, str] | None = None,
+    resources: str | Path | ResourceModel | None = None,
     progress: bool = True,
     callbacks: list[Any] | None = None,
 ) -> SweepResult:
@@ -262,7 +265,9 @@ def run_sweep(
     `space`: path of a hardware space YAML; `workload`: registry name or `Workload`; `trials`:
     hardware configs to evaluate (None = every point for grid/exhaustive); `budget`: schedule
     measurements per layer. On resume every other argument is read from `out_dir/sweep.json`.
-    `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep).
+    `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep). `resources`: a
+    file of `codesign calibrate resources -o` (or a loaded `ResourceModel`) whose coefficients and
+    verified clocks score feasibility and area (None: shipped); its numbers go into sweep.json.
     On resume, `trials` and `max_concurrent` may differ from sweep.json (`resume_changes`): they
     are saved and the sweep goes on as a continuation experiment; every other option is fixed.
     One sweep at a time per directory (`SweepLock`); a stale lock is reported on stderr.
@@ -278,7 +283,7 @@ def run_sweep(
         options = dict(trials=trials, budget=budget, tuner=tuner, exhaustive_s=exhaustive_s, search=search,
                        seed=seed,
                        max_concurrent=max_concurrent, verified_clocks_only=verified_clocks_only, profile=profile,
-                       hparams=hparams or None)
+                       hparams=hparams or None, resources=_resources_json(resources))
         validate_new(space, workload, options)  # user mistakes are one line before anything is created
         lock = SweepLock(out).acquire()
     try:
@@ -290,7 +295,7 @@ def run_sweep(
             if changed:
                 opts = dataclasses.replace(opts, **changed)
                 opts.save(out)
-            hw_space = HwSpace.load(out / opts.space)
+            hw_space = opts.load_space(out)
         else:
             changed = {}
             opts, hw_space = prepare(space, workload, out, options)
@@ -298,6 +303,13 @@ def run_sweep(
                            progress=progress, callbacks=callbacks, start=start)
     finally:
         lock.release()
+
+
+def _resources_json(resources: str | Path | ResourceModel | None) -> dict[str, Any] | None:
+    if resources is None:
+        return None
+    model = resources if isinstance(resources, ResourceModel) else load_resource_model(resources)
+    return None if model.shipped else model.to_json()
 
 
 def resume_changes(opts: SweepOptions, **given: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from codesign.fileio import read_jsonl
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.power import PowerModel, activity_from_busy
-from codesign.hw.resources import Resources, estimate, infeasible_reason
+from codesign.hw.resources import ResourceCoefficients, Resources, estimate, infeasible_reason
 from codesign.hw.space import HwSpace
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
@@ -67,9 +67,11 @@ class TrialContext:
     hparams: dict[str, str] | None = None  # the inner tuner's `--hparam` overrides
 
 
-def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None) -> dict[str, Any]:
+def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None, *,
+                      resources: Resources | None = None) -> dict[str, Any]:
     """The result of a design that cannot be built, clocked or run: never simulated, very bad
-    for the searcher, the reason kept for the user."""
+    for the searcher, the reason kept for the user. `resources`: the design's estimate under the
+    sweep's resource model (`HwSpace.estimate`); the shipped coefficients' estimate if not given."""
     out: dict[str, Any] = {
         "config": name or (hw.name if hw is not None else "invalid"),
         "hw": hw.to_dict() if hw is not None else None, "feasible": False, "reason": reason,
@@ -77,7 +79,7 @@ def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name:
         "energy_j": None, "layers": [], "unsupported": [], "measurements": 0,
     }
     if hw is not None and board is not None:
-        res = estimate(hw, board)
+        res = resources or estimate(hw, board)
         out["resources"] = res.to_json(board)
         # The scarcest resource's utilization when it is over budget (> 1): the searcher sees
         # which way is feasible (the mean-utilization area of a feasible design is <= 1).
@@ -177,17 +179,18 @@ def evaluate_hw(
     params: TimingParams | None = None,
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
     hparams: dict[str, str] | None = None,
+    coefficients: ResourceCoefficients | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
     resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
     per unique layer), `unsupported` (layers left out, with the reason) and measurements. A config
-    that does not fit `board` is never simulated."""
+    that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped)."""
     start = time.perf_counter()
-    resources = estimate(hw, board)
+    resources = estimate(hw, board, coefficients)
     reason = infeasible_reason(hw, board, resources)
     if reason is not None:
-        return {**infeasible_result(hw, reason, board), "wall_s": time.perf_counter() - start}
+        return {**infeasible_result(hw, reason, board, resources=resources), "wall_s": time.perf_counter() - start}
     return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
                            records_path=records_path, warm_records=warm_records, power_model=power_model,
                            start=start, params=params, exhaustive_s=exhaustive_s, hparams=hparams)
@@ -238,7 +241,8 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
 
     if not layers:
         reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
-        result = infeasible_result(hw, f"no layer of {workload.name} runs on this config ({reasons})", board)
+        result = infeasible_result(hw, f"no layer of {workload.name} runs on this config ({reasons})", board,
+                                   resources=resources)
         return {**result, "unsupported": unsupported, "measurements": measurements,
                 "wall_s": time.perf_counter() - start}
 
@@ -282,10 +286,11 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
         keep = {k: v for k, v in cached.items() if k not in ("trial_id", "number", "timestamp", "params", "status")}
         keep["cached"] = True
         return keep
+    # The space decides the resource numbers (its model: shipped or `--resources FILE`).
     if reason is not None:  # over the board's resources, wrong clock, or a space constraint
-        result = infeasible_result(hw, reason, space.board)
+        result = infeasible_result(hw, reason, space.board, resources=space.estimate(hw))
     else:
-        result = evaluate_usable(hw, space.board, ctx.workload, estimate(hw, space.board), tuner=ctx.tuner,
+        result = evaluate_usable(hw, space.board, ctx.workload, space.estimate(hw), tuner=ctx.tuner,
                                  budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
                                  warm_records=_read_records(ctx.out_dir), params=ctx.params,
                                  exhaustive_s=ctx.exhaustive_s, hparams=ctx.hparams)
