@@ -174,7 +174,8 @@ def load_resource_model(path: str | Path) -> ResourceModel:
     calibration = {key: data.get(key) for key in ("catalog", "date", "builds", "rms_error_pct_before",
                                                     "rms_error_pct_after")}
     digest = hashlib.sha256(shipped(path).read_bytes()).hexdigest()  # of the bytes: a copy elsewhere is the same model
-    return ResourceModel(k, clocks, str(path), digest, calibration)
+    # The absolute path: sweep.json and pareto.json must still say which file it was from elsewhere.
+    return ResourceModel(k, clocks, str(shipped(path).resolve()), digest, calibration)
 
 
 __all__ = ["FILE_KIND", "FILE_VERSION", "SHIPPED", "ResourceModel", "coefficients_from_json",
