@@ -41,6 +41,10 @@ def space_file(tmp_path: Path) -> Path:
     (["--tuner", "xgb", "--hparam", "batch_size=many"], "--hparam batch_size='many': must be a int (default 8)"),
     (["--tuner", "xgb", "--hparam", "batch_size"], "--hparam 'batch_size': expected KEY=VALUE"),
     (["--hparam", "batch_size=4"], "--hparam needs the tuner named: --tuner auto has none of its own"),
+    # out of range: was a Ray traceback from inside the first trial (negative dimensions), exit 1
+    (["--tuner", "xgb", "--hparam", "batch_size=-1"], "--hparam batch_size=-1: must be >= 1 (default 8)"),
+    (["--tuner", "ga", "--hparam", "mutation=1.5"], "--hparam mutation=1.5: must be between 0 and 1 (default 0.25)"),
+    (["--tuner", "ppo", "--hparam", "lr=nan"], "--hparam lr=nan: must be a finite number >= 0 (default 0.001)"),
 ])
 def test_a_bad_hparam_is_one_line_and_creates_nothing(flags: list[str], expected: str, space_file: Path,
                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

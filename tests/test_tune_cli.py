@@ -74,6 +74,11 @@ def test_hparam_overrides_the_tuner_dict_and_budget_replaces_trials(tmp_path, ca
     assert main(["tune", "--layer", SMALL, "--tuner", "ga", "--hparam", "mutation=x", "--budget", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--hparam mutation='x': must be a float" in err
+    # a value the tuner cannot run with is refused before tuning (batch_size=0 tuned nothing, exit 0)
+    for hp in ("batch_size=0", "epsilon=2", "sa_keep=-3"):
+        assert main(["tune", "--layer", SMALL, "--tuner", "xgb", "--hparam", hp, "--budget", "2"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--hparam {hp}: must be" in err
     # --trials is the hidden old name of --budget: both give the same run
     runs = [main(["tune", "--layer", SMALL, "--tuner", "random", flag, "3", "--json"]) for flag in ("--budget", "--trials")]
     outs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]

@@ -440,7 +440,8 @@ def _validate_tuner(name: str, hparams: dict[str, str] | None = None) -> None:
             # tuner the user did not name.
             raise ConfigError(f"--hparam needs the tuner named: --tuner {name} has none of its own; "
                               f"give one of {', '.join(t for t in TUNERS if t not in ('auto', 'exhaustive'))}")
-        resolve_hparams(name, tuner_class(name).HPARAMS, hparams)  # one line for a bad key or value
+        cls = tuner_class(name)
+        resolve_hparams(name, cls.HPARAMS, hparams, cls.HPARAM_RANGES)  # one line for a bad key or value
 
 
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],

@@ -48,6 +48,9 @@ HPARAMS = {
     "min_data": 8,  # measurements before a fresh (untrained) model is trusted
     "max_data": 20000,
 }
+# Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
+HPARAM_RANGES = {"hidden": (1, None), "heads": (1, None), "fit_batch": (1, None), "bootstrap_p": (0, 1),
+                 "epsilon": (0, 1), "max_data": (1, None)}
 
 
 def _ensemble(obs_dim: int, hidden: int, heads: int) -> Any:
@@ -144,6 +147,7 @@ def target(seconds: float | None, norm: float) -> float:
 class BanditTuner(Tuner):
     name = ALGO
     HPARAMS = HPARAMS
+    HPARAM_RANGES = HPARAM_RANGES
     batch_size = 4
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None, agent: Any = None,

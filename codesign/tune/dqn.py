@@ -31,6 +31,10 @@ HPARAMS = {
     "eps_decay_steps": 1500,
     "warmup": 64,  # transitions in the buffer before learning starts
 }
+# Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
+HPARAM_RANGES = {"hidden": (1, None), "gamma": (0, 1), "buffer": (1, None), "batch": (1, None),
+                 "updates_per_learn": (1, None), "learn_every": (1, None), "target_sync": (1, None),
+                 "eps_start": (0, 1), "eps_end": (0, 1), "eps_decay_steps": (1, None)}
 
 
 class DQNAgent(CheckpointMixin):
@@ -115,6 +119,7 @@ class DQNTuner(MultiStepTuner):
 
     agent_cls = DQNAgent
     HPARAMS = HPARAMS
+    HPARAM_RANGES = HPARAM_RANGES
     learn_every_key = "learn_every"
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:

@@ -24,11 +24,14 @@ HPARAMS = {
     "mutation": 0.25,  # probability each knob moves
     "max_tries": 200,  # children tried per wanted proposal before giving up
 }
+# Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
+HPARAM_RANGES = {"pop_size": (1, None), "tournament": (1, None), "mutation": (0, 1), "max_tries": (1, None)}
 
 
 class GATuner(Tuner):
     name = "ga"
     HPARAMS = HPARAMS
+    HPARAM_RANGES = HPARAM_RANGES
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)

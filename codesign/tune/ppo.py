@@ -30,6 +30,9 @@ HPARAMS = {
     "max_grad_norm": 0.5,
     "rollout": 64,  # transitions per update
 }
+# Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
+HPARAM_RANGES = {"hidden": (1, None), "gamma": (0, 1), "gae_lambda": (0, 1), "epochs": (1, None), "minibatch": (1, None),
+                 "rollout": (1, None)}
 
 
 class PPOAgent(CheckpointMixin):
@@ -85,6 +88,7 @@ class PPOTuner(MultiStepTuner):
 
     agent_cls = PPOAgent
     HPARAMS = HPARAMS
+    HPARAM_RANGES = HPARAM_RANGES
     learn_every_key = "rollout"
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:

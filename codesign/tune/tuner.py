@@ -4,6 +4,7 @@ this module and `codesign.tune.view`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -32,9 +33,13 @@ def parse_hparams(items: list[str]) -> dict[str, str]:
     return out
 
 
-def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, Any] | None,
+                    ranges: dict[str, tuple[float, float | None]] | None = None) -> dict[str, Any]:
     """`defaults` updated with `overrides`, each converted to its default's type (so the strings of
-    `--hparam key=value` work); ConfigError naming the allowed keys for an unknown one."""
+    `--hparam key=value` work); ConfigError naming the allowed keys for an unknown one, or the
+    allowed range for a value out of it: `ranges` (the `HPARAM_RANGES` beside a tuner's `HPARAMS`,
+    inclusive, None = no upper bound), else a finite number >= 0 (no hyper-parameter is negative) —
+    so a value the tuner cannot run with fails here, not inside a sweep trial."""
     out = dict(defaults)
     for key, value in (overrides or {}).items():
         if key not in defaults:
@@ -51,7 +56,18 @@ def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, A
         except (TypeError, ValueError):
             raise ConfigError(f"--hparam {key}={value!r}: must be a {kind.__name__} "
                               f"(default {defaults[key]!r})") from None
+        _check_range(key, value, out[key], defaults[key], (ranges or {}).get(key))
     return out
+
+
+def _check_range(key: str, given: Any, value: Any, default: Any, bounds: tuple[float, float | None] | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    lo, hi = bounds or (0, None)
+    if not math.isfinite(value) or value < lo or (hi is not None and value > hi):
+        allowed = (f"between {lo} and {hi}" if hi is not None
+                   else f">= {lo}" if bounds else f"a finite number >= {lo}")
+        raise ConfigError(f"--hparam {key}={given}: must be {allowed} (default {default!r})")
 
 
 class Tuner:
@@ -64,10 +80,12 @@ class Tuner:
     #: The tuner's hyper-parameters and their defaults: the `HPARAMS` dict at the top of its file.
     #: `hparams` (`codesign tune --hparam key=value`) overrides them; `self.hp` is the result.
     HPARAMS: ClassVar[dict[str, Any]] = {}
+    #: Inclusive (low, high or None) of the hyper-parameters that need more than ">= 0".
+    HPARAM_RANGES: ClassVar[dict[str, tuple[float, float | None]]] = {}
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, view: SpaceView | None = None,
                  hparams: dict[str, Any] | None = None) -> None:
-        self.hp = resolve_hparams(self.name, self.HPARAMS, hparams)
+        self.hp = resolve_hparams(self.name, self.HPARAMS, hparams, self.HPARAM_RANGES)
         self.space = space
         self.view = view or SpaceView(space)
         self.seed = int(seed)

@@ -43,6 +43,9 @@ HPARAMS = {
     "sa_iters": 120,
     "sa_keep": 64,  # best unmeasured points kept from the chains
 }
+# Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
+HPARAM_RANGES = {"batch_size": (1, None), "epsilon": (0, 1), "num_rounds": (1, None), "max_depth": (1, None),
+                 "sa_chains": (1, None), "sa_keep": (1, None)}
 XGB_PARAMS = {"objective": "rank:pairwise", "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0,
               "lambda": 1.0, "alpha": 0.0, "nthread": 1, "verbosity": 0}
 SA_TEMP = (1.0, 0.0)  # linear schedule, AutoTVM's default
@@ -52,6 +55,7 @@ TRANSFER_MAX_TASKS = 64  # (layer, config) groups of records the base model lear
 class XGBTuner(Tuner):
     name = "xgb"
     HPARAMS = HPARAMS
+    HPARAM_RANGES = HPARAM_RANGES
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
