@@ -75,7 +75,10 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
              for r in rows]
     ref = doc["reference_point"]
     out = [f"Pareto front: {len(points)} designs"
-           + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else ""), *lines, ""]
+           + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else ""), *lines]
+    if dominators & {p["config"] for p in points}:
+        out.append("*: dominates a stock config at a verified clock (listed below)")
+    out.append("")
     board = doc.get("board") or {}
     if board.get("status"):
         out.append(f"clock: {board['status']}")
