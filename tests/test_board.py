@@ -173,6 +173,16 @@ def test_program_refusals_then_success(board):
         assert client.info()["bitstream"]["sha256"] == hashlib.sha256(good).hexdigest()
 
 
+def test_bitstream_path_mistakes_are_named(board, tmp_path):
+    hw = HwConfig.resolve("pynq_1x16")
+    with BoardClient(board.addr) as client:
+        with pytest.raises(BoardError, match=r"--bitstream .*nosuch.bit: no such file$"):
+            client.ensure_bitstream(hw.name, tmp_path / "nosuch.bit")
+        # a directory was reported as "no such file"
+        with pytest.raises(BoardError, match=r"--bitstream .*: is a directory, expected a \.bit file$"):
+            client.ensure_bitstream(hw.name, tmp_path)
+
+
 def test_run_refusals(board):
     with BoardClient(board.addr) as client:
         other = _threaded_program(*CASES[1])

@@ -164,6 +164,8 @@ class BoardClient:
         bitstream file the board must already run `config`."""
         loaded = self.info().get("bitstream") or {}
         if bitstream is not None:
+            if Path(bitstream).is_dir():
+                raise BoardError(f"--bitstream {bitstream}: is a directory, expected a .bit file")
             data = Path(bitstream).read_bytes() if Path(bitstream).is_file() else None
             if data is None:
                 raise BoardError(f"--bitstream {bitstream}: no such file")
