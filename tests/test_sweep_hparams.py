@@ -85,3 +85,19 @@ def test_hparams_reach_the_inner_tuner_of_a_trial(monkeypatch: pytest.MonkeyPatc
                     hparams={"batch_size": "2", "epsilon": "0.5"})
     assert r["feasible"] and seen
     assert all(hp["batch_size"] == 2 and hp["epsilon"] == 0.5 for hp in seen)  # converted to the defaults' types
+
+
+def test_resume_refusals_read_plainly(space_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
+            dict(trials=2, budget=2, tuner="xgb", exhaustive_s=10.0, search="random", seed=0,
+                 max_concurrent=None, verified_clocks_only=False, profile=None, hparams=None))
+    # was "(started with None)": a Python repr, not the user's words
+    assert main(["sweep", "--resume", str(out), "--hparam", "batch_size=4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(started without it)" in err and "None" not in err
+    # was two lines: "resume applies --trials 0 (was 2)", then the error
+    for flag in ("--trials", "--max-concurrent"):
+        assert main(["sweep", "--resume", str(out), flag, "0"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{flag} 0: must be a positive integer" in err, err

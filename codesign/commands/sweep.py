@@ -151,7 +151,8 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
                 bad.extend(_resources_change(given, opts.resource_model()))
             continue
         if given is not None and given != saved.get(key):
-            bad.append(f"{flag} {given} (started with {saved.get(key)})")
+            was = saved.get(key)
+            bad.append(f"{flag} {given} (started " + ("without it)" if was is None else f"with {was})"))
     if args.space is not None:
         bad.append(f"SPACE.yaml {args.space} (the sweep keeps its copy {out / opts.space})")
     if bad:
@@ -159,6 +160,8 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
                           "--max-concurrent; start a new sweep (another --out) for other options")
     for key, flag in (("trials", "--trials"), ("max_concurrent", "--max-concurrent")):
         given = getattr(args, key)
+        if given is not None and given < 1:
+            raise ConfigError(f"{flag} {given}: must be a positive integer")
         if given is not None and given != saved.get(key):
             print(f"codesign sweep: resume applies {flag} {given} (was {saved.get(key)})", file=sys.stderr)
 
