@@ -81,3 +81,16 @@ def test_an_unwritable_or_disabled_cache_changes_nothing(tmp_path: Path, monkeyp
     assert unwritable == _traced("lstm", monkeypatch)
     assert not list(tmp_path.rglob("*.json"))
     zoo_workload.cache_clear()
+
+
+def test_a_cache_dir_the_user_named_but_cannot_be_written_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # CODESIGN_CACHE_DIR=<a file>: every command traced again and nothing said why
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(cache.CACHE_ENV, str(blocker))
+    zoo_workload.cache_clear()
+    get_workload("lstm")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "note:" in err[0] and cache.CACHE_ENV in err[0] and str(blocker) in err[0], err
+    zoo_workload.cache_clear()

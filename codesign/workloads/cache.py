@@ -93,5 +93,10 @@ def store(workload: Workload) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, to_json(workload))
-    except (OSError, CodesignError):
-        pass  # read-only home, full disk: the cache is an optimisation, the workload is already here
+    except (OSError, CodesignError) as exc:
+        # read-only home, full disk: the cache is an optimisation, the workload is already here. A
+        # directory the user named is expected to work, so say why it does not.
+        if os.environ.get(CACHE_ENV):
+            reason = getattr(exc, "strerror", None) or exc
+            print(f"codesign: note: cannot write the workload cache in {CACHE_ENV}={os.environ[CACHE_ENV]} "
+                  f"({reason}); tracing every time ({CACHE_ENV}=off silences this)", file=sys.stderr)
