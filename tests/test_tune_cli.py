@@ -69,6 +69,13 @@ def test_hparam_overrides_the_tuner_dict_and_budget_replaces_trials(tmp_path, ca
     space = ScheduleSpace(SMALL, "pynq_1x16")
     assert make_tuner("ga", space, hparams={"pop_size": "4"}).batch_size == 4  # CLI strings converted
     assert make_tuner("ppo", space, hparams={"lr": "3e-4"}).hp["lr"] == 3e-4
+    # the agent gets the converted values too: `tune --tuner ppo --hparam lr=3e-4` (the --help
+    # example) was a TypeError traceback from torch's Adam (lr the string '3e-4')
+    for name, key, text, value in (("ppo", "lr", "3e-4", 3e-4), ("dqn", "hidden", "32", 32),
+                                   ("bandit", "heads", "3", 3)):
+        tuner = make_tuner(name, space, hparams={key: text})
+        tuner.set_task(space.layer, space.hw)  # builds the agent
+        assert tuner.agent.hp[key] == value and type(tuner.agent.hp[key]) is type(value)
     with pytest.raises(ConfigError, match="allowed: elite, max_tries, mutation, pop_size, tournament"):
         make_tuner("ga", space, hparams={"popsize": 4})
     assert main(["tune", "--layer", SMALL, "--tuner", "ga", "--hparam", "mutation=x", "--budget", "2"]) == 2

@@ -154,7 +154,7 @@ class BanditTuner(Tuner):
                  hparams: dict | None = None) -> None:
         super().__init__(space, seed, view, hparams)
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
-        self.hparams = hparams
+        self.hparams = self.hp  # converted and checked (`resolve_hparams`), not the --hparam strings
         self.env: ScheduleEnv | None = None
         self._obs: np.ndarray | None = None  # observation of every valid config (row-aligned)
         self._task_data = 0

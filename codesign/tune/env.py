@@ -177,7 +177,7 @@ class MultiStepTuner(Tuner):
         self.buffer: list[Transition] = []
         # `agent` is a trained agent or a checkpoint path (warm start), else one is built per task.
         self.agent = self.agent_cls.load(agent) if isinstance(agent, (str, Path)) else agent
-        self.hparams = hparams
+        self.hparams = self.hp  # converted and checked (`resolve_hparams`), not the --hparam strings
         hp = self.agent.hp if self.agent else self.hp
         self.learn_every = int(hp[self.learn_every_key])
 
