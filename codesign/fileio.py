@@ -138,6 +138,22 @@ def append_jsonl(path: str | Path, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def count_unreadable(path: str | Path) -> int:
+    """Non-blank lines of `path` that `read_jsonl` skips (not a JSON object); 0 if it does not exist."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return 0
+    bad = 0
+    for line in lines:
+        if line.strip():
+            try:
+                bad += not isinstance(json.loads(line), dict)
+            except json.JSONDecodeError:
+                bad += 1
+    return bad
+
+
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """The JSON object lines of `path` (none if it does not exist); lines that do not parse — cut
     by a crash or being appended right now — are skipped."""

@@ -216,3 +216,14 @@ def test_sweep_out_naming_a_file_is_one_line(tmp_path, capsys):
     line = _one_line_error(capsys, main(["sweep", "--out", str(afile), "--trials", "1"]))
     assert f"{afile}: is a file; --out names the sweep directory" in line
     assert afile.read_text() == "mine\n"
+
+
+def test_replay_of_a_log_with_nothing_usable_prints_no_empty_table(tmp_path, capsys):
+    from codesign.cli import main
+
+    log = tmp_path / "empty.log"
+    log.write_text("not a record\n")
+    assert main(["replay", str(log)]) == 2
+    captured = capsys.readouterr()
+    assert "idx_rec" not in captured.out  # no table header without rows
+    assert "skipped" in captured.out and len(captured.err.strip().splitlines()) == 1

@@ -38,7 +38,7 @@ def space_file(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("flags", "expected"), [
     (["--tuner", "xgb", "--hparam", "nope=1"], "--hparam nope: tuner xgb has no such hyper-parameter; allowed: batch_size"),
-    (["--tuner", "xgb", "--hparam", "batch_size=many"], "--hparam batch_size='many': must be a int (default 8)"),
+    (["--tuner", "xgb", "--hparam", "batch_size=many"], "--hparam batch_size='many': must be an int (default 8)"),
     (["--tuner", "xgb", "--hparam", "batch_size"], "--hparam 'batch_size': expected KEY=VALUE"),
     (["--hparam", "batch_size=4"], "--hparam needs the tuner named: --tuner auto has none of its own"),
     # out of range: was a Ray traceback from inside the first trial (negative dimensions), exit 1
@@ -101,3 +101,11 @@ def test_resume_refusals_read_plainly(space_file: Path, tmp_path: Path, capsys: 
         assert main(["sweep", "--resume", str(out), flag, "0"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{flag} 0: must be a positive integer" in err, err
+
+
+def test_a_repeated_hparam_is_one_line(space_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    code = main(["sweep", str(space_file), "--out", str(out), "--tuner", "xgb",
+                 "--hparam", "batch_size=2", "--hparam", "batch_size=4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--hparam batch_size: given twice ('2' and '4')" in err and not out.exists()

@@ -290,3 +290,24 @@ def test_default_max_concurrent_runs_two_trials_at_once(ray_session, space_file,
     spans = sorted((r["timestamp"] - r["wall_s"], r["timestamp"]) for r in rows)
     overlaps = sum(1 for (s1, e1), (s2, _e2) in zip(spans, spans[1:]) if s2 < e1)
     assert overlaps >= 1, spans
+
+
+def test_finish_says_how_many_trial_lines_it_could_not_read(tmp_path, space_file, workload, capsys):
+    from codesign.fileio import count_unreadable
+    from codesign.sweep.runner import finish, prepare
+
+    out = tmp_path / "sweep"
+    opts, hw_space = prepare(space_file, workload, out, dict(trials=2, budget=2, tuner="random", exhaustive_s=10.0,
+                                                             search="random", seed=0, max_concurrent=None,
+                                                             verified_clocks_only=False, profile=None))
+    from codesign.sweep.trial import evaluate_hw
+
+    hw = hw_space.enumerate()[0]
+    row = evaluate_hw(hw, hw_space.board, workload, tuner="random", budget=2, seed=0)
+    append_jsonl(out / "trials.jsonl", {"trial_id": "a", "status": "ok", **row})
+    with open(out / "trials.jsonl", "a") as f:
+        f.write('{"trial_id": "b", "sta\n[1, 2]\n\n')  # a cut line and a non-object line; blank lines do not count
+    assert count_unreadable(out / "trials.jsonl") == 2
+    finish(out, opts, 2, 0.0, stock_names=(), power_bound=5.0, space=hw_space)
+    err = capsys.readouterr().err
+    assert "skipped 2 unreadable line(s)" in err and "the 1 readable trial(s)" in err

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     head = (f"{'line':>5} {'task':<18} {'model':<30} {'layer':<34} {'idx_rec':>7} {'idx_cmp':>7} "
             f"{'valid':<5} {'meas_ms':>9} {'pred_ms':>9} {'err%':>7}")
-    print(head)
+    if rows:
+        print(head)
     for r in rows:
         err = "-" if r.error_pct is None else f"{r.error_pct:+7.1f}"
         print(f"{r.line:>5} {r.task:<18} {r.model:<30} {r.layer:<34} {r.index_recorded:>7} "

@@ -80,7 +80,9 @@ def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("ms per image (x multiplicity)")
-    ax.set_title(f"per-layer latency of the Pareto designs (fastest first{note})", fontsize=9)
-    ax.legend(fontsize=6)
+    shown = (f"the {len(pts)} fastest of {len(points)} Pareto designs" if len(points) > len(pts)
+             else "the Pareto designs, fastest first")
+    ax.set_title(f"per-layer latency of {shown}{note}", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside, not on, the bars
     ax.grid(True, axis="y", alpha=0.3)
     return save_figure(fig, path)

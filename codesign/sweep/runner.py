@@ -32,6 +32,7 @@ from typing import Any
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
+from codesign.fileio import count_unreadable
 from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
@@ -448,6 +449,10 @@ def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_
            power_bound: float, space: HwSpace) -> SweepResult:
     """Final pareto.json and plots from the trials on disk."""
     rows = read_trials(out)
+    unreadable = count_unreadable(out / TRIALS_FILE)  # nothing appends now: these lines are cut, not in flight
+    if unreadable:
+        print(f"codesign sweep: note: {out / TRIALS_FILE}: skipped {unreadable} unreadable line(s) (cut by an "
+              f"interrupted write); the front uses the {len(rows)} readable trial(s)", file=sys.stderr)
     doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)
     plots = write_plots(out, rows, doc)
     result = SweepResult(out, opts, rows, doc, plots, planned, wall_s)

@@ -29,6 +29,9 @@ def parse_hparams(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--hparam {item!r}: expected KEY=VALUE, e.g. --hparam lr=3e-4")
+        if key.strip() in out:
+            raise ConfigError(f"--hparam {key.strip()}: given twice ({out[key.strip()]!r} and {value.strip()!r}); "
+                              "give each hyper-parameter once")
         out[key.strip()] = value.strip()
     return out
 
@@ -54,7 +57,7 @@ def resolve_hparams(tuner: str, defaults: dict[str, Any], overrides: dict[str, A
             else:
                 out[key] = value
         except (TypeError, ValueError):
-            raise ConfigError(f"--hparam {key}={value!r}: must be a {kind.__name__} "
+            raise ConfigError(f"--hparam {key}={value!r}: must be {'an' if kind.__name__[0] in 'aeiou' else 'a'} {kind.__name__} "
                               f"(default {defaults[key]!r})") from None
         _check_range(key, value, out[key], defaults[key], (ranges or {}).get(key))
     return out
