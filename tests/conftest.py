@@ -28,6 +28,30 @@ def _workload_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ[CACHE_ENV] = previous
 
 
+TINY_SPACE = """\
+board: pynq-z1
+params:
+  LOG_BLOCK: [3, 4]
+fixed:
+  LOG_INP_BUFF_SIZE: 14
+  LOG_WGT_BUFF_SIZE: 16
+  LOG_ACC_BUFF_SIZE: 16
+"""
+
+
+@pytest.fixture()
+def tiny_space(tmp_path: Path):
+    """tiny_space(extra_fixed="") -> path of a PYNQ-Z1 space with 1x8 and 1x16 cores; `extra_fixed`
+    adds lines under `fixed:` (e.g. "  clock_mhz: 142\n")."""
+
+    def write(extra_fixed: str = "") -> Path:
+        path = tmp_path / "tiny.yaml"
+        path.write_text(TINY_SPACE + extra_fixed)
+        return path
+
+    return write
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     """One local Ray (2 CPUs, no dashboard) per test module that asks for it; shut down after it."""

@@ -17,23 +17,12 @@ from codesign.sweep.runner import prepare
 from codesign.sweep.trial import evaluate_hw
 from codesign.workloads import Workload
 
-SPACE = """\
-board: pynq-z1
-params:
-  LOG_BLOCK: [3, 4]
-fixed:
-  LOG_INP_BUFF_SIZE: 14
-  LOG_WGT_BUFF_SIZE: 16
-  LOG_ACC_BUFF_SIZE: 16
-"""
 LAYER = "conv2d:1,32,8,8,32,3,3,1,1"
 
 
 @pytest.fixture()
-def space_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.yaml"
-    path.write_text(SPACE)
-    return path
+def space_file(tiny_space) -> Path:
+    return tiny_space()
 
 
 @pytest.mark.parametrize(("flags", "expected"), [

@@ -27,17 +27,9 @@ from codesign.sweep.runner import prepare, run_sweep
 from codesign.sweep.trial import TrialContext, run_trial
 from codesign.workloads import Workload
 
-# 1x8 and 1x16 cores at 142 MHz on the PYNQ-Z1 (verified only up to 100 MHz in the board file).
-SPACE = """\
-board: pynq-z1
-params:
-  LOG_BLOCK: [3, 4]
-fixed:
-  LOG_INP_BUFF_SIZE: 14
-  LOG_WGT_BUFF_SIZE: 16
-  LOG_ACC_BUFF_SIZE: 16
-  clock_mhz: 142
-"""
+# The tiny space's 1x8 and 1x16 cores at 142 MHz on the PYNQ-Z1 (verified only up to 100 MHz in the
+# board file).
+CLOCK_142 = "  clock_mhz: 142\n"
 LAYER = "conv2d:1,32,8,8,32,3,3,1,1"
 # One DSP per int8 product instead of HLS's two (the DSP-per-MAC term doubled), and a PYNQ-Z1 build
 # that met timing at 142 MHz.
@@ -64,10 +56,8 @@ def calibrate_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def files(tmp_path: Path, calibrate_out: Path) -> tuple[Path, Path]:
-    space = tmp_path / "tiny.yaml"
-    space.write_text(SPACE)
-    return space, _calibrated(tmp_path, calibrate_out)
+def files(tmp_path: Path, calibrate_out: Path, tiny_space) -> tuple[Path, Path]:
+    return tiny_space(CLOCK_142), _calibrated(tmp_path, calibrate_out)
 
 
 def _hw(log_block: int) -> HwConfig:
@@ -186,9 +176,8 @@ GOOD = _doc_with(COEFFICIENTS, 100.0)
      "verified_clock.pynq-z9: unknown board 'pynq-z9'"),
 ])
 def test_a_bad_resources_file_is_one_line_and_creates_nothing(content: str | None, expected: str, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    space = tmp_path / "tiny.yaml"
-    space.write_text(SPACE)
+                                                              capsys: pytest.CaptureFixture[str], tiny_space) -> None:
+    space = tiny_space(CLOCK_142)
     bad = tmp_path / "res.json"
     if content == "dir":
         bad.mkdir()
