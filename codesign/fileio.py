@@ -138,20 +138,22 @@ def append_jsonl(path: str | Path, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def _json_object(line: str) -> dict[str, Any] | None:
+    """The JSON object on `line`, or None (cut, not JSON, or not an object)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
 def count_unreadable(path: str | Path) -> int:
     """Non-blank lines of `path` that `read_jsonl` skips (not a JSON object); 0 if it does not exist."""
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return 0
-    bad = 0
-    for line in lines:
-        if line.strip():
-            try:
-                bad += not isinstance(json.loads(line), dict)
-            except json.JSONDecodeError:
-                bad += 1
-    return bad
+    return sum(1 for line in lines if line.strip() and _json_object(line) is None)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -163,9 +165,6 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         return
     with f:
         for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
+            row = _json_object(line)
+            if row is not None:
                 yield row

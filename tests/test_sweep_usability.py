@@ -180,39 +180,39 @@ def test_resume_with_more_trials_applies_them_and_refuses_fixed_flags(ray_sessio
 
 
 # -- Ctrl-C ---------------------------------------------------------------------------------------------
-def test_ctrl_c_exits_130_in_sweep(tmp_path, space_file):
-    out = tmp_path / "sweep"
-    proc = subprocess.Popen(_cli("sweep", str(space_file), "--workload", "resnet18", "--trials", "4", "--budget", "4",
-                                 "--search", "random", "--tuner", "random", "--out", str(out), "--max-concurrent", "1"),
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _interrupt(argv: list[str], started, what: str, start_s: float, stop_s: float) -> tuple[int, str, str]:
+    """Run the CLI, press Ctrl-C once `started()` holds (within `start_s`), wait `stop_s` for the
+    exit: (exit code, stdout, stderr). The process group is stopped whatever happens."""
+    proc = subprocess.Popen(_cli(*argv), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_default_sigint)
     try:
-        _wait_for(lambda: (out / "trials.jsonl").exists() or proc.poll() is not None, 240, "the first trial")
+        _wait_for(lambda: started() or proc.poll() is not None, start_s, what)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=stop_s)
     finally:
         _stop(proc)
-    assert proc.returncode == 130, stderr[-2000:]
+    return proc.returncode, stdout, stderr
+
+
+def test_ctrl_c_exits_130_in_sweep(tmp_path, space_file):
+    out = tmp_path / "sweep"
+    code, stdout, stderr = _interrupt(["sweep", str(space_file), "--workload", "resnet18", "--trials", "4",
+                                       "--budget", "4", "--search", "random", "--tuner", "random", "--out", str(out),
+                                       "--max-concurrent", "1"],
+                                      lambda: (out / "trials.jsonl").exists(), "the first trial", 240, 120)
+    assert code == 130, stderr[-2000:]
     assert "continue it with `codesign sweep --resume" in stdout
 
 
 def test_ctrl_c_exits_130_in_tune(tmp_path):
     records = tmp_path / "r.jsonl"
     # PPO over every ResNet-18 layer runs for tens of seconds: the interrupt lands mid-tuning
-    proc = subprocess.Popen(_cli("tune", "--workload", "resnet18", "--trials", "100000", "--tuner", "ppo",
-                                 "--records", str(records)),
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_default_sigint)
-    try:
-        _wait_for(lambda: records.exists() and records.stat().st_size > 0 or proc.poll() is not None, 120,
-                  "the first measurement")
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        _stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        _stop(proc)
-    assert proc.returncode == 130, stderr[-2000:]
+    code, _stdout, stderr = _interrupt(["tune", "--workload", "resnet18", "--trials", "100000", "--tuner", "ppo",
+                                        "--records", str(records)],
+                                       lambda: records.exists() and records.stat().st_size > 0,
+                                       "the first measurement", 120, 60)
+    assert code == 130, stderr[-2000:]
     assert "interrupted" in stderr and "Traceback" not in stderr
 
 
