@@ -11,9 +11,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 # Third-party libraries that may be imported inside functions: each is heavy to import and needed
-# only by some commands (torch: RL tuners; xgboost: xgb tuner; ray/optuna: the sweep; matplotlib:
+# only by some commands (torch: RL tuners, network import; torchao: quantization; xgboost: xgb tuner; ray/optuna: the sweep; matplotlib:
 # plots; scipy: the calibration fit; tvm/pynq: the board flow).
-HEAVY = {"torch", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq"}
+HEAVY = {"torch", "torchao", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq"}
 # (module, imported module): codesign imports allowed inside a function, with the reason.
 ALLOWED_CODESIGN = {
     ("codesign", "codesign.vta.run"),  # `codesign.run_layer`: the package root must not load numba
@@ -108,7 +108,7 @@ def test_no_function_level_imports_except_heavy_libraries():
 def test_every_module_imports_on_its_own():
     # A fresh interpreter per stage entry point: a cycle hidden behind package __init__ order would
     # raise ImportError here even if the static graph missed it.
-    entries = ["codesign.workloads", "codesign.schedule", "codesign.vta.run", "codesign.tune",
+    entries = ["codesign.workloads", "codesign.network", "codesign.schedule", "codesign.vta.run", "codesign.tune",
                "codesign.pareto", "codesign.calibrate", "codesign.autotvm", "codesign.sweep.trial"]
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
     for mod in entries:

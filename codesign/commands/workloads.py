@@ -1,13 +1,20 @@
 """`codesign workloads [NAME] [--hw HW]`: the model zoo, or one network's layers with their
-multiplicities, MACs and what VTA offloads on a hardware config (and why the rest stays on the CPU)."""
+multiplicities, MACs and what VTA offloads on a hardware config (and why the rest stays on the CPU).
+`--graph` lists every op of the whole network (codesign.network); `--quantize` adds its int8
+exponents and shifts and the integer reference's agreement with the float model."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.network import agreement, import_network, int_outputs, load_model, quantize
 from codesign.schedule import partition
 from codesign.workloads import ZOO, get_workload
 
@@ -18,11 +25,20 @@ examples:
   codesign workloads resnet50 --hw pynq_4x8 --json  # the same as JSON
   codesign workloads my_net.py:build --hw pynq_1x16 # your own torch module: build() -> (module, inputs)
   codesign workloads exported.pt2                   # a torch.export.save archive
+  codesign workloads resnet18 --graph               # every op of the whole network: kind, shape, inputs
+  codesign workloads my_net.py:build --graph --quantize --calibration x.npy --labels y.npy
+                                                    # int8 exponents/shifts, integer vs float agreement
 
 NAME is a zoo name, path/to/file.py:factory (a function returning (module, example_inputs)) or a
 .pt2 file; the same forms work for `--workload` of tune, space and sweep. A layer is offloaded when
 its template has at least one valid schedule on the hardware (the rules of `codesign space`);
 the batch grows to a multiple of the config's BATCH (4 on pynq_4x8).
+
+--graph keeps every op (conv with batch norm folded in, linear, ReLU, residual add, pools,
+flatten, concat) with the module's weights; zoo networks get seeded random weights (--seed).
+--quantize calibrates int8 power-of-two scales with torchao's PT2E flow on --calibration (an .npy
+of shape (N, *input shape without batch); default: the example inputs) and compares the NumPy
+integer reference with the float module on those inputs (accuracy too when --labels is given).
 """
 
 
@@ -31,8 +47,78 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", nargs="?", metavar="NAME", help="zoo name, file.py:factory or .pt2 (default: list the zoo)")
     p.add_argument("--hw", default="pynq_1x16", help="hardware config name or YAML (default: pynq_1x16)")
+    p.add_argument("--graph", action="store_true", help="every op of the whole network (kind, shape, inputs, MACs)")
+    p.add_argument("--quantize", action="store_true", help="with --graph: int8 quantization and integer-vs-float agreement")
+    p.add_argument("--calibration", metavar="FILE.npy", help="calibration inputs (N, *input shape[1:]); default: example inputs")
+    p.add_argument("--labels", metavar="FILE.npy", help="integer class labels (N,) of the calibration inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of a zoo network's random weights (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
+
+
+def _npy(path: str, what: str) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} file {path!r} does not exist")
+    try:
+        return np.load(p, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{what} file {path!r} is not a NumPy .npy array: {str(exc)[:120]}") from None
+
+
+def graph(spec: str, quantized: bool = False, calibration: str | None = None, labels: str | None = None,
+          seed: int = 0) -> dict[str, Any]:
+    """Every op of network `spec` (and, when `quantized`, its exponents/shifts and agreement)."""
+    if (calibration or labels) and not quantized:
+        raise ConfigError("--calibration and --labels go with --quantize")
+    module, inputs, name = load_model(spec, seed)
+    cal = _npy(calibration, "--calibration") if calibration else None
+    lab = _npy(labels, "--labels") if labels else None
+    if lab is not None:
+        n = cal.shape[0] if cal is not None else int(inputs[0].shape[0])
+        if lab.shape != (n,) or lab.dtype.kind not in "iu":
+            raise ConfigError(f"--labels file {labels!r}: shape {lab.shape} dtype {lab.dtype}, expected ({n},) integers")
+    net = import_network(module, inputs, name)
+    doc: dict[str, Any] = {"network": name, "inputs": [[n, list(s)] for n, s in net.inputs], "outputs": list(net.outputs),
+                           "counts": net.counts(), "macs": net.macs, "ops": net.rows()}
+    if quantized:
+        import torch  # heavy; only the float model's outputs need it
+
+        q = quantize(module, inputs, cal, name)
+        by_name = {r["name"]: r for r in q.rows()}
+        for row in doc["ops"]:
+            row.update({k: by_name[row["name"]][k] for k in ("frac", "shift", "mul", "weight_frac", "in_shifts")})
+        data = cal if cal is not None else inputs[0].numpy()
+        with torch.no_grad():
+            ref = module(torch.as_tensor(data.astype(np.float32)))
+        ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).numpy()
+        doc["agreement"] = agreement(ref, int_outputs(q, data)[0], lab)
+        doc["input_frac"] = {n: q.frac[n] for n, _ in net.inputs}
+    return doc
+
+
+def _print_graph(doc: dict[str, Any]) -> None:
+    counts = ", ".join(f"{k} {n}" for k, n in doc["counts"].items())
+    print(f"{doc['network']}: {len(doc['ops'])} ops ({counts}), {doc['macs'] / 1e9:.3f} GMACs")
+    quant = "agreement" in doc
+    width = max(len(r["name"]) for r in doc["ops"])
+    kw = max(len(r["kind"]) for r in doc["ops"])
+    head = f"{'op'.ljust(width)}  {'kind'.ljust(kw)}  {'shape'.ljust(16)}  {'MACs':>11}"
+    print(head + ("  frac  shift" if quant else "") + "  inputs")
+    for r in doc["ops"]:
+        shape = "x".join(map(str, r["shape"]))
+        extra = f"  {r['frac']:4d}  {r['shift']:5d}" if quant else ""
+        print(f"{r['name'].ljust(width)}  {r['kind'].ljust(kw)}  {shape.ljust(16)}  {r['macs']:11d}{extra}  "
+              f"{', '.join(r['inputs'])}")
+    if quant:
+        a = doc["agreement"]
+        text = f"integer reference vs float model on {a['samples']} input(s): max abs error {a['max_abs_error']:.4g} " \
+               f"(outputs up to {a['output_range']:.4g})"
+        if "top1_agreement" in a:
+            text += f", top-1 agreement {100 * a['top1_agreement']:.1f}%"
+        if "accuracy_float" in a:
+            text += f", accuracy float {100 * a['accuracy_float']:.1f}% / integer {100 * a['accuracy_int']:.1f}%"
+        print(text)
 
 
 def _gmacs(macs: int) -> str:
@@ -71,6 +157,13 @@ def run(args: argparse.Namespace) -> int:
             for r in rows:
                 print(f"{r['workload'].ljust(width)}  {r['description']}")
             print("\n`codesign workloads NAME --hw HW` shows a network's layers and what is offloaded.")
+        return 0
+    if args.graph or args.quantize or args.calibration or args.labels:
+        doc = graph(args.name, args.quantize, args.calibration, args.labels, args.seed)
+        if args.json:
+            print(json.dumps(doc, indent=1))
+        else:
+            _print_graph(doc)
         return 0
     doc = describe(args.name, args.hw)
     if args.json:

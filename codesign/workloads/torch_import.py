@@ -303,8 +303,8 @@ def _workload(graph: Any, params: set[str], name: str, description: str, batch: 
     return Workload(name, tuple(c.layers.items()), batch, description, tuple(c.cpu.items()))
 
 
-def from_exported(path: str | Path, name: str | None = None) -> Workload:
-    """The workload of a `torch.export.save`d `.pt2` file."""
+def load_exported(path: str | Path) -> Any:
+    """The `ExportedProgram` of a `torch.export.save`d `.pt2` file, or a one-line error."""
     import torch  # heavy; only importing a network needs it
 
     p = Path(path)
@@ -317,6 +317,13 @@ def from_exported(path: str | Path, name: str | None = None) -> Workload:
     except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad archive
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"workload file {str(p)!r} is not a torch.export .pt2 archive: {first[:200]}") from None
+    return ep
+
+
+def from_exported(path: str | Path, name: str | None = None) -> Workload:
+    """The workload of a `torch.export.save`d `.pt2` file."""
+    p = Path(path)
+    ep = load_exported(p)
     params = set(ep.graph_signature.inputs_to_parameters) | set(ep.graph_signature.inputs_to_buffers)
     user = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name not in params]
     batch = (_shape(user[0]) or (1,))[0] if user else 1
@@ -325,6 +332,12 @@ def from_exported(path: str | Path, name: str | None = None) -> Workload:
 
 def from_factory(spec: str) -> Workload:
     """The workload of `path/to/file.py:factory`, a function returning (module, example_inputs)."""
+    module, inputs, name = load_factory(spec)
+    return from_torch(module, inputs, name=name, description=f"{spec}")
+
+
+def load_factory(spec: str) -> tuple[Any, Any, str]:
+    """(module, example_inputs, name) from `path/to/file.py:factory`, or a one-line error."""
     path_text, sep, fn_name = spec.rpartition(":")
     if not sep or not path_text.endswith(".py") or not fn_name.isidentifier():
         raise ConfigError(f"workload {spec!r}: expected path/to/file.py:factory")
@@ -349,7 +362,7 @@ def from_factory(spec: str) -> Workload:
         raise ConfigError(f"workload factory {spec!r} raised {type(exc).__name__}: {exc}"[:300]) from None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         raise ConfigError(f"workload factory {spec!r} must return (module, example_inputs), got {type(result).__name__}")
-    return from_torch(result[0], result[1], name=f"{path.stem}_{fn_name}", description=f"{spec}")
+    return result[0], result[1], f"{path.stem}_{fn_name}"
 
 
 @cache
@@ -371,7 +384,7 @@ def zoo_workload(name: str) -> Workload:
     return workload
 
 
-def _zoo_key(text: str) -> str | None:
+def zoo_key(text: str) -> str | None:
     key = text.strip().lower().replace("-", "").replace("_", "")
     aliases = {"mobilenetv1": "mobilenet", "mobilenetg": "mobilenet", "vgg": "vgg16"}
     key = aliases.get(key, key)
@@ -381,7 +394,7 @@ def _zoo_key(text: str) -> str | None:
 def get_workload(spec: str) -> Workload:
     """A workload from a built-in zoo name (case-insensitive), `path/file.py:factory` or a `.pt2`."""
     text = str(spec).strip()
-    name = _zoo_key(text)
+    name = zoo_key(text)
     if name is not None:
         return zoo_workload(name)
     if text.endswith(".pt2"):

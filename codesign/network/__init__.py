@@ -1,0 +1,12 @@
+"""Whole networks: every op of an exported torch graph with its weights (`Network`), its int8
+quantization with power-of-two scales (`quantize`, torchao PT2E), and NumPy references of the
+integer and float networks (`run_int`, `run_float`). Placement and lowering build on this."""
+
+from codesign.network.graph import KINDS, Network, Op
+from codesign.network.importer import import_network, load_model
+from codesign.network.quantize import quantize
+from codesign.network.quantized import QParams, QuantizedNetwork, plan
+from codesign.network.reference import agreement, int_outputs, run_float, run_int
+
+__all__ = ["KINDS", "Network", "Op", "QParams", "QuantizedNetwork", "agreement", "import_network", "int_outputs",
+           "load_model", "plan", "quantize", "run_float", "run_int"]

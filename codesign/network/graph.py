@@ -1,0 +1,111 @@
+"""The network IR: every op of an exported graph, its weights and its edges.
+
+A `Network` is a list of `Op`s in topological order. Each op produces one tensor named after the
+op; `inputs` name the tensors it consumes (graph inputs or earlier ops), so placement and fusion
+can walk producers and consumers. Weights are float32 NumPy arrays as the module holds them, with
+batch norm already folded into the conv before it (`None` when the module was built on the meta
+device: shapes only). No torch here: `codesign.network.importer` builds networks from torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# kind -> what it computes (the attrs it carries)
+KINDS: dict[str, str] = {
+    "conv2d": "convolution with bias (batch norm folded in): stride, padding, dilation, groups",
+    "linear": "fully connected y = x W^T + b",
+    "relu": "max(x, 0)",
+    "add": "element-wise sum of two tensors of one shape (residual add)",
+    "max_pool2d": "max over kernel windows: kernel, stride, padding, dilation",
+    "avg_pool2d": "mean over kernel windows: kernel, stride, padding, divisor",
+    "adaptive_avg_pool2d": "mean over equal windows that tile the input to output_size",
+    "flatten": "reshape to `shape` (flatten, view, reshape): no arithmetic",
+    "concat": "concatenation along `dim`",
+}
+# Ops that compute nothing in inference; the importer passes their input through.
+IDENTITY_OPS = ("dropout", "clone", "contiguous", "alias", "detach", "identity", "lift_fresh_copy")
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One op: its output tensor is named `name`, of `shape`."""
+
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    weight: np.ndarray | None = None     # conv2d: OIHW; linear: (out, in)
+    bias: np.ndarray | None = None       # (out,), float32
+    source: str = ""                     # the torch module path the op came from (for messages)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per run (conv2d and linear; 0 for the others)."""
+        if self.kind == "conv2d" and self.attrs.get("weight_shape"):
+            return math.prod(self.shape) * math.prod(self.attrs["weight_shape"][1:])
+        if self.kind == "linear" and self.attrs.get("weight_shape"):
+            return math.prod(self.shape) * int(self.attrs["weight_shape"][1])
+        return 0
+
+    def where(self) -> str:
+        return f"node {self.name!r}" + (f" (module {self.source})" if self.source else "")
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """A whole network: graph inputs (name, shape), ops in topological order, graph outputs."""
+
+    name: str
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    ops: tuple[Op, ...]
+    outputs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        known = {n for n, _ in self.inputs}
+        for op in self.ops:
+            if op.kind not in KINDS:
+                raise ValueError(f"op {op.name}: unknown kind {op.kind!r}")
+            missing = [t for t in op.inputs if t not in known]
+            if missing:
+                raise ValueError(f"op {op.name} consumes {missing}, produced by no earlier op")
+            known.add(op.name)
+
+    def op(self, name: str) -> Op:
+        return self._by_name[name]
+
+    @property
+    def _by_name(self) -> dict[str, Op]:
+        return {op.name: op for op in self.ops}
+
+    def consumers(self, tensor: str) -> list[Op]:
+        """The ops that read `tensor`, in graph order."""
+        return [op for op in self.ops if tensor in op.inputs]
+
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        return dict(self.inputs)[tensor] if tensor in dict(self.inputs) else self._by_name[tensor].shape
+
+    def counts(self) -> dict[str, int]:
+        """Ops per kind, in first-seen order."""
+        return dict(Counter(op.kind for op in self.ops))
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+    @property
+    def has_weights(self) -> bool:
+        return all(op.weight is not None for op in self.ops if op.kind in ("conv2d", "linear"))
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One JSON-ready row per op (name, kind, shape, inputs, attrs, MACs, module)."""
+        return [{"name": op.name, "kind": op.kind, "shape": list(op.shape), "inputs": list(op.inputs),
+                 "attrs": {k: (list(v) if isinstance(v, tuple) else v) for k, v in op.attrs.items()},
+                 "macs": op.macs, "module": op.source} for op in self.ops]
