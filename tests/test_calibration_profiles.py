@@ -71,10 +71,9 @@ def test_profile_fit_on_shipped_data_and_use_in_replay(tmp_path, capsys) -> None
     prov = doc["provenance"]
     assert doc["kind"] == "profile" and prov["records_used"] == 20
     assert prov["data"][0]["sha256"] == _sha(LOG)
-    assert set(prov["pinned"]) | set(prov["not_pinned"]) == set(profiles.ENV_TERMS)
-    for t in prov["not_pinned"]:  # unpinned terms keep the shipped value and say how many records
+    assert set(prov["fitted"]) | set(prov["not_fitted"]) == set(profiles.ENV_TERMS)
+    for t in prov["not_fitted"]:  # terms not chosen keep the shipped value
         assert doc["params"][t] == getattr(TimingParams.load(), t)
-        assert prov["terms"][t]["records_needed"] is None or prov["terms"][t]["records_needed"] > 20
     assert prov["after"]["mape"] < 3 and prov["leave_one_out"]["mape"] < 4
     written = tmp_path / "profiles" / "lab.json"
     assert written.exists()

@@ -12,7 +12,13 @@ from tqdm import tqdm
 
 from codesign.bitstream import catalog
 from codesign.calibrate.fit import FIT_PARAMS, calibrate
-from codesign.calibrate.profiles import calibrate_profile, is_protected, save_profile, write_path
+from codesign.calibrate.profiles import (
+    calibrate_profile,
+    is_protected,
+    save_profile,
+    selection_lines,
+    write_path,
+)
 from codesign.calibrate.resources_fit import calibrate_resources
 from codesign.commands.replay import _clean
 from codesign.errors import ConfigError
@@ -30,8 +36,10 @@ error) and prints the before/after MAPE and Spearman rho.
 
 With --profile NAME it fits a calibration profile instead: only the environment (host/runtime)
 terms -- per call, per instruction, per input byte, per output byte -- on top of the shipped
-device parameters, and only those the records can pin (each has a prior; see
-docs/calibration-profiles.md). --device refits the device parameters too. Profiles are written
+device parameters. The terms are chosen by evidence: every subset of the four is fitted and
+scored by leave-one-out error, the comparison is printed (and in --json), and the fewest terms
+that do as well as the best are kept, never worse than the best single-term fit (priors and
+rule: docs/calibration-profiles.md). --device refits the device parameters too. Profiles are written
 to $CODESIGN_PROFILE_DIR (default ~/.local/share/vta-codesign/profiles); the shipped ones in
 sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
 
@@ -46,7 +54,8 @@ records would be needed.
 EPILOG = """\
 examples:
   codesign calibrate sim/calibration/pynq_resnet18.log -o /tmp/params.json
-  codesign calibrate --profile lab-pynq session.log              # host terms the data pin
+  codesign calibrate --profile lab-pynq session.log              # host terms chosen by leave-one-out
+  codesign calibrate --profile r50 sim/calibration/pynq_1x16_resnet50.log --json
   codesign calibrate --profile lab-pynq session.log --terms host_call_s,host_per_out_byte_s
   codesign replay session.log --profile lab-pynq                 # use it (also tune/sweep/run)
   codesign calibrate a.log b.log -o /tmp/params.json --no-loo
@@ -67,7 +76,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="fit a calibration profile (host terms on top of the shipped device model) "
                         "and save it under this name")
     p.add_argument("--terms", metavar="NAMES", default=None,
-                   help="with --profile: environment terms to fit (default: every term the data pin; "
+                   help="with --profile: environment terms to fit, each must be pinned by the data "
+                        "(default: chosen by leave-one-out error; "
                         "host_call_s,host_per_insn_s,host_per_in_byte_s,host_per_out_byte_s)")
     p.add_argument("--device", action="store_true",
                    help="with --profile: refit the device parameters too")
@@ -166,15 +176,17 @@ def _run_profile(args: argparse.Namespace) -> int:
           f"(with device time: {prov['records_with_device_time']})")
     for s in prov["records_skipped"]:
         print(f"  skipped {s['file']}:{s['line']}: {s['reason']}")
-    print(f"{'term':<22} {'value':>11} {'posterior sd':>12} {'prior sd':>9} {'pinned':>9} "
+    if prov["selection"]["subsets"]:
+        print("\n".join(selection_lines(prov["selection"])))
+    print(f"{'term':<22} {'fitted':>6} {'value':>11} {'posterior sd':>12} {'prior sd':>9} {'pinned':>6} "
           f"{'LOO MAPE without':>16}")
     for t, row in prov["terms"].items():
-        pinned = "yes" if row.get("pinned") else ("no" if "pinned" in row else "not asked")
+        pinned = "yes" if row.get("pinned") else ("no" if "pinned" in row else "-")
         without = f"{row['loo_mape_without']:.2f}%" if "loo_mape_without" in row else "-"
         post = f"{row['posterior_sd']:.3g}" if "posterior_sd" in row else "-"
-        print(f"{t:<22} {row['value']:>11.4g} {post:>12} {row['prior_sd']:>9.3g} {pinned:>9} {without:>16}")
-        if not row.get("pinned") and row.get("records_needed"):
-            print(f"{'':<22} not pinned: about {row['records_needed']} records with this spread would pin it")
+        fitted = "yes" if row["fitted"] else "no"
+        print(f"{t:<22} {fitted:>6} {row['value']:>11.4g} {post:>12} {row['prior_sd']:>9.3g} {pinned:>6} "
+              f"{without:>16}")
     b, a = prov["before"], prov["after"]
     print(f"before (shipped host terms): MAPE {b['mape']:6.2f}%  max |err| {b['max_abs_error_pct']:.1f}%")
     print(f"after:                       MAPE {a['mape']:6.2f}%  max |err| {a['max_abs_error_pct']:.1f}%")
