@@ -14,7 +14,7 @@ from codesign.errors import CodesignError
 COMMANDS = [
     ("workloads", "list the network zoo, or show one network's layers and what VTA offloads"),
     ("simulate", "run a serialized VTA program on the simulator and print cycles and counters"),
-    ("board", "PYNQ boards over tvm.rpc: serve a board (or an emulated one), info, run a program"),
+    ("board", "PYNQ boards over tvm.rpc: serve a board (or an emulated one), info, run a program, a tracker"),
     ("space", "show a layer's schedule space; --exhaustive finds the true optimum"),
     ("replay", "re-simulate the records of an AutoTVM log and compare with the measured times"),
     ("calibrate", "fit the timing model's physical parameters to measured AutoTVM records"),

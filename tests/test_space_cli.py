@@ -88,7 +88,32 @@ def test_exhaustive_uses_tune(monkeypatch, capsys):
     code, out = run(["--layer", SPEC, "--json", "--exhaustive"], capsys)
     best = json.loads(out)["best"]
     want = min(sp.valid_indices().tolist(), key=fake_seconds)
-    assert best == {"knobs": sp.get(want).knobs, "index": want, "seconds": fake_seconds(want)}
+    from codesign.analysis.roofline import roofline
+
+    bound = roofline(sp.layer, sp.hw).bound_call_seconds
+    assert best == {"knobs": sp.get(want).knobs, "index": want, "seconds": fake_seconds(want),
+                    "roofline_fraction": bound / fake_seconds(want)}
+
+
+def test_roofline_and_the_optimum_fraction_of_it_in_json_and_text(capsys):
+    """The strided 1x1 conv whose optimum (2.772 ms) was below the old "bound" (2.868 ms)."""
+    from codesign.analysis.roofline import roofline
+    from codesign.hw.config import HwConfig
+    from codesign.tune import exhaustive
+    from codesign.workloads import parse_layer
+
+    spec, hw = "conv2d:4,64,56,56,128,1,1,2,0", HwConfig.resolve("pynq_4x8")
+    code, out = run(["--layer", spec, "--hw", "pynq_4x8", "--exhaustive", "--json"], capsys)
+    info = json.loads(out)
+    r = roofline(parse_layer(spec), hw)
+    assert info["roofline"] == json.loads(json.dumps(r.to_dict()))
+    _, best_s = exhaustive(parse_layer(spec), hw)
+    assert info["best"]["seconds"] == best_s
+    assert info["best"]["roofline_fraction"] == pytest.approx(r.bound_call_seconds / best_s)
+    assert 0 < info["best"]["roofline_fraction"] <= 1
+    code, out = run(["--layer", spec, "--hw", "pynq_4x8", "--exhaustive"], capsys)
+    assert f"roofline  {r.bound_call_seconds * 1e3:.4f} ms  (memory-bound" in out
+    assert f"({100 * r.bound_call_seconds / best_s:.1f}% of the roofline;" in out
 
 
 def test_save_program_runs_bit_exact_in_simulate(tmp_path, capsys):
@@ -114,3 +139,18 @@ def test_save_program_runs_bit_exact_in_simulate(tmp_path, capsys):
     assert np.array_equal(got, layer.reference(data, weight))
     assert main(["space", "--layer", spec, "--save-program", str(path), "--index", "-1"]) == 2
     assert "--index -1" in capsys.readouterr().err
+
+
+def test_save_program_of_unsupported_layer_names_the_batch_and_suggests_one(tmp_path, capsys):
+    """--save-program on a batch BATCH does not divide said only "no valid schedule to compile"."""
+    from codesign.cli import main
+
+    path = tmp_path / "f.vtaprog"
+    argv = ["space", "--layer", "conv2d:1,64,28,28,64,3,3,1,1", "--hw", "pynq_2x16_i8w8a32_15_14_17_16"]
+    assert main([*argv, "--save-program", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "batch=1 is not a multiple of BATCH=2" in err
+    assert "--layer conv2d:2,64,28,28,64,3,3,1,1" in err and not path.exists()
+    assert main([*argv, "--json"]) == 0  # the listing carries the same hint
+    assert json.loads(capsys.readouterr().out)["hint"].endswith("--layer conv2d:2,64,28,28,64,3,3,1,1")

@@ -2,15 +2,18 @@
 
 * compute bound: every MAC on the GEMM core at BATCH*BLOCK_IN*BLOCK_OUT MACs per cycle
   (one micro-op per cycle, docs/vta.md §4.3), i.e. MACs / (BATCH*BLOCK_IN*BLOCK_OUT) cycles;
-* memory bound: the minimum DRAM traffic -- packed inputs and weights read once, the output
-  written once, the fewest micro-ops any schedule needs -- over the ONE shared memory port
-  (docs/vta.md §4.2) at `bus_bytes` per cycle times the timing model's port efficiency for that
-  footprint (`timing.port_efficiency`, the same formula the cycle model uses; micro-ops
-  go through the compute module's narrower uop port, §4.5);
+* memory bound: the minimum DRAM traffic -- each input element some output reads and each
+  weight of a kernel tap that meets real input, once; the output written once; the fewest
+  micro-ops any schedule needs (`min_bytes`) -- over the ONE shared memory port (docs/vta.md
+  §4.2) at `bus_bytes` per cycle times the best port efficiency the timing model gives a footprint
+  that large (`timing.port_efficiency`, the cycle model's formula; micro-ops go through the
+  compute module's narrower uop port, §4.5). A strided 1x1 conv reads a quarter of its input, so
+  counting the whole packed input would not be a bound;
 * attainable bound = max of the two. `attained_fraction` = bound / achieved (<= 1).
 
 Seconds: `bound_seconds` is device time at the config clock; `bound_call_seconds` adds the
-unavoidable host overhead of one operator call with the smallest possible program, through
+unavoidable host overhead of one operator call with the smallest possible program and the
+layer's own input/output buffers (the per-byte terms of a profile), through
 `timing.predict_seconds` (the one place cycles become operator seconds), so it is comparable
 with `run_layer(...).seconds`.
 """
@@ -25,6 +28,7 @@ import numpy as np
 
 from codesign.hw.config import HwConfig
 from codesign.vta import timing
+from codesign.vta.run import layer_io_bytes
 
 # Fewest micro-ops of any program: one each for reset, GEMM and the three ALU ops (docs/vta.md §7.3).
 MIN_KERNEL_UOPS = 1 + 1 + 3
@@ -49,14 +53,42 @@ class Roofline:
         return dict(self.__dict__)
 
 
-def min_bytes(layer: Any, hw: HwConfig) -> tuple[int, int]:
-    """(data bytes, micro-op bytes) of the minimum traffic: packed tensors once each."""
-    def nbytes(shape: tuple[int, ...]) -> int:
-        return int(math.prod(shape))  # int8 tensors: one byte per element
+def _touched(out: int, k: int, stride: int, dilation: int, pad: int, size: int, step: int) -> tuple[int, int]:
+    """Along one axis: (input positions any output window covers, kernel taps that cover any).
+    Positions are 0..size-1 of the (possibly dilated) input; only multiples of `step` hold real
+    data (a transposed conv's inserted zeros are not data a schedule must read)."""
+    rows: set[int] = set()
+    taps = 0
+    for kk in range(k):
+        hit = {p for p in range(kk * dilation - pad, (out - 1) * stride + kk * dilation - pad + 1, stride)
+               if 0 <= p < size and p % step == 0}
+        rows |= hit
+        taps += bool(hit)
+    return len(rows), taps
 
-    data = (nbytes(layer.packed_data_shape(hw)) + nbytes(layer.packed_weight_shape(hw))
-            + nbytes(layer.packed_output_shape(hw)))
-    return data, MIN_KERNEL_UOPS * hw.uop_elem_bytes
+
+def min_bytes(layer: Any, hw: HwConfig) -> tuple[int, int]:
+    """(data bytes, micro-op bytes) of the minimum DRAM traffic of ANY schedule: each input
+    element some output reads (a strided or cropped conv skips rows and columns; padding is made
+    on chip, docs/vta.md §4.6; a transposed conv's inserted zeros are never needed), each weight of
+    a kernel tap that meets real input, each output element once. int8: one byte per element. A
+    DMA moves whole BATCH x BLOCK_IN vectors, and every channel block of a touched pixel is read,
+    so counting touched pixels x channels x batch is exact for the packed layout."""
+    def nbytes(shape: tuple[int, ...]) -> int:
+        return int(math.prod(shape))
+
+    out = nbytes(layer.packed_output_shape(hw))
+    if layer.kind == "dense":  # every element is read
+        data_in, weights = nbytes(layer.packed_data_shape(hw)), nbytes(layer.packed_weight_shape(hw))
+    else:
+        # a transposed conv runs as a stride-1 conv over its dilated input, whose real rows and
+        # columns are every `stride`-th (Conv2DTranspose.schedule_view)
+        view, step = (layer.schedule_view(), layer.stride) if layer.kind == "conv2d_transpose" else (layer, 1)
+        h, kh = _touched(view.out_height, view.kernel_h, view.stride, view.dilation, view.padding, view.height, step)
+        w, kw = _touched(view.out_width, view.kernel_w, view.stride, view.dilation, view.padding, view.width, step)
+        data_in = view.batch * view.in_channels * h * w
+        weights = view.out_channels * (view.in_channels // view.groups) * kh * kw
+    return data_in + weights + out, MIN_KERNEL_UOPS * hw.uop_elem_bytes
 
 
 def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None) -> Roofline:
@@ -65,7 +97,10 @@ def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None
     compute = layer.macs / hw.macs_per_cycle
     data, uop = min_bytes(layer, hw)
     # The same port model time_program uses (cache-hit mix over the operator's DRAM footprint).
-    eff = timing.port_efficiency(hw, data + uop, params)
+    # A schedule's footprint (the bytes its DMAs span) is at least the minimum traffic, so the
+    # port is at best as efficient as at that footprint or, if a profile makes DDR the faster
+    # path, as for an unbounded one.
+    eff = max(timing.port_efficiency(hw, data + uop, params), timing.port_efficiency(hw, math.inf, params))
     uop_port = max(1.0, min(params.uop_port_bytes, hw.bus_bytes))
     memory = (data / hw.bus_bytes + uop / uop_port) / eff
     bound = max(compute, memory)
@@ -73,7 +108,7 @@ def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None
         macs=int(layer.macs), min_bytes=data + uop, compute_cycles=float(compute),
         memory_cycles=float(memory), bound_cycles=float(bound),
         bound_seconds=bound / hw.clock_hz,
-        bound_call_seconds=timing.predict_seconds(bound, MIN_INSNS, hw, params),
+        bound_call_seconds=timing.predict_seconds(bound, MIN_INSNS, hw, params, *layer_io_bytes(layer)),
         bound="compute" if compute >= memory else "memory",
         arithmetic_intensity=layer.macs / (data + uop),
     )

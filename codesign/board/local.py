@@ -113,9 +113,8 @@ def local_board(emulate: str, *, port: int | None = None, tracker: str | None = 
 
 def local_tracker(port: int | None = None) -> LocalProcess:
     port = port or free_port()
-    argv = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-            "--port-end", str(port + 1)]
-    return LocalProcess(argv, f"127.0.0.1:{port}", ready=None)
+    argv = [sys.executable, "-m", "codesign.cli", "board", "tracker", "--port", str(port)]
+    return LocalProcess(argv, f"127.0.0.1:{port}", ready="codesign board tracker on")
 
 
 __all__ = ["local_board", "local_tracker", "LocalProcess", "free_port"]

@@ -13,7 +13,8 @@ from typing import Any
 
 from codesign.board import protocol
 from codesign.board.client import BoardClient
-from codesign.board.server import BoardServer, ServeOptions
+from codesign.board.server import LOOPBACK, BoardServer, ServeOptions
+from codesign.board.tracker import DEFAULT_TRACKER_PORT, TrackerProcess
 from codesign.errors import CodesignError
 from codesign.vta.program import Program
 
@@ -38,14 +39,15 @@ examples:
   codesign board info 127.0.0.1:9091
   codesign board run layer.vtaprog --board 127.0.0.1:9091 --repeat 5
   codesign board run layer.vtaprog --board 127.0.0.1:9091 --bitstream vta_1x16.bit --json
-  python -m tvm.exec.rpc_tracker --host 127.0.0.1 --port 9190      # a tracker for several boards
+  # a tracker for several boards (apache-tvm's; binds 127.0.0.1 unless --host is given)
+  codesign board tracker --host 0.0.0.0 --port 9290
 """
 
 
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p = sub.add_parser("board", help=summary, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    bsub = p.add_subparsers(dest="board_command", metavar="{serve,info,run}")
+    bsub = p.add_subparsers(dest="board_command", metavar="{serve,info,run,tracker}")
 
     s = bsub.add_parser("serve", help="serve this board (or an emulated one) over tvm.rpc",
                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,6 +85,13 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     r.add_argument("--save-outputs", metavar="DIR", help="write each output region as DIR/<name>.bin")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=run_run)
+    t = bsub.add_parser("tracker", help="run apache-tvm's RPC tracker (boards register, tuning hosts ask it for one)",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--host", default=None, help="address to bind (default 127.0.0.1; 0.0.0.0 for boards on the network)")
+    t.add_argument("--port", type=int, default=DEFAULT_TRACKER_PORT, help=f"port (default {DEFAULT_TRACKER_PORT})")
+    t.add_argument("--port-end", type=int, default=None,
+                   help="last port to try when --port is in use (default: --port only, so the address is known)")
+    t.set_defaults(func=run_tracker)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -102,6 +111,22 @@ def run_serve(args: argparse.Namespace) -> int:
         stop.wait()
     finally:
         server.stop()
+    return 0
+
+
+def run_tracker(args: argparse.Namespace) -> int:
+    host = args.host or "127.0.0.1"
+    tracker = TrackerProcess(host, args.port, args.port_end)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    where = "" if host not in LOOPBACK else " (this machine only; --host 0.0.0.0 for boards on the network)"
+    print(f"codesign board tracker on {tracker.addr}{where}; boards: codesign board serve --tracker "
+          f"{tracker.addr} --key KEY", file=sys.stderr, flush=True)
+    try:
+        stop.wait()
+    finally:
+        tracker.stop()
     return 0
 
 

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from codesign import tune
+from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
@@ -25,8 +26,10 @@ space size and how many configs pass VTA's validity rules (SRAM capacity per vir
 virtual-thread divisibility). A layer VTA cannot run (channels not a multiple of the block,
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 
+Every supported layer shows its roofline: the fastest any schedule could be (every MAC on the
+GEMM core, or the layer's minimum DRAM traffic through the shared port, plus the least host time).
 --exhaustive times every valid config with the timing model and reports the best one (knobs,
-AutoTVM index, predicted seconds). --workload lists every unique layer of a workload (a zoo name
+AutoTVM index, predicted seconds) and the fraction of the roofline it reaches. --workload lists every unique layer of a workload (a zoo name
 from `codesign workloads`, file.py:factory or .pt2) at the batch the config needs (a multiple of BATCH).
 
 Layer syntax: conv2d:N,C,H,W,O,KH,KW,stride,pad   or   dense:N,IN,OUT
@@ -67,13 +70,27 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def _exhaustive(layer: Any, hw: Any, space: Any, progress: bool) -> dict[str, Any]:
-    """Best of every valid config in timing mode (`codesign.tune.exhaustive`)."""
+    """Best of every valid config in timing mode (`codesign.tune.exhaustive`), and the fraction of
+    the roofline (`bound_call_seconds`, the same operator-call seconds) it reaches."""
     config, seconds = tune.exhaustive(layer, hw, progress=progress)
-    return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds)}
+    return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds),
+            "roofline_fraction": roofline(layer, hw).bound_call_seconds / float(seconds)}
+
+
+def _batch_hint(layer: Any, hw: Any) -> str | None:
+    """The --layer with the smallest batch >= its own that BATCH divides, when the batch is the problem."""
+    if layer.batch % hw.batch == 0:
+        return None
+    fixed = layer.with_batch(-(-layer.batch // hw.batch) * hw.batch)
+    return f"give the layer batch {fixed.batch} (a multiple of BATCH={hw.batch}): --layer {fixed.spec}"
 
 
 def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, path: str) -> dict[str, Any]:
     if not info["valid"]:
+        if info["unsupported"]:  # say why (as `tune` does), not only that nothing is valid
+            hint = _batch_hint(layer, hw)
+            raise InvalidSchedule(f"--layer {layer.spec} cannot run on {hw.name}: {info['unsupported']}"
+                                  + (f"; {hint}" if hint else ""))
         raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to compile")
     space = get_space(layer, hw)
     if index is None:
@@ -95,10 +112,14 @@ def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
     reason = layer.structural_reason(hw)
     if reason is not None:
         out.update(size=0, valid=0, unsupported=reason, knobs={})
+        hint = _batch_hint(layer, hw)
+        if hint:
+            out["hint"] = hint
         return out
     space = get_space(layer, hw)
     out.update(size=space.size, valid=space.n_valid, unsupported=unsupported_reason(layer, hw),
                knobs={k.name: [list(c) if k.kind == "sp" else c for c in k.candidates] for k in space.knobs})
+    out["roofline"] = roofline(layer, hw).to_dict()
     return out
 
 
@@ -107,8 +128,8 @@ def _print_layer(info: dict[str, Any]) -> None:
     print(f"template  {info['template']}   hw {info['hw']}")
     if info["unsupported"] and not info["size"]:
         print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
-        if "BATCH=" in info["unsupported"]:
-            print("hint: give the layer a batch that is a multiple of BATCH (first number of --layer)")
+        if info.get("hint"):
+            print(f"hint: {info['hint']}")
         return
     pct = 100.0 * info["valid"] / info["size"] if info["size"] else 0.0
     print(f"size      {info['size']}   valid {info['valid']} ({pct:.1f}%)")
@@ -118,10 +139,14 @@ def _print_layer(info: dict[str, Any]) -> None:
     for name, cands in info["knobs"].items():
         shown = " ".join(str(c).replace(" ", "") for c in cands)
         print(f"  {name:<11} {len(cands):>3}  {shown}")
-    if "best" in info:
+    r = info["roofline"]
+    print(f"roofline  {r['bound_call_seconds'] * 1e3:.4f} ms  ({r['bound']}-bound: {r['macs']} MACs, "
+          f"{r['min_bytes']} bytes of minimum DRAM traffic, plus the least host time of a call)")
+    if info.get("best"):
         b = info["best"]
         knobs = ", ".join(f"{k}={str(v).replace(' ', '')}" for k, v in b["knobs"].items())
-        print(f"best      index {b['index']}  {b['seconds'] * 1e3:.4f} ms  ({knobs})")
+        print(f"best      index {b['index']}  {b['seconds'] * 1e3:.4f} ms  "
+              f"({100 * b['roofline_fraction']:.1f}% of the roofline; {knobs})")
     if "program" in info:
         prog = info["program"]
         print(f"program   index {prog['index']} ({prog['n_insns']} instructions) written to {prog['path']}; "
@@ -161,13 +186,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"workload {workload.name} (batch {workload.batch}) on {hw.name}: {len(rows)} unique layers")
     header = f"{'layer':<38} {'count':>5} {'size':>6} {'valid':>6}"
+    header += f" {'roof ms':>9}"
     if args.exhaustive:
-        header += f" {'best ms':>9} {'index':>6}"
+        header += f" {'best ms':>9} {'index':>6} {'%roof':>6}"
     print(header)
     for info in rows:
         line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>6} {info['valid']:>6}"
+        if "roofline" in info:
+            line += f" {info['roofline']['bound_call_seconds'] * 1e3:>9.4f}"
         if args.exhaustive and info.get("best"):
-            line += f" {info['best']['seconds'] * 1e3:>9.4f} {info['best']['index']:>6}"
+            b = info["best"]
+            line += f" {b['seconds'] * 1e3:>9.4f} {b['index']:>6} {100 * b['roofline_fraction']:>5.1f}%"
         if info["unsupported"]:
             line += f"  CPU: {info['unsupported']}"
         print(line)
