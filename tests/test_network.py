@@ -23,6 +23,7 @@ from codesign.network import (
     run_float,
     run_int,
 )
+from codesign.network.quantize import convert, prepare_and_calibrate
 from codesign.network.quantized import QParams, frac_bits
 from codesign.network.reference import _int_op, conv2d_int
 from codesign.schedule import get_space
@@ -76,8 +77,10 @@ def trained():
     with torch.no_grad():
         ref = net(torch.from_numpy(xte)).numpy()
     example = (torch.from_numpy(xte[:1]),)
-    q = quantize(net, example, xtr[:512], "small")
-    return {"net": net, "example": example, "xtr": xtr, "xte": xte, "yte": yte, "ref": ref, "q": q}
+    # 520 = 8 batches of 64 + 8: the last batch is filled up to the exported batch size
+    prepared, q = prepare_and_calibrate(net, example, xtr[:520], "small")
+    return {"net": net, "example": example, "xtr": xtr, "xte": xte, "yte": yte, "ref": ref, "q": q,
+            "prepared": prepared}
 
 
 def test_ir_keeps_every_op_with_the_module_weights_and_edges(trained):
@@ -115,6 +118,22 @@ def test_integer_reference_is_within_two_points_of_the_float_model(trained):
     assert a["accuracy_float"] > 0.9, a  # the model learned the task
     assert abs(a["accuracy_int"] - a["accuracy_float"]) <= 0.02, a
     assert a["top1_agreement"] >= 0.97 and a["max_abs_error"] < 0.1 * a["output_range"], a
+
+
+def test_torchs_converted_pt2e_model_uses_the_same_scales(trained):
+    """torchao's convert_pt2e of the same calibrated model (torch's Q/DQ arithmetic in float) agrees
+    with the integer reference: same power-of-two scales, outputs within a few LSBs."""
+    qdq = convert(trained["prepared"])
+    scales = {float(n.args[1]) for n in qdq.graph.nodes if "quantize_per_tensor" in str(n.target)}
+    assert scales and all(np.log2(s) == round(np.log2(s)) for s in scales)
+    q, xte = trained["q"], trained["xte"]
+    out_frac = q.frac[q.network.outputs[0]]
+    assert 2.0 ** -out_frac in scales
+    with torch.no_grad():  # the prepared model runs at its exported batch (64)
+        torch_q = np.concatenate([qdq(torch.from_numpy(xte[i:i + 64])).numpy() for i in range(0, 384, 64)])
+    ours = int_outputs(q, xte[:384])[0]
+    assert np.max(np.abs(torch_q - ours)) <= 4 * 2.0 ** -out_frac
+    assert agreement(torch_q, ours)["top1_agreement"] >= 0.98
 
 
 def test_quantized_ops_follow_the_power_of_two_rules(trained):
@@ -175,6 +194,45 @@ def test_integer_conv_equals_the_vta_simulator_bit_for_bit(trained):
     ref = np.maximum(conv2d_int(data, p.weight, None, p.shift, (1, 1), (1, 1)), 0)
     assert np.count_nonzero(ref) > 100  # real activations, not all clipped away
     assert np.array_equal(sim, ref)
+
+
+class Branchy(nn.Module):
+    """concat of two branches, dropout, grouped conv, ReLU6, ceil-mode max pool, adaptive pool,
+    mean and view: the rest of the IR's kinds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 8, 1), nn.Conv2d(3, 8, 3, padding=1)
+        self.drop, self.c = nn.Dropout(0.5), nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.pool, self.gap = nn.MaxPool2d(3, 2, ceil_mode=True), nn.AdaptiveAvgPool2d(3)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.drop(torch.cat([self.a(x), nn.functional.relu(self.b(x))], dim=1))
+        y = self.gap(self.pool(nn.functional.relu6(self.c(y)))).mean((2, 3))
+        return self.fc(y.view(y.shape[0], -1))
+
+
+def test_concat_clamp_pools_and_reshapes():
+    torch.manual_seed(0)
+    net = Branchy().eval()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
+    ir = import_network(net, (torch.from_numpy(x[:1]),), "branchy")
+    assert ir.counts() == {"conv2d": 3, "relu": 1, "concat": 1, "clamp": 1, "max_pool2d": 1,
+                           "adaptive_avg_pool2d": 2, "flatten": 1, "linear": 1}  # dropout passes through
+    assert next(op for op in ir.ops if op.kind == "clamp").attrs == {"min": 0.0, "max": 6.0}
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(run_float(ir, x)[ir.outputs[0]], ref, atol=1e-5)
+    cal = rng.standard_normal((70, 3, 12, 12)).astype(np.float32)  # 64 + 6: the last batch filled up
+    q = quantize(net, (torch.from_numpy(x[:1]),), cal, "branchy")
+    cat = next(op for op in ir.ops if op.kind == "concat")
+    assert q.frac[cat.name] == min(q.frac[t] for t in cat.inputs)
+    gap = next(op for op in ir.ops if op.name == "mean")
+    assert (q.params[gap.name].mul, q.params[gap.name].shift) == (round(2 ** 16 / 9), 16)  # 3x3: not a power of 2
+    a = agreement(ref, int_outputs(q, x)[0])
+    assert a["max_abs_error"] < 0.05 * a["output_range"] and a["top1_agreement"] >= 7 / 8, a
 
 
 def test_resnet18_imports_whole_and_runs_on_the_integer_reference():

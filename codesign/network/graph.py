@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ KINDS: dict[str, str] = {
     "conv2d": "convolution with bias (batch norm folded in): stride, padding, dilation, groups",
     "linear": "fully connected y = x W^T + b",
     "relu": "max(x, 0)",
+    "clamp": "clip to [min, max] (relu6, hardtanh, clamp; None = unbounded)",
     "add": "element-wise sum of two tensors of one shape (residual add)",
     "max_pool2d": "max over kernel windows: kernel, stride, padding, dilation",
     "avg_pool2d": "mean over kernel windows: kernel, stride, padding, divisor",
@@ -81,13 +83,21 @@ class Network:
     def op(self, name: str) -> Op:
         return self._by_name[name]
 
-    @property
+    @cached_property
     def _by_name(self) -> dict[str, Op]:
         return {op.name: op for op in self.ops}
 
+    @cached_property
+    def _consumers(self) -> dict[str, list[Op]]:
+        users: dict[str, list[Op]] = {}
+        for op in self.ops:
+            for t in dict.fromkeys(op.inputs):
+                users.setdefault(t, []).append(op)
+        return users
+
     def consumers(self, tensor: str) -> list[Op]:
         """The ops that read `tensor`, in graph order."""
-        return [op for op in self.ops if tensor in op.inputs]
+        return list(self._consumers.get(tensor, ()))
 
     def shape(self, tensor: str) -> tuple[int, ...]:
         return dict(self.inputs)[tensor] if tensor in dict(self.inputs) else self._by_name[tensor].shape

@@ -237,6 +237,14 @@ def _call(w: _Walk, node: Any) -> None:
         w.weight_of[node.args[1].name] = node.name
     elif op == "relu":
         w.add(node, "relu", (w.tensor(node.args[0], node),))
+    elif op in ("hardtanh", "relu6", "clamp"):
+        lo, hi = {"hardtanh": (-1.0, 1.0), "relu6": (0.0, 6.0), "clamp": (None, None)}[op]
+        if op != "relu6":
+            lo, hi = _arg(node, 1, "min_val" if op == "hardtanh" else "min", lo), _arg(node, 2, "max_val" if op == "hardtanh" else "max", hi)
+        if any(v is not None and not isinstance(v, (int, float)) for v in (lo, hi)):
+            raise w.unsupported(node, "clamp to tensor bounds (the IR's clamp takes constants)")
+        w.add(node, "clamp", (w.tensor(node.args[0], node),),
+              {"min": None if lo is None else float(lo), "max": None if hi is None else float(hi)})
     elif op == "add":
         a, b = node.args[0], node.args[1]
         if not all(hasattr(t, "name") and t.name in w.alias for t in (a, b)):

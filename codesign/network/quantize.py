@@ -121,7 +121,8 @@ def calibration_batches(calibration: np.ndarray | None, example_inputs: tuple[An
     batches = []
     for i in range(0, t.shape[0], size):
         chunk = t[i:i + size]
-        batches.append((torch.cat([chunk, chunk[:size - chunk.shape[0]]]) if chunk.shape[0] < size else chunk,))
+        reps = -(-size // chunk.shape[0])
+        batches.append((chunk.repeat(reps, *([1] * (chunk.dim() - 1)))[:size],))
     return batches
 
 
@@ -133,6 +134,14 @@ def _amax(obs: Any) -> float:
 def quantize(module: Any, example_inputs: Any, calibration: np.ndarray | None = None,
              name: str = "network") -> QuantizedNetwork:
     """The integer network of `module`, calibrated on `calibration` (else the example inputs)."""
+    return prepare_and_calibrate(module, example_inputs, calibration, name)[1]
+
+
+def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndarray | None = None,
+                          name: str = "network") -> tuple[Any, QuantizedNetwork]:
+    """(the calibrated PT2E model, its integer network). torchao's `convert_pt2e` turns the first
+    into torch's own quantize/dequantize model with the same power-of-two scales (at the exported
+    batch size: `calibration_batches`)."""
     import torch  # heavy; only quantization needs it
 
     what = f"network {name!r}"
@@ -146,4 +155,12 @@ def quantize(module: Any, example_inputs: Any, calibration: np.ndarray | None = 
             prepared(*batch)
     observers: dict[str, Any] = {}
     net = walk(prepared, what, observers)
-    return plan(net, {k: _amax(v) for k, v in observers.items()})
+    return prepared, plan(net, {k: _amax(v) for k, v in observers.items()})
+
+
+def convert(prepared: Any) -> Any:
+    """torch's own quantize/dequantize model of a calibrated PT2E model (torchao `convert_pt2e`):
+    the ExecuTorch-style artifact, with the scales the integer network uses."""
+    _, pt2e, _ = _torchao()
+    with _quiet():
+        return pt2e.convert_pt2e(prepared)

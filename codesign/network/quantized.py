@@ -14,7 +14,7 @@ Rules (f = fractional bits; f is the largest with max|x|·2^f <= 127):
   docs/vta.md §3.4: f_out is lowered to f_x + f_w, f_w lowered when the shift would exceed 15).
   Round half up by adding 2^(shift-1) to the bias, so the op stays int32 accumulate + bias, SHR,
   clip.
-- relu, max pool, flatten: the input's f (int8 max/reshape do not change scale).
+- relu, clamp, max pool, flatten: the input's f (int8 max/reshape do not change scale).
 - add: both inputs shifted left to the finer f_m = max(f_a, f_b), summed in int32, then
   (sum + 2^(s-1)) >> s with s = f_m - f_out >= 0, clip.
 - avg pool, adaptive avg pool: output keeps the input's f. A window of 2^p elements is an int32
@@ -157,6 +157,6 @@ def plan(net: Network, amax: Mapping[str, float]) -> QuantizedNetwork:
             fout = min(fin)
             params[op.name] = QParams(in_shifts=tuple(f - fout for f in fin))
             frac[op.name] = fout
-        else:  # relu, max_pool2d, flatten
+        else:  # relu, clamp, max_pool2d, flatten
             frac[op.name] = fin[0]
     return QuantizedNetwork(net, frac, params)

@@ -4,8 +4,8 @@ must match) and the float network (the module's arithmetic on the IR, for agreem
 Integer semantics (`codesign.network.quantized` says how exponents are chosen):
 - conv2d / linear: int8 x int8 products accumulated in int32 (wrapping, as VTA's ACC), + int32
   bias, arithmetic shift right, clip to [-128, 127];
-- relu: max(q, 0) in int8; max pool: max over the window in int8 (padding is -128, below every
-  value);
+- relu: max(q, 0) in int8; clamp (relu6, hardtanh): clip to its bounds rounded to the tensor's
+  scale; max pool: max over the window in int8 (padding is -128, below every value);
 - add: int32 (a << la) + (b << lb), + 2^(s-1), >> s, clip;
 - avg pool / adaptive avg pool: int32 window sum (zero padding counted, as count_include_pad),
   times `mul`, + 2^(s-1), >> s, clip;
@@ -119,7 +119,8 @@ def _reshape(op: Op, x: np.ndarray) -> np.ndarray:
     return x.reshape((x.shape[0],) + tuple(op.shape[1:]))
 
 
-def _int_op(op: Op, p: QParams, xs: list[np.ndarray]) -> np.ndarray:
+def _int_op(op: Op, p: QParams, xs: list[np.ndarray], frac: int = 0) -> np.ndarray:
+    """One op of the integer network (`frac`: its output's fractional bits, for clamp bounds)."""
     a = op.attrs
     if op.kind == "conv2d":
         return conv2d_int(xs[0], p.weight, p.bias, p.shift, a["stride"], a["padding"], a["dilation"], a["groups"])
@@ -127,6 +128,10 @@ def _int_op(op: Op, p: QParams, xs: list[np.ndarray]) -> np.ndarray:
         return linear_int(xs[0], p.weight, p.bias, p.shift)
     if op.kind == "relu":
         return np.maximum(xs[0], np.int8(0))
+    if op.kind == "clamp":
+        lo, hi = (d if v is None else int(np.clip(np.rint(v * 2.0 ** frac), -128, 127))
+                  for v, d in ((a["min"], -128), (a["max"], 127)))
+        return np.clip(xs[0], lo, max(lo, hi)).astype(np.int8)
     if op.kind == "add":
         total = sum(x.astype(np.int32) << np.int32(s) for x, s in zip(xs, p.in_shifts))
         return np.clip(_round_shift(total, p.shift), -128, 127).astype(np.int8)
@@ -155,6 +160,8 @@ def _float_op(op: Op, xs: list[np.ndarray]) -> np.ndarray:
         return xs[0] @ op.weight.astype(np.float64).T + op.bias.astype(np.float64)
     if op.kind == "relu":
         return np.maximum(xs[0], 0.0)
+    if op.kind == "clamp":
+        return np.clip(xs[0], -np.inf if a["min"] is None else a["min"], np.inf if a["max"] is None else a["max"])
     if op.kind == "add":
         return xs[0] + xs[1]
     if op.kind == "max_pool2d":
@@ -194,7 +201,7 @@ def run_int(qnet: QuantizedNetwork, inputs: Any, quantized: bool = False) -> dic
     for arr, (name, _) in zip(_bind(net, inputs), net.inputs):
         env[name] = arr.astype(np.int8) if quantized else quantize_array(arr, qnet.frac[name])
     for op in net.ops:
-        env[op.name] = _int_op(op, qnet.params.get(op.name, QParams()), [env[t] for t in op.inputs])
+        env[op.name] = _int_op(op, qnet.params.get(op.name, QParams()), [env[t] for t in op.inputs], qnet.frac[op.name])
     return env
 
 
