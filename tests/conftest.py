@@ -59,7 +59,8 @@ def ray_session():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local": never the cluster a `ray start` on this machine left in /tmp/ray/ray_current_cluster
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     if started:
         ray.shutdown()

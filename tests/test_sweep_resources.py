@@ -24,7 +24,7 @@ from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE, FeasibleSearch
 from codesign.sweep.options import SweepOptions
 from codesign.sweep.runner import prepare, run_sweep
-from codesign.sweep.trial import TrialContext, run_trial
+from codesign.sweep.trial import InnerTuning, TrialContext, run_trial
 from codesign.workloads import Workload
 
 # The tiny space's 1x8 and 1x16 cores at 142 MHz on the PYNQ-Z1 (verified only up to 100 MHz in the
@@ -113,21 +113,19 @@ def test_a_trial_scores_area_and_clock_with_the_file(files: tuple[Path, Path], t
     saved = json.loads((out / "sweep.json").read_text())["resources"]
     assert saved["coefficients"]["hls_products_per_dsp"] == 1 and saved["verified_clock_mhz"] == {"pynq-z1": CLOCK}
     assert saved["sha256"] == load_resource_model(cal).sha256
-    ctx = TrialContext(space=space, workload=Workload("tiny", ((LAYER, 1),)), out_dir=str(out), tuner="random",
-                       budget=2, seed=0, checked=False)
-    small = run_trial({"LOG_BLOCK": 3}, ctx)
+    ctx = TrialContext(space=space, workload=Workload("tiny", ((LAYER, 1),)),
+                       tuning=InnerTuning(tuner="random", budget=2, seed=0), checked=False)
+    small, _ = run_trial({"LOG_BLOCK": 3}, ctx)
     expected = estimate(_hw(3), board, K)
     assert expected.as_dict() != estimate(_hw(3), board).as_dict()  # the file changes the numbers
     assert small["feasible"] and small["resources"] == expected.to_json(board)
     assert small["area"] == expected.area(board) and small["clock_verified"] is True
-    big = run_trial({"LOG_BLOCK": 4}, ctx)
+    big, _ = run_trial({"LOG_BLOCK": 4}, ctx)
     assert not big["feasible"] and big["resources"] == estimate(_hw(4), board, K).to_json(board)
     assert big["reason"] == space.excluded_reason(_hw(4))
     # The same trial with the shipped model: feasible 1x16, unverified 142 MHz.
-    plain = TrialContext(space=HwSpace.load(space_file), workload=ctx.workload, out_dir=str(tmp_path / "p"),
-                         tuner="random", budget=2, seed=0, checked=False)
-    (tmp_path / "p").mkdir()
-    assert run_trial({"LOG_BLOCK": 3}, plain)["clock_verified"] is False
+    plain = TrialContext(space=HwSpace.load(space_file), workload=ctx.workload, tuning=ctx.tuning, checked=False)
+    assert run_trial({"LOG_BLOCK": 3}, plain)[0]["clock_verified"] is False
 
 
 def test_resume_keeps_the_numbers_and_refuses_another_file(files: tuple[Path, Path], tmp_path: Path,

@@ -139,7 +139,7 @@ def test_one_trial_parses_once_checks_once_compiles_each_schedule_once(tmp_path,
     import codesign.vta.compiler as compiler_mod
     import codesign.vta.run as run_mod
     from codesign.sweep.filtering import FeasibleSearch
-    from codesign.sweep.trial import RECORDS_FILE, TrialContext, run_trial
+    from codesign.sweep.trial import InnerTuning, TrialContext, run_trial
 
     calls: dict[str, list] = {"parse": [], "check": [], "space": [], "compile": []}
 
@@ -175,14 +175,12 @@ def test_one_trial_parses_once_checks_once_compiles_each_schedule_once(tmp_path,
     params = searcher.suggest("A")
     assert params == p16
     wl = Workload("tiny", ((LAYER, 2), ("dense:1,64,32", 1)))
-    ctx = TrialContext(space=space, workload=wl, out_dir=str(tmp_path), tuner="random", budget=4, seed=0,
-                       checked=True)
-    result = run_trial(params, ctx)
+    ctx = TrialContext(space=space, workload=wl, tuning=InnerTuning(tuner="random", budget=4, seed=0), checked=True)
+    result, records = run_trial(params, ctx)
 
     assert result["feasible"] and result["measurements"] == 8
     assert len(calls["parse"]) == 1  # the driver's HwSpace.load; the trial parses nothing
     assert calls["check"] == [result["config"]]  # the searcher's check; the trial trusts it
     assert sorted(calls["space"]) == sorted(set(calls["space"])) and len(calls["space"]) == 2
-    recs = _lines(tmp_path / RECORDS_FILE)
-    measured = sorted((r["layer"], r["index"]) for r in recs)
+    measured = sorted((r.layer, r.index) for r in records)
     assert sorted(calls["compile"]) == measured  # each measured schedule once, the winners not again

@@ -134,21 +134,23 @@ def test_a_half_written_last_line_does_not_swallow_the_next_trial(tmp_path):
 def test_an_interrupted_trial_measures_only_what_is_missing(tmp_path):
     from codesign.hw.resources import estimate
     from codesign.hw.space import HwSpace
-    from codesign.sweep.trial import RECORDS_FILE, _read_records, evaluate_usable
-    from codesign.tune import load_records
+    from codesign.sweep.trial import RECORDS_FILE, InnerTuning, evaluate_usable
+    from codesign.tune import RecordWriter, load_records
     from codesign.workloads import Workload
 
     space = HwSpace.from_dict(__import__("yaml").safe_load(SPACE))
     hw = space.to_hw({"LOG_BLOCK": 4, "clock_mhz": 100})
     wl = Workload("tiny", ((LAYER, 2),))
     records = tmp_path / RECORDS_FILE
-    kw = dict(tuner="random", seed=0, records_path=records, params=None)
     # The first run is killed after 3 of its 8 measurements: simulate it with a budget of 3.
-    evaluate_usable(hw, space.board, wl, estimate(hw, space.board), budget=3, warm_records=[], **kw)
+    with RecordWriter(records) as w:
+        evaluate_usable(hw, space.board, wl, estimate(hw, space.board), InnerTuning(tuner="random", budget=3),
+                        records=w, warm_records=[])
     with open(records, "a") as f:
         f.write('{"layer": "conv2d_1x32x8x')  # and the kill cut a line in half
-    result = evaluate_usable(hw, space.board, wl, estimate(hw, space.board), budget=8,
-                             warm_records=_read_records(tmp_path), **kw)
+    with RecordWriter(records) as w:
+        result = evaluate_usable(hw, space.board, wl, estimate(hw, space.board), InnerTuning(tuner="random", budget=8),
+                                 records=w, warm_records=load_records(records))
     recs = load_records(records)
     assert len(recs) == 8 and len({r.index for r in recs}) == 8  # 3 + 5 new, none twice
     assert result["layers"][0]["measurements"] == 8

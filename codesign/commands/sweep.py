@@ -63,7 +63,10 @@ caps it), exhaustive (every feasible config of a small space). nsga2/motpe/rando
 trial on an infeasible or already evaluated config: the search is answered at once and asked again
 (infeasible proposals are listed with the reason in DIR/skipped.jsonl), and the sweep ends early
 when every feasible config has been evaluated. The space's stock configs are evaluated first.
-With --address, DIR must be on a filesystem the Ray workers share (they append to records.jsonl).
+Ray: without --address the sweep starts a private Ray on this machine (never a cluster a `ray
+start` left running); with --address HOST:PORT (or auto) its trials run on that cluster. Only the
+driver (this process) touches DIR: trials get their inputs through Ray and send back their
+results and records, so workers need no shared disk (docs/cluster.md).
 """
 
 
@@ -93,7 +96,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="outer search algorithm (default: motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
     p.add_argument("--seed", type=int, default=None, help="seed of the outer search and inner tuners (default: 0)")
     p.add_argument("--address", default=None, metavar="RAY_ADDRESS",
-                   help="join this Ray cluster instead of starting a local Ray with all cores")
+                   help="run the trials on this Ray cluster (HOST:PORT of its head, or auto: the cluster "
+                        "`ray start` runs on this machine) instead of a private local Ray with all cores")
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N trials at once (default: one per CPU)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",

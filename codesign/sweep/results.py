@@ -1,6 +1,8 @@
-"""The experiment directory's results: `trials.jsonl` (one line per finished trial, appended by the
-driver), the running Pareto front written to `pareto.json` after every trial, and the Ray Tune
-callback that does both on the driver's main thread."""
+"""The experiment directory's results: `trials.jsonl` (one line per finished trial) and
+`records.jsonl` (its schedule records, sent with the trial's result), both appended by the driver,
+the running Pareto front written to `pareto.json` after every trial, and the Ray Tune callback that
+does all of it on the driver's main thread (trials write nothing: on a cluster they may run on a
+machine without the experiment directory)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
-from codesign.sweep.trial import TRIALS_FILE
+from codesign.sweep.state import RecordsLog, unpack_records
+from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE
 
 
 def read_trials(out_dir: str | Path) -> list[dict[str, Any]]:
@@ -96,24 +99,30 @@ def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names
 
 
 class SweepCallback(tune.Callback):
-    """Driver-side: appends each finished trial to `trials.jsonl` (deduplicated by trial id),
-    rewrites `pareto.json`, and shows the progress bar. Ray pickles callbacks into its experiment
-    state, so only plain settings are kept across pickling."""
+    """Driver-side: appends each finished trial's records to `records.jsonl` and then the trial to
+    `trials.jsonl` (deduplicated by trial id), tells the driver's `SweepState` actor (`hub`) so
+    later trials warm-start from it, rewrites `pareto.json`, and shows the progress bar. A trial
+    Ray Tune retries (its worker or node was lost) is counted in its row (`retries`). Ray pickles
+    callbacks into its experiment state, so only plain settings are kept across pickling."""
 
     def __init__(self, out_dir: str, total: int, *, stock_names: tuple[str, ...], power_bound: float,
-                 progress: bool = True) -> None:
+                 progress: bool = True, hub: Any = None) -> None:
         self.out_dir = str(out_dir)
         self.stock_names = tuple(stock_names)
         self.power_bound = float(power_bound)
         self.total = int(total)
         self.progress = progress
+        self._hub = hub
         self._rows: list[dict[str, Any]] | None = None
         self._bar: Any = None
+        self._log: RecordsLog | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_rows"] = None
         state["_bar"] = None
+        state["_hub"] = None
+        state["_log"] = None
         return state
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -129,7 +138,19 @@ class SweepCallback(tune.Callback):
         if "payload" not in result:
             return  # stopped before it reported (interrupt): Ray runs it again on resume
         row = json.loads(result["payload"])
-        self._record(trial, row, "ok")
+        records = unpack_records(result.get("records"))
+        if self._log is None:
+            self._log = RecordsLog(Path(self.out_dir) / RECORDS_FILE)
+        # Records first: a driver killed between the two writes re-runs the trial on resume, and
+        # the log skips the records it already holds.
+        self._log.append(records)
+        result["records"] = ""  # written; Tune keeps last_result in its experiment state
+        if self._record(trial, row, "ok") and self._hub is not None:
+            self._hub.add.remote([row], records)
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        print(f"codesign sweep: note: trial {trial.trial_id} failed (its worker or node was lost, or it "
+              f"raised); Ray Tune runs it again (failure {trial.num_failures})", file=sys.stderr)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         message = ""
@@ -147,27 +168,34 @@ class SweepCallback(tune.Callback):
             self._bar = None
 
     # -- helpers -----------------------------------------------------------------------------
-    def _record(self, trial: Any, row: dict[str, Any], status: str) -> None:
+    def _record(self, trial: Any, row: dict[str, Any], status: str) -> bool:
+        """Append the row unless this trial id has one; returns whether it was appended."""
         if self._rows is None:
             self._rows = read_trials(self.out_dir)
         tid = str(trial.trial_id)
         if any(r.get("trial_id") == tid and (r.get("status") == "ok" or status == "error") for r in self._rows):
-            return  # already recorded (a trial re-run after an interrupt)
+            return False  # already recorded (a trial re-run after an interrupt)
         row = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **row}
         row.setdefault("params", dict(trial.config))
+        # Failures Ray Tune retried (a lost worker or node); an error row's last failure was not retried.
+        retries = int(getattr(trial, "num_failures", 0) or 0) - (status == "error")
+        if retries > 0:
+            row["retries"] = retries
         append_jsonl(Path(self.out_dir) / TRIALS_FILE, row)
         self._rows = [r for r in self._rows if r.get("trial_id") != tid] + [row]
-        summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
-                               power_bound=self.power_bound)
+        # No feasible design yet (the first trials were infeasible): no front, no reference point.
+        summary = (write_pareto(self.out_dir, self._rows, stock_names=self.stock_names, power_bound=self.power_bound)
+                   if design_points(self._rows) else None)
         if self._bar is not None:
             self._bar.update(1)
             self._refresh_bar(summary)
+        return True
 
     def _refresh_bar(self, summary: dict[str, Any] | None) -> None:
         if self._bar is None:
             return
         if summary is None:
-            if not self._rows:
+            if not self._rows or not design_points(self._rows):
                 return
             summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
                                    power_bound=self.power_bound)

@@ -50,13 +50,18 @@ from codesign.sweep.options import (
 from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
 from codesign.sweep.search import build_search
-from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, TrialContext, sweep_trial
+from codesign.sweep.state import RecordsLog, SweepState
+from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, InnerTuning, TrialContext, sweep_trial
+from codesign.tune.records import best_records
 from codesign.tune.registry import TUNERS, tuner_class
 from codesign.tune.tuner import resolve_hparams
 from codesign.workloads import Workload, get_workload
 
 RAY_DIR = "ray"
 EXPERIMENT = "sweep"
+# Ray Tune runs a failed trial again this many times (a worker or node lost mid-trial; a trial
+# that raises fails as often). Its records travel with its final result, so none is written twice.
+MAX_FAILURES = 2
 
 
 @dataclass
@@ -127,7 +132,9 @@ def _init_ray(address: str | None, num_cpus: int | None) -> bool:
             ray.shutdown()  # a half-made connection must not outlive the error
             raise
     else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
+        # "local": a private instance, never the cluster /tmp/ray/ray_current_cluster names (a
+        # `ray start` on this machine, running or stale); joining one is what --address is for.
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **kw)
     return True
 
 
@@ -326,8 +333,6 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
                 address: str | None, progress: bool, callbacks: list[Any] | None, start: float) -> SweepResult:
     if opts.verified_clocks_only:  # the search proposes only the board's verified clocks
         hw_space = hw_space.verified_clocks_only()
-    wl = workload_from_options(opts)
-    timing_params, _source = resolve_params(opts.profile)  # resolved here: workers may not see the user's dir
     _validate_tuner(opts.tuner, opts.hparams)
 
     _quiet_ray()
@@ -341,13 +346,11 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
     own = _init_ray(address, None)
     try:
         concurrent = _concurrency(opts.max_concurrent)
-        # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
-        ctx = TrialContext(space=hw_space, workload=wl, out_dir=str(out), tuner=opts.tuner, budget=opts.budget,
-                           exhaustive_s=opts.exhaustive_s, seed=opts.seed, checked=opts.search != "grid", params=timing_params,
-                           hparams=opts.hparams)
+        hub = _start_hub(out)
+        ctx = trial_context(opts, hw_space, hub)
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
-                             progress=progress), *(callbacks or [])]
+                             progress=progress, hub=hub), *(callbacks or [])]
         exp_path = out / RAY_DIR / EXPERIMENT
         interrupted = False
         if resume and continuation:
@@ -371,7 +374,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
                     trial_dirname_creator=_trial_dirname,
                 ),
                 run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out / RAY_DIR), callbacks=cbs,
-                                          verbose=0),
+                                          verbose=0, failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)),
             )
             interrupted = _fit(tuner_obj)
         done = sum(1 for r in read_trials(out) if r.get("status") == "ok")
@@ -381,14 +384,15 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
             more = _continuation(opts, hw_space, out, planned - done)
             if more is not None:
                 cbs[0] = SweepCallback(str(out), planned, stock_names=stock_names, power_bound=power_bound,
-                                       progress=progress)
+                                       progress=progress, hub=hub)
                 tuner_obj = tune.Tuner(
                     trainable, param_space=more.param_space,
                     tune_config=tune.TuneConfig(search_alg=more.search_alg, num_samples=more.num_samples,
                                                 max_concurrent_trials=concurrent, reuse_actors=True,
                                                 trial_dirname_creator=_trial_dirname),
                     run_config=tune.RunConfig(name=f"{EXPERIMENT}-more-{done}", storage_path=str(out / RAY_DIR),
-                                              callbacks=cbs, verbose=0),
+                                              callbacks=cbs, verbose=0,
+                                              failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)),
                 )
                 interrupted = _fit(tuner_obj)
     except BaseException:
@@ -408,6 +412,31 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
             stopping.join()
     result.interrupted = interrupted
     return result
+
+
+def trial_context(opts: SweepOptions, hw_space: HwSpace, state: Any) -> TrialContext:
+    """Everything a trial gets from the driver (through Ray's object store): the parsed space, the
+    workload's layers, the inner tuning with the profile's timing parameters resolved here (a
+    worker may not see the user's files), and `state` (the `SweepState` actor)."""
+    params, _source = resolve_params(opts.profile)
+    tuning = InnerTuning(tuner=opts.tuner, budget=opts.budget, seed=opts.seed, exhaustive_s=opts.exhaustive_s,
+                         params=params, hparams=opts.hparams)
+    # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
+    return TrialContext(space=hw_space, workload=workload_from_options(opts), tuning=tuning,
+                        checked=opts.search != "grid", state=state)
+
+
+def _start_hub(out: Path) -> Any:
+    """The driver's `SweepState` as a Ray actor on the driver's node (it outlives any worker node),
+    loaded from the driver's trials.jsonl and records.jsonl: what a starting trial asks for."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    actor = ray.remote(SweepState).options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
+    warm = best_records(RecordsLog(out / RECORDS_FILE).existing()).values()  # all a trial reads of them
+    return actor.remote(read_trials(out), list(warm))
 
 
 def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int) -> Any:

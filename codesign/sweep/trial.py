@@ -11,12 +11,11 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesign.fileio import read_jsonl
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.power import PowerModel, activity_from_busy
@@ -27,8 +26,9 @@ from codesign.pareto.objectives import OBJECTIVES
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
-from codesign.sweep.options import DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
-from codesign.tune import RecordWriter, load_records, tune_layer
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
+from codesign.sweep.state import pack_records
+from codesign.tune import RecordWriter, tune_layer
 from codesign.tune.loop import TuneResult
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
@@ -49,22 +49,32 @@ RECORDS_FILE = "records.jsonl"
 
 
 @dataclass(frozen=True)
-class TrialContext:
-    """What every trial needs besides its sampled parameters (picklable; Ray ships it to the
-    workers once). `checked`: the search only sends usable points (nsga2/motpe/random through
-    `FeasibleSearch`, exhaustive from the enumeration), so the trial does not check them again;
-    grid points are checked here, once."""
+class InnerTuning:
+    """How every layer of a trial is tuned (the inner loop): one value, made by the driver from the
+    sweep's options and handed to every trial."""
 
-    space: HwSpace  # parsed once by the driver
-    workload: Workload  # at batch 1
-    out_dir: str
-    tuner: str
-    budget: int
-    seed: int
-    checked: bool = False
+    tuner: str = DEFAULT_TUNER
+    budget: int = DEFAULT_BUDGET  # measurements per layer (learned tuners; `auto` when not exhaustive)
+    seed: int = 0
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
     params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
-    hparams: dict[str, str] | None = None  # the inner tuner's `--hparam` overrides
+    hparams: dict[str, str] | None = field(default=None, hash=False)  # the tuner's `--hparam` overrides
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial needs besides its sampled parameters (picklable; Ray ships it to the
+    workers once, through the object store: a trial reads nothing from the driver's disk).
+    `checked`: the search only sends usable points (nsga2/motpe/random through `FeasibleSearch`,
+    exhaustive from the enumeration), so the trial does not check them again; grid points are
+    checked here, once. `state`: the finished trials (`codesign.sweep.state.SweepState`, or the
+    driver's Ray actor holding one), asked once when a trial starts; None: no earlier trials."""
+
+    space: HwSpace  # parsed once by the driver, scored with the sweep's resource model
+    workload: Workload  # at batch 1
+    tuning: InnerTuning
+    checked: bool = False
+    state: Any = None
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None, *,
@@ -129,13 +139,12 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
     return out
 
 
-def _tune(layer: Layer, hw: HwConfig, *, tuner: str, budget: int, seed: int, writer: RecordWriter | None,
-          records: list[MeasureRecord], params: TimingParams | None = None,
-          exhaustive_s: float = DEFAULT_EXHAUSTIVE_S, hparams: dict[str, str] | None = None) -> TuneResult:
+def _tune(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any, records: list[MeasureRecord]) -> TuneResult:
     """Inner tuning of one layer with transfer from earlier trials' records."""
-    extra: dict[str, Any] = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
-    if hparams:
-        extra["hparams"] = hparams
+    tuner, budget, seed = tuning.tuner, tuning.budget, tuning.seed
+    extra: dict[str, Any] = {"time_budget_s": tuning.exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
+    if tuning.hparams:
+        extra["hparams"] = tuning.hparams
     task = make_task(layer, hw, tuner, seed, **extra)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
@@ -149,9 +158,26 @@ def _tune(layer: Layer, hw: HwConfig, *, tuner: str, budget: int, seed: int, wri
     res = tune_layer(layer, hw, tuner=task.tuner,
                      budget=None if tuner in ("auto", "exhaustive") else max(0, budget - done),
                      seed=seed, records=writer, warm_start=own or None, progress=False, seeds=seeds,
-                     runner=SimulatorRunner(hw, params=params) if params is not None else None)
+                     runner=SimulatorRunner(hw, params=tuning.params) if tuning.params is not None else None)
     res.measurements += done
     return res
+
+
+class RecordList:
+    """A records sink in memory (what `RecordWriter` is for a file): a sweep trial's measurements
+    go back to the driver with its result instead of to a file."""
+
+    def __init__(self) -> None:
+        self.records: list[MeasureRecord] = []
+
+    def write(self, record: MeasureRecord) -> None:
+        self.records.append(record)
+
+    def write_all(self, records: Iterable[MeasureRecord]) -> None:
+        self.records.extend(records)
+
+    def close(self) -> None:
+        pass
 
 
 def _best_measurement(layer: Layer, hw: HwConfig, res: TuneResult, params: TimingParams | None = None) -> Measurement:
@@ -171,7 +197,7 @@ def evaluate_hw(
     workload: Workload,
     *,
     tuner: str = DEFAULT_TUNER,
-    budget: int = 16,
+    budget: int = DEFAULT_BUDGET,
     seed: int = 0,
     records_path: str | Path | None = None,
     warm_records: list[MeasureRecord] | None = None,
@@ -185,24 +211,30 @@ def evaluate_hw(
     `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
     resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
     per unique layer), `unsupported` (layers left out, with the reason) and measurements. A config
-    that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped)."""
+    that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped).
+    `records_path`: a records file the measurements are appended to (tests, benchmarks; a sweep
+    trial keeps them in memory for the driver)."""
     start = time.perf_counter()
     resources = estimate(hw, board, coefficients)
     reason = infeasible_reason(hw, board, resources)
     if reason is not None:
         return {**infeasible_result(hw, reason, board, resources=resources), "wall_s": time.perf_counter() - start}
-    return evaluate_usable(hw, board, workload, resources, tuner=tuner, budget=budget, seed=seed,
-                           records_path=records_path, warm_records=warm_records, power_model=power_model,
-                           start=start, params=params, exhaustive_s=exhaustive_s, hparams=hparams)
+    tuning = InnerTuning(tuner=tuner, budget=budget, seed=seed, exhaustive_s=exhaustive_s, params=params,
+                         hparams=hparams)
+    writer = RecordWriter(records_path) if records_path is not None else None
+    try:
+        return evaluate_usable(hw, board, workload, resources, tuning, records=writer, warm_records=warm_records,
+                               power_model=power_model, start=start)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
-def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, *, tuner: str,
-                    budget: int, seed: int, records_path: str | Path | None,
-                    warm_records: list[MeasureRecord] | None, power_model: PowerModel | None = None,
-                    start: float | None = None, params: TimingParams | None = None,
-                    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S, hparams: dict[str, str] | None = None,
-                    ) -> dict[str, Any]:
-    """`evaluate_hw` of a config already known to fit the board (checked once, by the search)."""
+def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, tuning: InnerTuning, *,
+                    records: RecordWriter | RecordList | None = None, warm_records: list[MeasureRecord] | None = None,
+                    power_model: PowerModel | None = None, start: float | None = None) -> dict[str, Any]:
+    """`evaluate_hw` of a config already known to fit the board (checked once, by the search).
+    `records`: where each measurement goes (a file's `RecordWriter`, a `RecordList`, or nowhere)."""
     start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
     offloaded, cpu = partition(wl, hw)
@@ -213,31 +245,25 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     total_cycles = 0.0
     busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
     measurements = 0
-    writer = RecordWriter(records_path) if records_path is not None else None
-    try:
-        for layer, count in offloaded:
-            res = _tune(layer, hw, tuner=tuner, budget=budget, seed=seed, writer=writer,
-                        records=warm_records or [], params=params, exhaustive_s=exhaustive_s, hparams=hparams)
-            measurements += int(res.measurements)
-            if res.best is None:  # every measured schedule failed: the layer cannot run here
-                unsupported.append({"layer": layer.name, "count": count,
-                                    "reason": f"no schedule ran in {res.measurements} measurements"})
-                continue
-            best = _best_measurement(layer, hw, res, params)
-            seconds = float(best.seconds)
-            total_s += seconds * count
-            total_cycles += float(best.cycles) * count
-            for k in busy:
-                busy[k] += float(best.busy.get(k, 0)) * count
-            layers.append({
-                "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
-                "knobs": plain_knobs(res.best.knobs), "index": int(res.best.index),
-                "measurements": int(res.measurements),
-                "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,
-            })
-    finally:
-        if writer is not None:
-            writer.close()
+    for layer, count in offloaded:
+        res = _tune(layer, hw, tuning, writer=records, records=warm_records or [])
+        measurements += int(res.measurements)
+        if res.best is None:  # every measured schedule failed: the layer cannot run here
+            unsupported.append({"layer": layer.name, "count": count,
+                                "reason": f"no schedule ran in {res.measurements} measurements"})
+            continue
+        best = _best_measurement(layer, hw, res, tuning.params)
+        seconds = float(best.seconds)
+        total_s += seconds * count
+        total_cycles += float(best.cycles) * count
+        for k in busy:
+            busy[k] += float(best.busy.get(k, 0)) * count
+        layers.append({
+            "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
+            "knobs": plain_knobs(res.best.knobs), "index": int(res.best.index),
+            "measurements": int(res.measurements),
+            "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,
+        })
 
     if not layers:
         reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
@@ -255,24 +281,22 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     }
 
 
-# -- cache of finished trials (a searcher may propose the same config twice) --------------------
-def cached_result(out_dir: str | Path, config_name: str) -> dict[str, Any] | None:
-    """The objectives of `config_name` if an earlier trial of this sweep already evaluated it."""
-    found = None
-    for row in read_jsonl(Path(out_dir) / TRIALS_FILE):
-        if row.get("config") == config_name and row.get("status", "ok") == "ok":
-            found = row
-    return found
-
-
-def _read_records(out_dir: str | Path) -> list[MeasureRecord]:
-    path = Path(out_dir) / RECORDS_FILE
-    return load_records(path) if path.exists() else []
-
-
 # -- the Ray Tune trainable ------------------------------------------------------------------------
-def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
-    """Evaluate the config sampled as `params` (no Ray calls here)."""
+def _lookup(state: Any, config: str) -> tuple[dict[str, Any] | None, list[MeasureRecord]]:
+    """The driver's `SweepState.lookup` (a Ray actor's, or a plain object's in tests)."""
+    if state is None:
+        return None, []
+    remote = getattr(state.lookup, "remote", None)
+    if remote is None:
+        return state.lookup(config)
+    import ray
+
+    return ray.get(remote(config))
+
+
+def run_trial(params: dict[str, Any], ctx: TrialContext) -> tuple[dict[str, Any], list[MeasureRecord]]:
+    """Evaluate the config sampled as `params` (no Ray calls here but the state lookup): the result
+    row and the schedule records it measured. Writes no file: the driver records both."""
     space = ctx.space
     if ctx.checked:
         hw, reason = space.to_hw(dict(params)), None
@@ -280,33 +304,39 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> dict[str, Any]:
         hw, reason = space.check(dict(params))
     if hw is None:  # a combination HwConfig itself rejects (instruction fields overflow, ...)
         name = "invalid:" + ",".join(f"{k}={v}" for k, v in params.items())
-        return {**infeasible_result(None, reason or "invalid point", name=name), "cached": False}
-    cached = cached_result(ctx.out_dir, hw.name)
+        return {**infeasible_result(None, reason or "invalid point", name=name), "cached": False}, []
+    # A searcher may propose a config an earlier trial evaluated: its result, not a second run.
+    cached, warm = _lookup(ctx.state, hw.name)
     if cached is not None:
-        keep = {k: v for k, v in cached.items() if k not in ("trial_id", "number", "timestamp", "params", "status")}
+        keep = {k: v for k, v in cached.items()
+                if k not in ("trial_id", "number", "timestamp", "params", "status", "retries", "node")}
         keep["cached"] = True
-        return keep
+        return keep, []
     # The space decides the resource numbers (its model: shipped or `--resources FILE`).
+    sink = RecordList()
     if reason is not None:  # over the board's resources, wrong clock, or a space constraint
         result = infeasible_result(hw, reason, space.board, resources=space.estimate(hw))
     else:
-        result = evaluate_usable(hw, space.board, ctx.workload, space.estimate(hw), tuner=ctx.tuner,
-                                 budget=ctx.budget, seed=ctx.seed, records_path=Path(ctx.out_dir) / RECORDS_FILE,
-                                 warm_records=_read_records(ctx.out_dir), params=ctx.params,
-                                 exhaustive_s=ctx.exhaustive_s, hparams=ctx.hparams)
+        result = evaluate_usable(hw, space.board, ctx.workload, space.estimate(hw), ctx.tuning, records=sink,
+                                 warm_records=warm)
     result["cached"] = False
-    return result
+    return result, sink.records
 
 
 def sweep_trial(config: dict[str, Any], ctx: TrialContext) -> None:
-    """Ray Tune function trainable: one report with the objectives and the full result."""
+    """Ray Tune function trainable: one report with the objectives, the full result and the
+    records (packed; the driver's `SweepCallback` writes them)."""
     from ray import tune
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one CPU per trial: no BLAS/torch thread pools
-    result = run_trial(config, ctx)
+    import ray
+
+    result, records = run_trial(config, ctx)
     result["params"] = dict(config)
+    result["node"] = ray.get_runtime_context().get_node_id()  # which Ray node ran it
     # Ray flattens nested dicts in its own loggers; the full result also travels as one JSON string
     # so the driver callback writes exactly what the trial computed.
     metrics = {k: result[k] for k in OBJECTIVES}
-    metrics.update(feasible=bool(result["feasible"]), config=result["config"], payload=json.dumps(result))
+    metrics.update(feasible=bool(result["feasible"]), config=result["config"], payload=json.dumps(result),
+                   records=pack_records(records))
     tune.report(metrics)

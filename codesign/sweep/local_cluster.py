@@ -1,0 +1,156 @@
+"""A real multi-node Ray cluster on 127.0.0.1 for tests and benchmarks (`ray start` processes).
+
+Each node is one `ray start --block` in a process group of its own, so stopping a node kills every
+process it started (GCS, raylet, workers) at once -- the way a machine is lost. A worker node can
+see a filesystem of its own at given paths (a private mount namespace with a tmpfs there,
+`unshare -m`, root only), as a second machine without the driver's disk would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray_cli() -> str:
+    """The `ray` script of this Python environment (nodes must run the driver's Ray and codesign)."""
+    here = Path(sys.executable).parent / "ray"
+    return str(here) if here.exists() else (shutil.which("ray") or "ray")
+
+
+def private_mounts_unavailable(path: str | Path) -> str | None:
+    """Why a node cannot get a private tmpfs at `path` here (None: it can)."""
+    if shutil.which("unshare") is None:
+        return "no `unshare` command"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            'mount -t tmpfs tmpfs "$0" && test ! -e "$0/.probe"', str(path)],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"private mount namespace with a tmpfs refused: {(probe.stderr or probe.stdout).strip()[:200]}"
+    return None
+
+
+class LocalCluster:
+    """`with LocalCluster(nodes=2, cpus=1, private=[dir]) as c:` ... `ray.init(address=c.address)`.
+
+    `private`: paths every node but the head sees as an empty tmpfs. The nodes keep their files in
+    a temp dir of their own (RAY_TMPDIR), so the `ray_current_cluster` file of this head never
+    reaches another Ray user of the machine; `env`: more environment of the nodes."""
+
+    def __init__(self, nodes: int = 2, cpus: int = 1, *, private: Sequence[str | Path] = (),
+                 env: dict[str, str] | None = None, start_timeout_s: float = 60.0) -> None:
+        self.nodes = nodes
+        self.cpus = cpus
+        self.private = [str(p) for p in private]
+        # Short: Ray's socket paths under it must stay within the 107 bytes of a Unix socket name.
+        self.tmp = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))
+        self.env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+                    "RAY_TMPDIR": str(self.tmp), **(env or {})}
+        self.env.pop("RAY_ADDRESS", None)
+        self.timeout = start_timeout_s
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.startup_s: float | None = None
+
+    def _spawn(self, args: list[str], private: bool) -> subprocess.Popen:
+        cmd = [_ray_cli(), *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus),
+               "--disable-usage-stats", "--block"]
+        if private and self.private:
+            # sh mounts a tmpfs on each path, then becomes `ray start` (exec): the node's processes
+            # all live in this mount namespace.
+            mounts = " && ".join(f'mount -t tmpfs tmpfs "${i + 1}"' for i in range(len(self.private)))
+            cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mounts} && shift {len(self.private)} '
+                   '&& exec "$@"', "sh", *self.private, *cmd]
+        with open(self.tmp / f"node{len(self.procs)}.log", "wb") as log:
+            proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> LocalCluster:
+        t0 = time.perf_counter()
+        try:
+            self._spawn(["start", "--head", "--port", str(self.port), "--include-dashboard=false"], private=False)
+            self._wait(lambda: self._gcs_up(), "the head's GCS")
+            for _ in range(self.nodes - 1):
+                self._spawn(["start", "--address", self.address], private=True)
+            self._wait(lambda: self.alive_nodes() >= self.nodes, f"{self.nodes} nodes")
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - t0
+        return self
+
+    def _gcs_up(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def alive_nodes(self) -> int:
+        """Nodes the GCS lists as alive (asked in a subprocess: this process may hold its own Ray)."""
+        code = (f"import ray; ray.init(address={self.address!r}, log_to_driver=False, logging_level='ERROR'); "
+                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
+                             timeout=60)
+        try:
+            return int(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return 0
+
+    def _wait(self, ready, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead:
+                i = self.procs.index(dead[0])
+                log = (self.tmp / f"node{i}.log").read_text(errors="replace").strip()
+                raise RuntimeError(f"Ray node {i} exited with {dead[0].returncode} before {what} was up: "
+                                   f"{log[-500:]}")
+            if ready():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"{what} not up within {self.timeout:g} s")
+
+    def kill_node(self, i: int) -> None:
+        """SIGKILL node `i`'s whole process group (0 = head): a machine lost."""
+        proc = self.procs[i]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+    def stop(self, *, keep_files: bool = False) -> float:
+        """Kill every node's process group (workers first) and, unless `keep_files` (a test of what
+        an uncleanly stopped head leaves behind), remove the nodes' temp dir; returns the seconds
+        the kill took."""
+        t0 = time.perf_counter()
+        for i in reversed(range(len(self.procs))):
+            self.kill_node(i)
+        self.procs = []
+        took = time.perf_counter() - t0
+        if not keep_files:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return took
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

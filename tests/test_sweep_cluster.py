@@ -1,0 +1,275 @@
+"""Sweeps on real Ray clusters (issue 22): a plain sweep never joins a cluster it was not given, a
+trial writes nothing under the experiment directory, and a sweep on two Ray nodes -- the second
+seeing its own empty filesystem at the experiment directory, as a second machine without a shared
+disk does, and lost mid-trial -- records exactly what the same sweep records on one node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SPACE = """\
+board: pynq-z1
+description: four feasible configs (two GEMM shapes x two clocks)
+params:
+  LOG_BLOCK: [3, 4]
+  clock_mhz: [100, 142]
+fixed:
+  LOG_INP_BUFF_SIZE: 14
+  LOG_WGT_BUFF_SIZE: 16
+  LOG_ACC_BUFF_SIZE: 16
+"""
+LAYER = "conv2d:1,32,8,8,32,3,3,1,1"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _rows(path: Path) -> set[tuple]:
+    """records.jsonl as a set of (config, layer, schedule) rows with what was measured."""
+    return {(r["hw"], r["layer"], r["index"], json.dumps(r["knobs"], sort_keys=True), r["seconds"], r["cycles"])
+            for r in _lines(path)}
+
+
+@pytest.fixture()
+def space_file(tmp_path: Path) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    return path
+
+
+def test_a_plain_sweep_starts_its_own_ray_beside_a_stale_cluster(tmp_path: Path, space_file: Path) -> None:
+    """`ray start --head` then kill -9: /tmp/ray/ray_current_cluster stays behind. A plain
+    `codesign sweep` must start a private Ray, not try to join it (it raised "When connecting to an
+    existing cluster, num_cpus and num_gpus must not be provided")."""
+    from codesign.sweep.local_cluster import LocalCluster
+
+    cluster = LocalCluster(nodes=1, cpus=1).start()
+    cluster.stop(keep_files=True)  # SIGKILL: nothing cleans up
+    try:
+        stale = cluster.tmp / "ray" / "ray_current_cluster"
+        assert stale.read_text().strip().endswith(f":{cluster.port}")
+        env = {**cluster.env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        out = tmp_path / "out"
+        proc = subprocess.run(
+            [sys.executable, "-m", "codesign.cli", "sweep", str(space_file), "--workload", f"{_write_net(tmp_path)}",
+             "--trials", "2", "--search", "grid", "--tuner", "random", "--budget", "2", "--out", str(out), "--json"],
+            env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+        assert [r["status"] for r in _lines(out / "trials.jsonl")] == ["ok", "ok"]
+        assert stale.exists()  # the file was there all along: the sweep did not need it gone
+    finally:
+        cluster.stop()
+
+
+def _write_net(tmp_path: Path) -> str:
+    """A one-layer network as a `file.py:factory` workload (the CLI takes no layer list)."""
+    net = tmp_path / "net.py"
+    net.write_text("import torch\n\n\ndef build():\n"
+                   "    return torch.nn.Conv2d(32, 32, 3, padding=1, bias=False), (torch.zeros(1, 32, 8, 8),)\n")
+    return f"{net}:build"
+
+
+# -- a trial writes nothing under the experiment directory ---------------------------------------
+_WATCH: list[tuple[str, str]] = []  # (event, path) of writes under the watched directory
+_WATCHED: list[str] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _WATCHED or event not in ("open", "os.mkdir", "os.rename", "os.replace", "os.remove", "shutil.copyfile"):
+        return
+    path = args[0] if event != "shutil.copyfile" else args[1]
+    if isinstance(path, int) or path is None:
+        return
+    path = os.path.abspath(os.fsdecode(path))
+    if not path.startswith(_WATCHED[0]):
+        return
+    if event == "open":
+        mode, flags = args[1], args[2]
+        writes = (any(c in mode for c in "wax+") if isinstance(mode, str)
+                  else bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)))
+        if not writes:
+            return
+    _WATCH.append((event, path))
+
+
+def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, space_file: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trial of a real sweep directory (driver-made context, as `run_sweep` makes it), run with
+    an audit hook on every open/mkdir/rename: no write under the directory. Its records come back
+    with its result; a second trial warm-starts from the driver's state, not from a file."""
+    from codesign.sweep.runner import prepare, trial_context
+    from codesign.sweep.state import SweepState
+    from codesign.sweep.trial import run_trial
+    from codesign.workloads import Workload
+
+    out = tmp_path / "sweep"
+    opts, space = prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
+                          dict(trials=None, budget=4, tuner="random", search="grid", seed=0))
+    state = SweepState()
+    ctx = trial_context(opts, space, state)
+    monkeypatch.chdir(out)  # relative paths would land here
+    before = sorted(p.name for p in out.rglob("*"))
+    if not _WATCHED:
+        sys.addaudithook(_audit)  # hooks cannot be removed: it is inert while _WATCHED is empty
+    _WATCHED.append(str(out.resolve()))
+    try:
+        first, records = run_trial({"LOG_BLOCK": 4, "clock_mhz": 100}, ctx)
+        state.add([first], records)
+        second, more = run_trial({"LOG_BLOCK": 4, "clock_mhz": 142}, ctx)
+    finally:
+        _WATCHED.clear()
+    assert _WATCH == []
+    assert sorted(p.name for p in out.rglob("*")) == before
+    assert first["feasible"] and len(records) == first["measurements"] == 4
+    assert {r.hw for r in records} == {first["config"]} and {r.hw for r in more} == {second["config"]}
+    # The first trial's best schedule is transferred into the second's (warm start through the state).
+    assert first["layers"][0]["index"] in {r.index for r in more}
+
+
+# -- two Ray nodes, the second with its own filesystem, lost mid-trial ---------------------------
+def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, space_file: Path) -> None:
+    """Records of a grid sweep on one node == those of the same sweep on two nodes (the second
+    seeing an empty tmpfs at the experiment directory) == those of the sweep whose second node is
+    killed mid-trial (the trial runs again on the head, counted once); then --resume from the
+    driver's files alone finds nothing left to do."""
+    ray = pytest.importorskip("ray")
+
+    from codesign.sweep import run_sweep
+    from codesign.sweep.local_cluster import LocalCluster, private_mounts_unavailable
+    from codesign.workloads import Workload
+
+    assert not ray.is_initialized()
+    wl = Workload("tiny", ((LAYER, 1), ("conv2d:1,32,8,8,32,1,1,1,0", 1)))
+    kw = dict(trials=None, budget=2, tuner="exhaustive", search="grid", seed=0, progress=False)
+    one, two, lost = tmp_path / "one", tmp_path / "two", tmp_path / "lost"
+    run_sweep(space_file, wl, one, **kw)  # a private local Ray, all cores
+    assert not ray.is_initialized()
+    for d in (two, lost):
+        d.mkdir()
+    why = private_mounts_unavailable(two)
+    if why:
+        pytest.skip(f"the second node cannot get its own filesystem at the experiment directory: {why}")
+
+    killed: list[str] = []
+    with LocalCluster(nodes=2, cpus=1, private=[two, lost]) as cluster:
+        worker = _worker_node_id(cluster)
+        run_sweep(space_file, wl, two, address=cluster.address, callbacks=[_NodeChaos(worker)], **kw)
+        result = run_sweep(space_file, wl, lost, address=cluster.address,
+                           callbacks=[_NodeChaos(worker, kill=lambda: cluster.kill_node(1), killed=killed)], **kw)
+    assert not ray.is_initialized()
+
+    reference = _rows(one / "records.jsonl")
+    rows = _lines(two / "trials.jsonl")
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert worker in {r["node"] for r in rows}  # the second node ran trials: their records had to travel
+    assert _rows(two / "records.jsonl") == reference
+
+    rows = _lines(lost / "trials.jsonl")
+    assert killed and len(rows) == 4 and all(r["status"] == "ok" for r in rows) and result.complete
+    retried = [r for r in rows if r.get("retries")]  # the trial running there when it was killed
+    assert [r["trial_id"] for r in retried] == killed and retried[0]["retries"] == 1
+    assert retried[0]["node"] != worker
+    keys = [(r["hw"], r["layer"], r["index"]) for r in _lines(lost / "records.jsonl")]
+    assert len(keys) == len(set(keys))  # nothing recorded twice
+    assert _rows(lost / "records.jsonl") == reference
+    # --resume works from the driver's files alone (the second node is gone): nothing left to run.
+    again = run_sweep(None, None, lost, resume=True, progress=False)
+    assert again.complete and len(_lines(lost / "trials.jsonl")) == 4
+    assert _rows(lost / "records.jsonl") == reference
+
+
+class _NodeChaos:
+    """A Ray Tune callback (made a subclass on first use: Ray imports lazily) that holds the driver
+    until both nodes' trial actors are up -- the head's worker is warm when the sweep starts, the
+    second node's is not, so short trials would all run on the head -- and, given `kill`, kills the
+    second node once a trial runs there. Its state stays out of Tune's pickled experiment state."""
+
+    def __new__(cls, worker: str, kill=None, killed: list[str] | None = None):
+        from ray import tune
+
+        class Chaos(tune.Callback):
+            def __init__(self, worker: str, kill, killed: list[str] | None) -> None:  # no closure: Tune pickles
+                self.worker, self.kill, self.killed, self.gated = worker, kill, killed, False
+
+            def __getstate__(self) -> dict:
+                return {}
+
+            def on_step_begin(self, iteration: int, trials: list, **info) -> None:
+                if not self.gated and len(_trial_actors()) >= 2:
+                    deadline = time.monotonic() + 120
+                    while time.monotonic() < deadline and sum(a["State"] == "ALIVE" for a in _trial_actors()) < 2:
+                        time.sleep(0.2)
+                    self.gated = True
+                if self.kill is None or self.killed:
+                    return
+                for t in trials:
+                    actor = getattr(t.temporary_state, "ray_actor", None)
+                    if t.status == "RUNNING" and actor is not None and _actor(actor).get("NodeID") == self.worker:
+                        self.killed.append(t.trial_id)
+                        self.kill()
+                        return
+
+        return Chaos(worker, kill, killed)
+
+
+def _actors() -> list[dict]:
+    import ray
+
+    table = ray._private.state.actors()  # the GCS actor table (no dashboard needed)
+    job = ray.get_runtime_context().get_job_id()
+    return [{"id": k, "State": a.get("State"), "NodeID": (a.get("Address") or {}).get("NodeID"),
+             "class": a.get("ActorClassName", "")} for k, a in table.items() if a.get("JobID") == job]
+
+
+def _trial_actors() -> list[dict]:
+    return [a for a in _actors() if "SweepState" not in a["class"] and a["State"] != "DEAD"]
+
+
+def _actor(handle) -> dict:
+    return next((a for a in _actors() if a["id"] == handle._actor_id.hex()), {})
+
+
+def _worker_node_id(cluster) -> str:
+    """The second node's id, asked of the cluster in a subprocess (the sweep owns this process's Ray)."""
+    code = (f"import ray; ray.init(address={cluster.address!r}, log_to_driver=False, logging_level='ERROR'); "
+            "print([n['NodeID'] for n in ray.nodes() if n['Alive'] and "
+            "'node:__internal_head__' not in n['Resources']][0])")
+    proc = subprocess.run([sys.executable, "-c", code], env=cluster.env, capture_output=True, text=True, timeout=60)
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_the_driver_records_an_infeasible_first_trial_and_each_record_once(tmp_path: Path) -> None:
+    """The driver's callback: a first finished trial without a feasible design is recorded (it
+    raised computing a reference point, and Ray Tune ran the trial again); a trial's records are
+    appended once, even when the same trial's result arrives twice (a retried or resumed trial)."""
+    from types import SimpleNamespace
+
+    from codesign.sweep.results import SweepCallback
+    from codesign.sweep.state import pack_records
+    from codesign.sweep.trial import infeasible_result
+    from codesign.tune.records import MeasureRecord
+
+    cb = SweepCallback(str(tmp_path), 2, stock_names=(), power_bound=1.0, progress=False)
+    bad = infeasible_result(None, "invalid point", name="invalid:LOG_BLOCK=9")
+    cb.on_trial_complete(0, [], SimpleNamespace(trial_id="a", config={"LOG_BLOCK": 9}, num_failures=0,
+                                                last_result={"payload": json.dumps(bad), "records": ""}))
+    assert [r["config"] for r in _lines(tmp_path / "trials.jsonl")] == ["invalid:LOG_BLOCK=9"]
+    rec = MeasureRecord(layer="l", layer_spec=LAYER, hw="h", knobs={}, index=3, seconds=1e-3, cycles=10, error=None,
+                        tuner="random", seed=0, timestamp=0.0)
+    row = {**bad, "config": "h"}
+    for tid in ("b", "b", "c"):  # "c": another trial that measured the same (config, layer, schedule)
+        cb.on_trial_complete(0, [], SimpleNamespace(trial_id=tid, config={}, num_failures=1,
+                                                    last_result={"payload": json.dumps(row),
+                                                                 "records": pack_records([rec])}))
+    assert len(_lines(tmp_path / "records.jsonl")) == 1
+    assert [(r["trial_id"], r.get("retries")) for r in _lines(tmp_path / "trials.jsonl")] == [
+        ("a", None), ("b", 1), ("c", 1)]
