@@ -37,6 +37,7 @@ from pathlib import Path
 
 from codesign.hw.config import HwConfig
 from codesign.paths import SPACES
+from codesign.sweep.options import SweepOptions
 from codesign.sweep.trial import INFEASIBLE_AREA, INFEASIBLE_LATENCY_MS, INFEASIBLE_POWER_W, OBJECTIVES
 
 CHECKPOINTS = (10, 25, 50)
@@ -89,11 +90,11 @@ def exhaustive_objectives(out: Path, space_path: Path, *, budget: int, tuner: st
     if (exh_dir / "sweep.json").exists():
         run_sweep(None, None, exh_dir, resume=True, progress=False)
     else:
-        run_sweep(space_path, "resnet18", exh_dir, trials=None, budget=budget, tuner=tuner,
-                  search="exhaustive", seed=0, progress=False)
+        run_sweep(space_path, "resnet18", exh_dir,
+                  SweepOptions(trials=None, budget=budget, tuner=tuner, search="exhaustive", seed=0), progress=False)
     wall = time.perf_counter() - t0
-    objectives = {row["config"]: [float(row[k]) for k in OBJECTIVES] for row in read_trials(exh_dir)
-                  if row.get("status") == "ok" and row.get("feasible")}
+    objectives = {row.config: [float(getattr(row, k)) for k in OBJECTIVES] for row in read_trials(exh_dir)
+                  if row.design}
     pareto = read_pareto_json(exh_dir)  # the sweep's reference point rule and exhaustive hypervolume
     doc = {"space": str(space_path), "space_sha256": digest, "workload": "resnet18", "tuner": tuner,
            "budget": budget, "usable": usable, "objectives": objectives,
@@ -210,8 +211,9 @@ def timed_sweep(out: Path, name: str, *, trials: int, budget: int, tuner: str, m
     if (d / "sweep.json").exists():
         res = run_sweep(None, None, d, resume=True, progress=False)
     else:
-        res = run_sweep(SPACES / "pynq-z1.yaml", "resnet18", d, trials=trials, budget=budget, tuner=tuner,
-                        search="nsga2", seed=seed, max_concurrent=max_concurrent, progress=False)
+        res = run_sweep(SPACES / "pynq-z1.yaml", "resnet18", d,
+                        SweepOptions(trials=trials, budget=budget, tuner=tuner, search="nsga2", seed=seed,
+                                     max_concurrent=max_concurrent), progress=False)
     return time.perf_counter() - t0, res
 
 
@@ -229,7 +231,7 @@ def versus_stock(result, *, budget: int, tuner: str, out: Path) -> dict:
                                records_path=out / f"c_stock_records_b{b}.jsonl")
     base = evals[budget]
     so = tuple(base[k] for k in OBJECTIVES)
-    rows = [r for r in result.trials if r.get("status") == "ok" and r.get("feasible")]
+    rows = [r.to_json() for r in result.trials if r.design]
     keys = ("lut", "ff", "bram18", "dsp")
     within = [r for r in rows if all(r["resources"][k] <= base["resources"][k] for k in keys)]
     best = min(within, key=lambda r: r["latency_ms"]) if within else None
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                                 max_concurrent=1, seed=7)
             w2, _ = timed_sweep(out, f"b_scale_{n_small}_c2", trials=n_small, budget=budget, tuner=args.tuner,
                                 max_concurrent=2, seed=7)
-            ok = [r for r in res2.trials if r.get("status") == "ok"]
+            ok = [r.to_json() for r in res2.trials if r.ok]
             summary["b_wall_time"] = {
                 "trials": trials, "wall_s": round(wall2, 1), "wall_min": round(wall2 / 60, 2),
                 "s_per_trial": round(wall2 / max(1, len(ok)), 2),

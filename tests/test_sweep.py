@@ -14,6 +14,7 @@ import pytest
 from ray import tune
 
 from codesign.errors import ConfigError
+from codesign.sweep.options import SweepOptions
 
 SPACE = """\
 board: pynq-z1
@@ -56,8 +57,9 @@ def grid_sweep(ray_session, space_file, workload, tmp_path_factory):
     from codesign.sweep import run_sweep
 
     out = tmp_path_factory.mktemp("grid") / "sweep"
-    result = run_sweep(space_file, workload, out, trials=None, budget=BUDGET, tuner="random", search="grid",
-                       seed=3, progress=False)
+    result = run_sweep(space_file, workload, out,
+                       SweepOptions(trials=None, budget=BUDGET, tuner="random", search="grid", seed=3),
+                       progress=False)
     return out, result
 
 
@@ -137,8 +139,9 @@ def test_resume_after_interrupt_finishes_without_duplicates(ray_session, space_f
     from codesign.sweep import run_sweep
 
     out = tmp_path / "sweep"
-    first = run_sweep(space_file, workload, out, trials=4, budget=BUDGET, tuner="random", search="nsga2", seed=1,
-                      max_concurrent=1, progress=False, callbacks=[Interrupt(str(tmp_path / "fired"), 1)])
+    first = run_sweep(space_file, workload, out,
+                      SweepOptions(trials=4, budget=BUDGET, tuner="random", search="nsga2", seed=1, max_concurrent=1),
+                      progress=False, callbacks=[Interrupt(str(tmp_path / "fired"), 1)])
     before = _lines(out / "trials.jsonl")
     assert (tmp_path / "fired").exists()
     # Ray handles SIGINT between trials; firing after the first leaves slack for a loaded machine.
@@ -164,8 +167,9 @@ def test_resume_after_interrupt_finishes_without_duplicates(ray_session, space_f
 def test_searcher_stops_when_every_feasible_config_is_evaluated(ray_session, space_file, workload, tmp_path):
     from codesign.sweep import run_sweep
 
-    result = run_sweep(space_file, workload, tmp_path / "s", trials=9, budget=2, tuner="random", search="random",
-                       seed=0, progress=False)
+    result = run_sweep(space_file, workload, tmp_path / "s",
+                       SweepOptions(trials=9, budget=2, tuner="random", search="random", seed=0),
+                       progress=False)
     rows = _lines(tmp_path / "s" / "trials.jsonl")
     assert len(rows) == 4 and len({r["config"] for r in rows}) == 4  # the 4 usable configs
     assert result.exhausted and result.complete
@@ -177,7 +181,7 @@ def test_bad_space_file_is_one_clear_error(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPACE.replace("LOG_BLOCK:", "LOG_BLOK:"))
     with pytest.raises(ConfigError, match="LOG_BLOK"):
-        run_sweep(bad, "resnet18", tmp_path / "out", trials=2)
+        run_sweep(bad, "resnet18", tmp_path / "out", SweepOptions(trials=2))
     assert not (tmp_path / "out").exists()
 
 
@@ -279,8 +283,9 @@ def test_verified_clocks_only_sweep(ray_session, space_file, workload, tmp_path)
     from codesign.sweep import run_sweep
 
     out = tmp_path / "verified"
-    result = run_sweep(space_file, workload, out, trials=None, budget=2, tuner="random", search="grid",
-                       seed=0, progress=False, verified_clocks_only=True)
+    result = run_sweep(space_file, workload, out,
+                       SweepOptions(trials=None, budget=2, tuner="random", search="grid", seed=0, verified_clocks_only=True),
+                       progress=False)
     rows = _lines(out / "trials.jsonl")
     assert len(rows) == 3 and {r["hw"]["clock_mhz"] for r in rows} == {100}
     assert all(p["clock_verified"] for p in result.pareto["points"])
@@ -310,9 +315,10 @@ def test_default_inner_search_front_equals_exhaustive_front(ray_session, space_f
     wl = Workload("tiny2", (("conv2d:1,32,8,8,32,3,3,1,1", 2), ("conv2d:1,32,8,8,64,1,1,1,0", 1)))
     fronts, measured = [], []
     for name, kw in (("default", {}), ("exhaustive", {"tuner": "exhaustive"})):
-        result = run_sweep(space_file, wl, tmp_path / name, trials=None, search="grid", seed=0, progress=False, **kw)
+        result = run_sweep(space_file, wl, tmp_path / name, SweepOptions(trials=None, search="grid", seed=0, **kw),
+                           progress=False)
         fronts.append(sorted((p["config"], p["latency_ms"], p["area"], p["power_w"]) for p in result.pareto["points"]))
-        measured.append({t["config"]: (t["measurements"], t["hw"]) for t in result.trials if t.get("feasible")})
+        measured.append({t.config: (t.measurements, t.hw) for t in result.trials if t.feasible})
     assert fronts[0] == fronts[1] and fronts[0]
     assert measured[0] == measured[1]
     for n, hw_dict in measured[0].values():  # every valid schedule of every layer, once

@@ -106,6 +106,8 @@ def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, s
     """The trial of a real sweep directory (driver-made context, as `run_sweep` makes it), run with
     an audit hook on every open/mkdir/rename: no write under the directory. Its records come back
     with its result; a second trial warm-starts from the driver's state, not from a file."""
+    from codesign.sweep.options import SweepOptions
+    from codesign.sweep.rows import TrialRow
     from codesign.sweep.runner import prepare, trial_context
     from codesign.sweep.state import SweepState
     from codesign.sweep.trial import run_trial
@@ -113,7 +115,7 @@ def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, s
 
     out = tmp_path / "sweep"
     opts, space = prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
-                          dict(trials=None, budget=4, tuner="random", search="grid", seed=0))
+                          SweepOptions(trials=None, budget=4, tuner="random", search="grid", seed=0))
     state = SweepState()
     ctx = trial_context(opts, space, state)
     monkeypatch.chdir(out)  # relative paths would land here
@@ -123,7 +125,7 @@ def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, s
     _WATCHED.append(str(out.resolve()))
     try:
         first, records = run_trial({"LOG_BLOCK": 4, "clock_mhz": 100}, ctx)
-        state.add([first], records)
+        state.add([TrialRow.from_json({"trial_id": "a", **first})], records)
         second, more = run_trial({"LOG_BLOCK": 4, "clock_mhz": 142}, ctx)
     finally:
         _WATCHED.clear()
@@ -145,11 +147,12 @@ def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, spac
 
     from codesign.sweep import run_sweep
     from codesign.sweep.local_cluster import LocalCluster, private_mounts_unavailable
+    from codesign.sweep.options import SweepOptions
     from codesign.workloads import Workload
 
     assert not ray.is_initialized()
     wl = Workload("tiny", ((LAYER, 1), ("conv2d:1,32,8,8,32,1,1,1,0", 1)))
-    kw = dict(trials=None, budget=2, tuner="exhaustive", search="grid", seed=0, progress=False)
+    kw = dict(options=SweepOptions(trials=None, budget=2, tuner="exhaustive", search="grid", seed=0), progress=False)
     one, two, lost = tmp_path / "one", tmp_path / "two", tmp_path / "lost"
     run_sweep(space_file, wl, one, **kw)  # a private local Ray, all cores
     assert not ray.is_initialized()
@@ -273,3 +276,13 @@ def test_the_driver_records_an_infeasible_first_trial_and_each_record_once(tmp_p
     assert len(_lines(tmp_path / "records.jsonl")) == 1
     assert [(r["trial_id"], r.get("retries")) for r in _lines(tmp_path / "trials.jsonl")] == [
         ("a", None), ("b", 1), ("c", 1)]
+
+
+def test_a_ray_client_address_is_refused_in_one_line() -> None:
+    """Under Ray Client Tune runs its driver loop -- the callbacks that write the experiment
+    directory -- on the head, not where the command runs: refused, with what to do instead."""
+    from codesign.errors import ConfigError
+    from codesign.sweep.runner import _probe_address
+
+    with pytest.raises(ConfigError, match=r"--address ray://10\.0\.0\.5:10001: Ray Client .* `ray job submit`"):
+        _probe_address("ray://10.0.0.5:10001")

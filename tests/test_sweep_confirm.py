@@ -15,6 +15,7 @@ from codesign.board.local import local_board, local_tracker
 from codesign.cli import main
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
+from codesign.sweep.options import SweepOptions
 from codesign.vta.run import measure
 from codesign.workloads import Workload
 
@@ -52,7 +53,8 @@ def test_sweep_confirm_on_emulated_boards_via_tracker(ray_session, boards, bit_c
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     out = tmp_path / "sweep"
-    run_sweep(space, NET, out, trials=None, budget=6, tuner="random", search="grid", seed=1, progress=False)
+    run_sweep(space, NET, out,
+              SweepOptions(trials=None, budget=6, tuner="random", search="grid", seed=1), progress=False)
     sim = json.loads((out / "pareto.json").read_text())
     front = {p["config"]: p for p in sim["points"]}
     assert HW.name in front and len(front) == 2  # 1x8: smaller, 1x16: faster

@@ -49,7 +49,7 @@ def test_hparams_are_kept_in_sweep_json_and_fixed_on_resume(space_file: Path, tm
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sweep"
     opts, _ = prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
-                      dict(trials=2, budget=2, tuner="xgb", exhaustive_s=10.0, search="random", seed=0,
+                      SweepOptions(trials=2, budget=2, tuner="xgb", exhaustive_s=10.0, search="random", seed=0,
                            max_concurrent=None, verified_clocks_only=False, profile=None,
                            hparams={"batch_size": "2"}))
     assert json.loads((out / "sweep.json").read_text())["hparams"] == {"batch_size": "2"}
@@ -79,7 +79,7 @@ def test_hparams_reach_the_inner_tuner_of_a_trial(monkeypatch: pytest.MonkeyPatc
 def test_resume_refusals_read_plainly(space_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sweep"
     prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
-            dict(trials=2, budget=2, tuner="xgb", exhaustive_s=10.0, search="random", seed=0,
+            SweepOptions(trials=2, budget=2, tuner="xgb", exhaustive_s=10.0, search="random", seed=0,
                  max_concurrent=None, verified_clocks_only=False, profile=None, hparams=None))
     # was "(started with None)": a Python repr, not the user's words
     assert main(["sweep", "--resume", str(out), "--hparam", "batch_size=4"]) == 2

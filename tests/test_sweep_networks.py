@@ -45,7 +45,7 @@ def test_file_workload_is_stored_as_layers(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     opts, _space = prepare(space, f"{net}:f", tmp_path / "sweep",
-                   {"trials": 1, "budget": 2, "tuner": "random", "search": "random", "seed": 0})
+                   SweepOptions(trials=1, budget=2, tuner="random", search="random", seed=0))
     saved = SweepOptions.load(tmp_path / "sweep")
     assert saved.workload == opts.workload == "net_f"
     assert [tuple(x) for x in saved.layers] == [("conv2d:1,16,8,8,32,3,3,1,1", 1),

@@ -22,7 +22,7 @@ from codesign.hw.resources import COEFFICIENTS, ResourceCoefficients, estimate, 
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE, FeasibleSearch
-from codesign.sweep.options import SweepOptions
+from codesign.sweep.options import SweepOptions, resources_json
 from codesign.sweep.runner import prepare, run_sweep
 from codesign.sweep.trial import InnerTuning, TrialContext, run_trial
 from codesign.workloads import Workload
@@ -107,9 +107,8 @@ def test_a_trial_scores_area_and_clock_with_the_file(files: tuple[Path, Path], t
     board = Board.named("pynq-z1")
     out = tmp_path / "sweep"
     opts, space = prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
-                          dict(trials=None, budget=2, tuner="random", exhaustive_s=10.0, search="grid", seed=0,
-                               max_concurrent=None, verified_clocks_only=False, profile=None, hparams=None,
-                               resources=load_resource_model(cal).to_json()))
+                          SweepOptions(trials=None, budget=2, tuner="random", exhaustive_s=10.0, search="grid", seed=0,
+                                       resources=load_resource_model(cal).to_json()))
     saved = json.loads((out / "sweep.json").read_text())["resources"]
     assert saved["coefficients"]["hls_products_per_dsp"] == 1 and saved["verified_clock_mhz"] == {"pynq-z1": CLOCK}
     assert saved["sha256"] == load_resource_model(cal).sha256
@@ -133,7 +132,7 @@ def test_resume_keeps_the_numbers_and_refuses_another_file(files: tuple[Path, Pa
     space_file, cal = files
     out = tmp_path / "sweep"
     prepare(space_file, Workload("tiny", ((LAYER, 1),)), out,
-            dict(trials=1, budget=2, tuner="random", exhaustive_s=10.0, search="random", seed=0,
+            SweepOptions(trials=1, budget=2, tuner="random", exhaustive_s=10.0, search="random", seed=0,
                  max_concurrent=None, verified_clocks_only=False, profile=None, hparams=None,
                  resources=load_resource_model(cal).to_json()))
     same = tmp_path / "copy.json"
@@ -202,8 +201,9 @@ def test_a_real_sweep_with_the_file(files: tuple[Path, Path], tmp_path: Path, ra
     space_file, cal = files
     board = Board.named("pynq-z1")
     out = tmp_path / "sweep"
-    run_sweep(space_file, Workload("tiny", ((LAYER, 1),)), out, trials=None, budget=2, tuner="random",
-              search="grid", resources=cal, progress=False)
+    run_sweep(space_file, Workload("tiny", ((LAYER, 1),)), out,
+              SweepOptions(trials=None, budget=2, tuner="random", search="grid", resources=resources_json(cal)),
+              progress=False)
     rows = {json.loads(line)["config"]: json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()}
     small, big = rows[_hw(3).name], rows[_hw(4).name]
     assert small["resources"] == estimate(_hw(3), board, K).to_json(board) and small["clock_verified"] is True

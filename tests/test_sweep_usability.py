@@ -20,6 +20,7 @@ import pytest
 from codesign.errors import ConfigError
 from codesign.fileio import append_jsonl
 from codesign.sweep.lock import SweepLock
+from codesign.sweep.options import SweepOptions
 from codesign.sweep.results import read_trials
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def test_second_sweep_and_resume_are_refused_while_one_runs(tmp_path, space_file
     holder = _hold_lock(out)
     try:
         with pytest.raises(ConfigError, match=rf"is in use by another sweep \(pid {holder.pid} on "):
-            run_sweep(space_file, workload, out, trials=2, budget=2, tuner="random", search="random")
+            run_sweep(space_file, workload, out, SweepOptions(trials=2, budget=2, tuner="random", search="random"))
         with pytest.raises(ConfigError, match=rf"in use by another sweep \(pid {holder.pid} "):
             run_sweep(None, None, out, resume=True)
     finally:
@@ -128,7 +129,7 @@ def test_a_half_written_last_line_does_not_swallow_the_next_trial(tmp_path):
     with open(path, "a") as f:
         f.write('{"trial_id": "b", "sta')  # the driver died mid-write
     append_jsonl(path, {"trial_id": "c", "status": "ok"})
-    assert [r["trial_id"] for r in read_trials(tmp_path)] == ["a", "c"]
+    assert [r.trial_id for r in read_trials(tmp_path)] == ["a", "c"]
 
 
 def test_an_interrupted_trial_measures_only_what_is_missing(tmp_path):
@@ -163,18 +164,18 @@ def test_resume_with_more_trials_applies_them_and_refuses_fixed_flags(ray_sessio
     from codesign.sweep import run_sweep
 
     out = tmp_path / "sweep"
-    first = run_sweep(space_file, workload, out, trials=2, budget=2, tuner="random", search="random", seed=0,
-                      progress=False)
+    first = run_sweep(space_file, workload, out,
+                      SweepOptions(trials=2, budget=2, tuner="random", search="random", seed=0), progress=False)
     assert first.complete and len(first.trials) == 2
     code = main(["sweep", "--resume", str(out), "--trials", "4", "--budget", "3", "--tuner", "xgb"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "cannot change --budget 3 (started with 2); --tuner xgb (started with random)" in err
     assert "may change --trials and --max-concurrent" in err
-    resumed = run_sweep(None, None, out, resume=True, trials=4, progress=False)
+    resumed = run_sweep(None, None, out, SweepOptions(trials=4), resume=True, progress=False)
     rows = _lines(out / "trials.jsonl")
     assert resumed.complete and resumed.planned == 4 and len(rows) == 4
-    assert rows[:2] == first.trials  # nothing lost or rewritten
+    assert rows[:2] == [t.to_json() for t in first.trials]  # nothing lost or rewritten
     assert len({r["config"] for r in rows}) == 4 and not any(r.get("cached") for r in rows)
     assert json.loads((out / "sweep.json").read_text())["trials"] == 4
     records = _lines(out / "records.jsonl")
@@ -285,11 +286,12 @@ def test_default_max_concurrent_runs_two_trials_at_once(ray_session, space_file,
 
     # ~seconds per trial so the overlap is not an accident of timing
     wl = Workload("small", (("conv2d:1,64,14,14,64,3,3,1,1", 1), (LAYER, 1)))
-    result = run_sweep(space_file, wl, tmp_path / "s", trials=4, budget=40, tuner="random", search="random", seed=0,
+    result = run_sweep(space_file, wl, tmp_path / "s",
+                       SweepOptions(trials=4, budget=40, tuner="random", search="random", seed=0),
                        progress=False)
-    rows = [r for r in result.trials if r.get("status") == "ok"]
+    rows = [r for r in result.trials if r.ok]
     assert len(rows) == 4
-    spans = sorted((r["timestamp"] - r["wall_s"], r["timestamp"]) for r in rows)
+    spans = sorted((r.timestamp - r.wall_s, r.timestamp) for r in rows)
     overlaps = sum(1 for (s1, e1), (s2, _e2) in zip(spans, spans[1:]) if s2 < e1)
     assert overlaps >= 1, spans
 
@@ -299,7 +301,7 @@ def test_finish_says_how_many_trial_lines_it_could_not_read(tmp_path, space_file
     from codesign.sweep.runner import finish, prepare
 
     out = tmp_path / "sweep"
-    opts, hw_space = prepare(space_file, workload, out, dict(trials=2, budget=2, tuner="random", exhaustive_s=10.0,
+    opts, hw_space = prepare(space_file, workload, out, SweepOptions(trials=2, budget=2, tuner="random", exhaustive_s=10.0,
                                                              search="random", seed=0, max_concurrent=None,
                                                              verified_clocks_only=False, profile=None))
     from codesign.sweep.trial import evaluate_hw

@@ -18,10 +18,14 @@ from codesign.sweep.confirm import DEFAULT_RETUNE, run_confirm
 from codesign.sweep.options import (
     DEFAULT_BUDGET,
     DEFAULT_EXHAUSTIVE_S,
+    DEFAULT_SEARCH,
+    DEFAULT_SEED,
     DEFAULT_TRIALS,
     DEFAULT_TUNER,
+    DEFAULT_WORKLOAD,
     SEARCHES,
     SweepOptions,
+    resources_json,
 )
 from codesign.tune.registry import TUNERS
 from codesign.tune.tuner import parse_hparams
@@ -77,7 +81,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"hardware search space (default: {DEFAULT_SPACE.relative_to(SPACES.parent.parent)})")
     p.add_argument("--workload", default=None,
                    help="zoo name (codesign workloads), path/to/file.py:factory or a torch.export .pt2 "
-                        "(default: resnet18)")
+                        f"(default: {DEFAULT_WORKLOAD})")
     p.add_argument("--out", default=None, metavar="DIR", help=f"experiment directory (default: {DEFAULT_OUT})")
     p.add_argument("--trials", type=int, default=None,
                    help=f"hardware configs to evaluate (default: {DEFAULT_TRIALS}; grid/exhaustive: all)")
@@ -93,8 +97,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
     p.add_argument("--search", default=None, choices=SEARCHES,
-                   help="outer search algorithm (default: motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the outer search and inner tuners (default: 0)")
+                   help=f"outer search algorithm (default: {DEFAULT_SEARCH}: on a 256-config PYNQ-Z1 space it reached "
+                        "0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the outer search and inner tuners (default: {DEFAULT_SEED})")
     p.add_argument("--address", default=None, metavar="RAY_ADDRESS",
                    help="run the trials on this Ray cluster (HOST:PORT of its head, or auto: the cluster "
                         "`ray start` runs on this machine) instead of a private local Ray with all cores")
@@ -136,9 +142,6 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
                    "profile": "--profile", "hparams": "--hparam", "resources": "--resources"}
-DEFAULTS = {"workload": "resnet18", "budget": DEFAULT_BUDGET, "tuner": DEFAULT_TUNER, "search": "motpe", "seed": 0,
-            "exhaustive_budget": DEFAULT_EXHAUSTIVE_S,
-            "verified_clocks_only": False}
 
 
 def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
@@ -178,6 +181,21 @@ def _resources_change(path: str, saved: ResourceModel) -> list[str]:
     return [f"--resources {path} (sha256 {model.sha256}; started with {saved.label()})"]
 
 
+def _options(args: argparse.Namespace, resume: bool) -> SweepOptions:
+    """The sweep's options from the flags (unset flags: `SweepOptions`'s defaults). On resume only
+    --trials and --max-concurrent are read (the rest comes from sweep.json)."""
+    search = args.search or DEFAULT_SEARCH
+    # grid/exhaustive without --trials: every point
+    trials = args.trials if args.trials is not None or search in ("grid", "exhaustive") else DEFAULT_TRIALS
+    if resume:
+        return SweepOptions(trials=args.trials, max_concurrent=args.max_concurrent)
+    given = {"trials": trials, "budget": args.budget, "tuner": args.tuner, "exhaustive_s": args.exhaustive_budget,
+             "search": search, "seed": args.seed, "max_concurrent": args.max_concurrent,
+             "verified_clocks_only": args.verified_clocks_only, "profile": args.profile,
+             "hparams": parse_hparams(args.hparam or []) or None, "resources": resources_json(args.resources)}
+    return SweepOptions(**{k: v for k, v in given.items() if v is not None or k == "trials"})
+
+
 def run(args: argparse.Namespace) -> int:
     resume = args.resume is not False
     if isinstance(args.resume, str):
@@ -190,10 +208,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out}: is a file; --out names the sweep directory to write into")
     if resume:
         _check_resume_flags(args, out)
-    else:
-        for key, value in DEFAULTS.items():
-            if getattr(args, key) is None:
-                setattr(args, key, value)
     space = resolve_space_path(args.space) if args.space else DEFAULT_SPACE  # path or shipped name
     if not resume and not space.exists():
         raise ConfigError(f"{space}: no such space file (spaces shipped: "
@@ -206,16 +220,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.confirm_top is not None and args.confirm_top < 1) or args.confirm_retune < 1:
         raise ConfigError(f"--confirm-top {args.confirm_top} / --confirm-retune {args.confirm_retune}: must be >= 1")
     progress = not args.json and sys.stderr.isatty()
-    trials = args.trials
-    if trials is None and not resume and args.search not in ("grid", "exhaustive"):
-        trials = DEFAULT_TRIALS
     from codesign.sweep.runner import run_sweep  # Ray Tune (~1 s of import) only when a sweep runs
 
-    result = run_sweep(space, args.workload, out, trials=trials, budget=args.budget, tuner=args.tuner,
-                       exhaustive_s=args.exhaustive_budget, search=args.search, seed=args.seed, address=args.address, resume=resume,
-                       max_concurrent=args.max_concurrent, verified_clocks_only=args.verified_clocks_only,
-                       profile=args.profile, hparams=parse_hparams(args.hparam or []),
-                       resources=None if resume else args.resources, progress=progress)
+    result = run_sweep(space, args.workload or DEFAULT_WORKLOAD, out, _options(args, resume), resume=resume,
+                       address=args.address, progress=progress)
     code = 130 if result.interrupted else 0  # Ctrl-C: the shell's "killed by SIGINT" status, as `tune`
     if confirming and result.complete:
         run_confirm(
@@ -225,16 +233,18 @@ def run(args: argparse.Namespace) -> int:
         result.pareto = read_pareto_json(result.out_dir / "pareto.json")  # with the measured columns
     if args.json:
         print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
-                          "interrupted": result.interrupted, "planned_trials": result.planned,
+                          "interrupted": result.interrupted, "planned_trials": result.planned, "retries": result.retries,
                           "wall_s": round(result.wall_s, 1)}))
         return code
     print(format_table(result.pareto))
-    ok = [t for t in result.trials if t.get("status") == "ok"]
-    infeasible = sum(1 for t in ok if not t.get("feasible"))
-    configs = len({t["config"] for t in ok})
+    ok = [t for t in result.trials if t.ok]
+    infeasible = sum(1 for t in ok if not t.feasible)
+    configs = len({t.config for t in ok})
     line = f"\n{len(ok)} trials on {configs} distinct configs in {result.wall_s:.0f} s"
     if infeasible:
         line += f"; {infeasible} infeasible (never simulated)"
+    if result.retries:
+        line += f"; {result.retries} trial run(s) lost (a worker or node) and run again (trials.jsonl: retries)"
     if result.skipped:
         line += f"; {result.skipped} infeasible configs proposed by the search were skipped (skipped.jsonl)"
     print(line)

@@ -43,6 +43,7 @@ from codesign.plotting import pyplot, save_figure
 from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.sweep.options import SweepOptions
+from codesign.sweep.rows import TrialRow, read_trials
 from codesign.sweep.trial import RECORDS_FILE
 from codesign.tune import RecordWriter, load_records
 from codesign.tune.measure import MeasureInput
@@ -76,13 +77,13 @@ def _ranked(records: list[MeasureRecord], hw: str, layer: str, first: int | None
     return out[:max(n, 1)]
 
 
-def confirm_design(runner: RPCRunner, point: dict[str, Any], row: dict[str, Any], workload: Workload,
+def confirm_design(runner: RPCRunner, point: dict[str, Any], row: TrialRow, workload: Workload,
                    records: list[MeasureRecord], retune: int, writer: RecordWriter | None) -> dict[str, Any]:
     """Re-measure one design's layers on the board(s): the `retune` best simulated schedules each."""
-    hw = HwConfig.from_dict(row["hw"]) if isinstance(row.get("hw"), dict) else HwConfig.from_name(row["config"])
+    hw = HwConfig.from_dict(row.hw) if isinstance(row.hw, dict) else HwConfig.from_name(str(row.config))
     wl = workload.for_hw(hw)
     offloaded, _cpu = partition(wl, hw)
-    sim = {lay["layer"]: lay for lay in row.get("layers", [])}
+    sim = {lay["layer"]: lay for lay in row.layers}
     layers, sources = [], set()
     totals = {"sim_dev": 0.0, "dev": 0.0, "call": 0.0}
     for layer, count in offloaded:
@@ -99,7 +100,7 @@ def confirm_design(runner: RPCRunner, point: dict[str, Any], row: dict[str, Any]
         ok = [r for r in results if r.ok]
         if not ok:
             errors = "; ".join(sorted({str(r.error) for r in results}))[:300]
-            raise ConfigError(f"{row['config']}: no schedule of {layer.name} ran on the board ({errors})")
+            raise ConfigError(f"{row.config}: no schedule of {layer.name} ran on the board ({errors})")
         # Chosen by device time (start to done, timed on the board): the call time adds the host's
         # jitter, which would pick noise among near-equal schedules.
         best = min(ok, key=lambda r: r.seconds)
@@ -115,7 +116,7 @@ def confirm_design(runner: RPCRunner, point: dict[str, Any], row: dict[str, Any]
                        "simulated_index": sim[layer.name].get("index"), "measured": len(results),
                        "failed": len(results) - len(ok)})
     ms = 1e3 / wl.batch  # per image
-    return {"config": row["config"], "simulated_latency_ms": float(point["latency_ms"]),
+    return {"config": row.config, "simulated_latency_ms": float(point["latency_ms"]),
             "simulated_device_ms": totals["sim_dev"] * ms, "measured_device_ms": totals["dev"] * ms,
             "measured_latency_ms": totals["call"] * ms, "layers": layers, "sources": sorted(sources),
             "retune": retune, "timestamp": time.time()}
@@ -150,14 +151,10 @@ def run_confirm(out_dir: str | Path, *, board: str | None = None, tracker: str |
     opts = SweepOptions.load(out)
     board_name = HwSpace.load(out / opts.space).board.name
     doc = read_pareto_json(out / PARETO_FILE)
-    rows = {}
-    for line in (out / "trials.jsonl").read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if r.get("status") == "ok" and r.get("feasible"):
-            rows.setdefault(r["config"], r)
+    rows: dict[str, TrialRow] = {}
+    for r in read_trials(out):
+        if r.design:
+            rows.setdefault(str(r.config), r)
     front = sorted(doc["points"], key=lambda p: p["latency_ms"])
     chosen = front[:top] if top else front
     entries = catalog.load(user_catalog)

@@ -22,6 +22,7 @@ from ray.tune.search import Searcher
 from codesign.fileio import append_jsonl
 from codesign.hw.config import HwConfig
 from codesign.hw.space import HwSpace
+from codesign.sweep.rows import TrialRow
 from codesign.sweep.trial import OBJECTIVES, infeasible_result
 
 SKIPPED_FILE = "skipped.jsonl"
@@ -59,12 +60,13 @@ class FeasibleSearch(Searcher):
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))
 
-    def preload(self, rows: list[dict[str, Any]]) -> None:
+    def preload(self, rows: list[TrialRow]) -> None:
         """Objectives of configs already evaluated in this directory (a resume that Ray's own
         state cannot restore): the searcher is not spent on them again."""
         for row in rows:
-            if row.get("status") == "ok" and row.get("config") and all(k in row for k in OBJECTIVES):
-                self.known.setdefault(row["config"], {k: float(row[k]) for k in OBJECTIVES})
+            objectives = row.objectives()
+            if row.ok and row.config and objectives is not None:
+                self.known.setdefault(row.config, objectives)
 
     # -- the filter ----------------------------------------------------------------------------
     def _answer(self, params: dict[str, Any]) -> tuple[str, dict[str, float] | None]:

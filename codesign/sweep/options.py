@@ -9,32 +9,39 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
-from codesign.hw.resource_model import ResourceModel
+from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
-# Defaults of `codesign sweep`: a ResNet-18 sweep of a few minutes on 2 cores (README main job).
+SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
+# Defaults of `codesign sweep` (and of `SweepOptions`, `run_sweep`, `evaluate_hw`): a ResNet-18
+# sweep of a few minutes on 2 cores (README main job). The one place they are written.
+DEFAULT_WORKLOAD = "resnet18"
 DEFAULT_TRIALS = 48
 DEFAULT_BUDGET = 16
 DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesign.tune.auto)
-SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
+# motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials,
+# NSGA-II 0.90 (benchmarks/sweep.py).
+DEFAULT_SEARCH = "motpe"
+DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """Everything that defines a sweep. `trials=None` means "every point" for grid/exhaustive."""
+    """Everything that defines a sweep. `trials=None` means "every point" for grid/exhaustive.
+    `space`, `workload` and `layers` are filled in by `run_sweep` from its space and workload."""
 
-    space: str  # path of the hardware space YAML (the copy inside the experiment directory)
-    workload: str  # registry name, or "custom" with `layers` set
+    space: str = SPACE_COPY  # path of the hardware space YAML (the copy inside the experiment directory)
+    workload: str = DEFAULT_WORKLOAD  # registry name, or the name of a workload with `layers` set
     trials: int | None = DEFAULT_TRIALS
     budget: int = DEFAULT_BUDGET
     tuner: str = DEFAULT_TUNER
     # `auto` searches a layer exhaustively when its valid configs x the measured cost fit this.
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S
-    search: str = "motpe"
-    seed: int = 0
+    search: str = DEFAULT_SEARCH
+    seed: int = DEFAULT_SEED
     max_concurrent: int | None = None
     # Search only the clocks at which a VTA build is known to run on the board (HwSpace.verified_clocks_only).
     verified_clocks_only: bool = False
@@ -108,3 +115,12 @@ def load_space(path: str | Path, resources: dict[str, Any] | None) -> HwSpace:
     place the driver's filtering, the reference point, every trial and pareto.json's board clock
     get their coefficients and verified clock from."""
     return HwSpace.load(Path(path)).with_resource_model(ResourceModel.from_json(resources))
+
+
+def resources_json(resources: str | Path | ResourceModel | None) -> dict[str, Any] | None:
+    """`SweepOptions.resources` of a `codesign calibrate resources -o` file (or a loaded model):
+    its numbers, kept in sweep.json; None for the shipped model."""
+    if resources is None:
+        return None
+    model = resources if isinstance(resources, ResourceModel) else load_resource_model(resources)
+    return None if model.shipped else model.to_json()

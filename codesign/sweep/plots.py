@@ -10,14 +10,15 @@ from typing import Any
 from codesign.pareto.plots import plot_front, plot_hypervolume
 from codesign.plotting import pyplot, save_figure
 from codesign.sweep.results import design_points
+from codesign.sweep.rows import TrialRow
 
 
-def write_plots(out: Path, rows: list[dict[str, Any]], doc: dict[str, Any]) -> list[Path]:
+def write_plots(out: Path, rows: list[TrialRow], doc: dict[str, Any]) -> list[Path]:
     """Write the plot files into `out` from the trials and pareto.json; returns their paths."""
     points = design_points(rows)
     if not points:
         return []
-    n_ok = sum(1 for r in rows if r.get("status") == "ok")
+    n_ok = sum(1 for r in rows if r.ok)
     paths = [
         plot_front(doc["points"], out / "pareto_front.png", all_points=points, stock_points=doc.get("stock", ()),
                    title=f"Pareto front: {len(doc['points'])} of {len(points)} feasible designs ({n_ok} trials)"),

@@ -16,46 +16,30 @@ from typing import Any
 from ray import tune
 from tqdm import tqdm
 
-from codesign.fileio import append_jsonl, read_jsonl
+from codesign.fileio import append_jsonl
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
+from codesign.sweep.rows import TRIALS_FILE, TrialRow, read_trials
 from codesign.sweep.state import RecordsLog, unpack_records
-from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE
+from codesign.sweep.trial import RECORDS_FILE
+
+__all__ = ["SweepCallback", "design_points", "pareto_state", "read_trials", "write_pareto"]
 
 
-def read_trials(out_dir: str | Path) -> list[dict[str, Any]]:
-    """The finished trials of a sweep in completion order, one per trial id (a trial that errored
-    and later succeeded on resume keeps the success). Truncated lines are skipped."""
-    rows: dict[str, dict[str, Any]] = {}
-    for row in read_jsonl(Path(out_dir) / TRIALS_FILE):
-        tid = str(row.get("trial_id"))
-        if tid not in rows or rows[tid].get("status") != "ok":
-            rows[tid] = row
-    return list(rows.values())
-
-
-# Fields of a trial row that go into pareto.json points (per-layer results compacted).
-POINT_KEYS = ("config", "latency_ms", "area", "power_w", "energy_j", "resources", "activity", "hw", "batch",
-              "clock_verified",
-              "trial_id")
-
-
-def design_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def design_points(rows: list[TrialRow]) -> list[dict[str, Any]]:
     """The feasible finished trials as pareto points, first evaluation of each config only."""
     out, seen = [], set()
     for row in rows:
-        if row.get("status") != "ok" or not row.get("feasible") or row["config"] in seen:
+        if not row.design or row.config in seen:
             continue
-        seen.add(row["config"])
-        point = {k: row.get(k) for k in POINT_KEYS}
-        point["layers"] = [{k: lay[k] for k in ("layer", "count", "seconds", "knobs")} for lay in row["layers"]]
-        out.append(point)
+        seen.add(row.config)
+        out.append(row.point())
     return out
 
 
-def pareto_state(rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
+def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...],
                  power_bound: float) -> tuple[Any, dict[str, float], list[dict], list[float]]:
     """(front, reference point, stock points, hypervolume after each trial) of the finished trials.
 
@@ -70,22 +54,22 @@ def pareto_state(rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
     history: list[float] = []
     by_trial = {p["trial_id"]: p for p in points}
     for row in rows:
-        if row.get("status") != "ok":
+        if not row.ok:
             continue
-        point = by_trial.get(row.get("trial_id"))
+        point = by_trial.get(row.trial_id)
         if point is not None:
             front.add(point)
         history.append(front.hypervolume(ref) if len(front) else 0.0)
     return front, ref, stock, history
 
 
-def write_pareto(out_dir: str | Path, rows: list[dict[str, Any]], *, stock_names: tuple[str, ...],
+def write_pareto(out_dir: str | Path, rows: list[TrialRow], *, stock_names: tuple[str, ...],
                  power_bound: float) -> dict[str, Any]:
     """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document."""
     front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound)
-    ok = [r for r in rows if r.get("status") == "ok"]
-    extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.get("feasible")),
-             "configs": len({r["config"] for r in ok})}
+    ok = [r for r in rows if r.ok]
+    extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.feasible),
+             "configs": len({r.config for r in ok})}
     space_copy = Path(out_dir) / SPACE_COPY
     if (Path(out_dir) / OPTIONS_FILE).exists():
         # Which resource model scored the sweep and which clocks it verifies, for `codesign report`.
@@ -113,7 +97,7 @@ class SweepCallback(tune.Callback):
         self.total = int(total)
         self.progress = progress
         self._hub = hub
-        self._rows: list[dict[str, Any]] | None = None
+        self._rows: list[TrialRow] | None = None
         self._bar: Any = None
         self._log: RecordsLog | None = None
 
@@ -145,8 +129,9 @@ class SweepCallback(tune.Callback):
         # the log skips the records it already holds.
         self._log.append(records)
         result["records"] = ""  # written; Tune keeps last_result in its experiment state
-        if self._record(trial, row, "ok") and self._hub is not None:
-            self._hub.add.remote([row], records)
+        recorded = self._record(trial, row, "ok")
+        if recorded is not None and self._hub is not None:
+            self._hub.add.remote([recorded], records)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         print(f"codesign sweep: note: trial {trial.trial_id} failed (its worker or node was lost, or it "
@@ -168,28 +153,27 @@ class SweepCallback(tune.Callback):
             self._bar = None
 
     # -- helpers -----------------------------------------------------------------------------
-    def _record(self, trial: Any, row: dict[str, Any], status: str) -> bool:
-        """Append the row unless this trial id has one; returns whether it was appended."""
+    def _record(self, trial: Any, result: dict[str, Any], status: str) -> TrialRow | None:
+        """Append the trial's row unless this trial id has one; returns the row appended."""
         if self._rows is None:
             self._rows = read_trials(self.out_dir)
         tid = str(trial.trial_id)
-        if any(r.get("trial_id") == tid and (r.get("status") == "ok" or status == "error") for r in self._rows):
-            return False  # already recorded (a trial re-run after an interrupt)
-        row = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **row}
-        row.setdefault("params", dict(trial.config))
+        if any(r.trial_id == tid and (r.ok or status == "error") for r in self._rows):
+            return None  # already recorded (a trial re-run after an interrupt)
+        data = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **result}
+        data.setdefault("params", dict(trial.config))
         # Failures Ray Tune retried (a lost worker or node); an error row's last failure was not retried.
-        retries = int(getattr(trial, "num_failures", 0) or 0) - (status == "error")
-        if retries > 0:
-            row["retries"] = retries
-        append_jsonl(Path(self.out_dir) / TRIALS_FILE, row)
-        self._rows = [r for r in self._rows if r.get("trial_id") != tid] + [row]
+        data["retries"] = max(0, int(getattr(trial, "num_failures", 0) or 0) - (status == "error"))
+        row = TrialRow.from_json(data)
+        append_jsonl(Path(self.out_dir) / TRIALS_FILE, row.to_json())
+        self._rows = [r for r in self._rows if r.trial_id != tid] + [row]
         # No feasible design yet (the first trials were infeasible): no front, no reference point.
         summary = (write_pareto(self.out_dir, self._rows, stock_names=self.stock_names, power_bound=self.power_bound)
                    if design_points(self._rows) else None)
         if self._bar is not None:
             self._bar.update(1)
             self._refresh_bar(summary)
-        return True
+        return row
 
     def _refresh_bar(self, summary: dict[str, Any] | None) -> None:
         if self._bar is None:

@@ -33,25 +33,17 @@ from typing import Any
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.fileio import count_unreadable
-from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.lock import SweepLock
-from codesign.sweep.options import (
-    DEFAULT_BUDGET,
-    DEFAULT_EXHAUSTIVE_S,
-    DEFAULT_TRIALS,
-    DEFAULT_TUNER,
-    SPACE_COPY,
-    SweepOptions,
-    load_space,
-)
+from codesign.sweep.options import SPACE_COPY, SweepOptions, load_space
 from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
+from codesign.sweep.rows import TRIALS_FILE, TrialRow
 from codesign.sweep.search import build_search
 from codesign.sweep.state import RecordsLog, SweepState
-from codesign.sweep.trial import RECORDS_FILE, TRIALS_FILE, InnerTuning, TrialContext, sweep_trial
+from codesign.sweep.trial import RECORDS_FILE, InnerTuning, TrialContext, sweep_trial
 from codesign.tune.records import best_records
 from codesign.tune.registry import TUNERS, tuner_class
 from codesign.tune.tuner import resolve_hparams
@@ -68,7 +60,7 @@ MAX_FAILURES = 2
 class SweepResult:
     out_dir: Path
     options: SweepOptions
-    trials: list[dict[str, Any]]  # finished trials in completion order (trials.jsonl)
+    trials: list[TrialRow]  # finished trials in completion order (trials.jsonl)
     pareto: dict[str, Any]  # the content of pareto.json
     plots: list[Path] = field(default_factory=list)
     planned: int = 0  # trials the search was asked for
@@ -84,7 +76,12 @@ class SweepResult:
 
     @property
     def complete(self) -> bool:
-        return self.exhausted or sum(1 for t in self.trials if t.get("status") == "ok") >= self.planned
+        return self.exhausted or sum(1 for t in self.trials if t.ok) >= self.planned
+
+    @property
+    def retries(self) -> int:
+        """Trial runs Ray Tune started again after a failure (a lost worker or node)."""
+        return sum(t.retries for t in self.trials)
 
     @property
     def paths(self) -> dict[str, str]:
@@ -146,6 +143,11 @@ def _probe_address(address: str, timeout_s: float = 5.0) -> None:
     printing only warnings)."""
     if address in ("auto", "local"):
         return  # Ray finds the cluster through its own files
+    if address.startswith("ray://"):
+        # Ray Client runs Tune's driver loop -- our callbacks that write DIR -- on the head node.
+        raise ConfigError(f"--address {address}: Ray Client addresses are not supported (Tune would write the "
+                          "experiment directory on the head); run `codesign sweep --address auto` on a node of the "
+                          "cluster, e.g. with `ray job submit` (docs/cluster.md)")
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -199,21 +201,22 @@ def _quiet_ray() -> None:
 
 
 # -- the sweep -------------------------------------------------------------------------------------
-def validate_new(space: str | Path, workload: Any, options: dict[str, Any]) -> HwSpace:
+def validate_new(space: str | Path, workload: Any, options: SweepOptions) -> HwSpace:
     """Check a new sweep's inputs without creating anything; returns the parsed space."""
-    hw_space = load_space(space, options.get("resources"))
-    if options.get("verified_clocks_only"):
+    hw_space = load_space(space, options.resources)
+    if options.verified_clocks_only:
         hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
-    _validate_tuner(options["tuner"], options.get("hparams"))
+    _validate_tuner(options.tuner, options.hparams)
     if isinstance(workload, str):
         get_workload(workload)
     return hw_space
 
 
-def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, Any]) -> tuple[SweepOptions, HwSpace]:
-    """Create the experiment directory of a new sweep: the space copy and sweep.json. Returns the
-    options and the parsed space (parsed once here; the trials get this object). The caller holds
-    the directory's lock."""
+def prepare(space: str | Path, workload: Any, out_dir: Path, options: SweepOptions) -> tuple[SweepOptions, HwSpace]:
+    """Create the experiment directory of a new sweep: the space copy and sweep.json (`options`
+    with the space copy's name and the workload's name and layers filled in). Returns those options
+    and the parsed space (parsed once here; the trials get this object). The caller holds the
+    directory's lock."""
     src = Path(space)
     hw_space = validate_new(space, workload, options)
     if (out_dir / TRIALS_FILE).exists() or (out_dir / RAY_DIR).exists():
@@ -222,7 +225,7 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: dict[str, 
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, out_dir / SPACE_COPY)
     name, layers = _workload_options(workload)
-    opts = SweepOptions(space=SPACE_COPY, workload=name, layers=layers, **options)
+    opts = dataclasses.replace(options, space=SPACE_COPY, workload=name, layers=layers)
     opts.save(out_dir)
     return opts, hw_space
 
@@ -247,77 +250,50 @@ def _fit(tuner_obj: Any) -> bool:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_sweep(
-    space: str | Path,
-    workload: str | Workload | None,
-    out_dir: str | Path,
-    *,
-    trials: int | None = DEFAULT_TRIALS,
-    budget: int = DEFAULT_BUDGET,
-    tuner: str = DEFAULT_TUNER,
-    exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
-    search: str = "motpe",
-    seed: int = 0,
-    address: str | None = None,
-    resume: bool = False,
-    max_concurrent: int | None = None,
-    verified_clocks_only: bool = False,
-    profile: str | None = None,
-    hparams: dict[str, str] | None = None,
-    resources: str | Path | ResourceModel | None = None,
-    progress: bool = True,
-    callbacks: list[Any] | None = None,
-) -> SweepResult:
+def run_sweep(space: str | Path | None, workload: str | Workload | None, out_dir: str | Path,
+              options: SweepOptions | None = None, *, resume: bool = False, address: str | None = None,
+              progress: bool = True, callbacks: list[Any] | None = None) -> SweepResult:
     """Run (or with `resume=True` continue) a co-design sweep into `out_dir`; see module docstring.
 
-    `space`: path of a hardware space YAML; `workload`: registry name or `Workload`; `trials`:
-    hardware configs to evaluate (None = every point for grid/exhaustive); `budget`: schedule
-    measurements per layer. On resume every other argument is read from `out_dir/sweep.json`.
-    `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep). `resources`: a
-    file of `codesign calibrate resources -o` (or a loaded `ResourceModel`) whose coefficients and
-    verified clocks score feasibility and area (None: shipped); its numbers go into sweep.json.
-    On resume, `trials` and `max_concurrent` may differ from sweep.json (`resume_changes`): they
-    are saved and the sweep goes on as a continuation experiment; every other option is fixed.
-    One sweep at a time per directory (`SweepLock`); a stale lock is reported on stderr.
+    `space`: path of a hardware space YAML; `workload`: registry name or `Workload`; `options`:
+    what defines the sweep (`SweepOptions`; its space/workload/layers are filled in from the first
+    two arguments; None: the defaults). On resume `space` and `workload` are not used and the
+    options come from `out_dir/sweep.json`, except `options.trials` and `options.max_concurrent`,
+    which may differ (`resume_changes`): they are saved and the sweep goes on as a continuation
+    experiment. `address`: a Ray cluster to join (HOST:PORT or auto; None: a private local Ray).
+    `callbacks`: extra Ray Tune callbacks (tests use one to interrupt a sweep). One sweep at a
+    time per directory (`SweepLock`); a stale lock is reported on stderr.
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("run_sweep makes Ray calls and must run on the main thread")
     start = time.perf_counter()
     out = Path(out_dir).resolve()
     if resume:
-        opts = SweepOptions.load(out)  # before the lock: no directory is created for a wrong path
-        lock = SweepLock(out).acquire()
+        SweepOptions.load(out)  # before the lock: no directory is created for a wrong path
     else:
-        options = dict(trials=trials, budget=budget, tuner=tuner, exhaustive_s=exhaustive_s, search=search,
-                       seed=seed,
-                       max_concurrent=max_concurrent, verified_clocks_only=verified_clocks_only, profile=profile,
-                       hparams=hparams or None, resources=_resources_json(resources))
+        options = options or SweepOptions()
+        if space is None or workload is None:
+            raise ConfigError("a new sweep needs a space file and a workload (or resume=True)")
         validate_new(space, workload, options)  # user mistakes are one line before anything is created
-        lock = SweepLock(out).acquire()
+    lock = SweepLock(out).acquire()
     try:
         if lock.stale:
             print(f"codesign sweep: note: {lock.stale}", file=sys.stderr)
         if resume:
             opts = SweepOptions.load(out)
-            changed = resume_changes(opts, trials=trials, max_concurrent=max_concurrent)
+            changed = resume_changes(opts, trials=options.trials if options else None,
+                                     max_concurrent=options.max_concurrent if options else None)
             if changed:
                 opts = dataclasses.replace(opts, **changed)
                 opts.save(out)
             hw_space = opts.load_space(out)
         else:
             changed = {}
-            opts, hw_space = prepare(space, workload, out, options)
+            opts, hw_space = prepare(space, workload, out, options)  # type: ignore[arg-type]
         return _run_locked(out, opts, hw_space, resume=resume, continuation=bool(changed), address=address,
                            progress=progress, callbacks=callbacks, start=start)
     finally:
         lock.release()
-
-
-def _resources_json(resources: str | Path | ResourceModel | None) -> dict[str, Any] | None:
-    if resources is None:
-        return None
-    model = resources if isinstance(resources, ResourceModel) else load_resource_model(resources)
-    return None if model.shipped else model.to_json()
 
 
 def resume_changes(opts: SweepOptions, **given: Any) -> dict[str, Any]:
@@ -377,7 +353,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
                                           verbose=0, failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)),
             )
             interrupted = _fit(tuner_obj)
-        done = sum(1 for r in read_trials(out) if r.get("status") == "ok")
+        done = sum(1 for r in read_trials(out) if r.ok)
         if resume and not interrupted and done < planned:
             # A resume that asked for more trials (or a new --max-concurrent): go on with a fresh
             # experiment whose searcher knows every finished trial, for the trials still missing.
@@ -446,7 +422,7 @@ def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int
     rows = read_trials(out)
     if opts.search in ("grid", "exhaustive"):
         plan = build_search(opts.search, hw_space, trials=None, seed=opts.seed, out_dir=str(out))
-        seen = {r.get("params") and tuple(sorted(r["params"].items())) for r in rows if r.get("status") == "ok"}
+        seen = {tuple(sorted(r.params.items())) for r in rows if r.ok and r.params}
         points = [p for p in plan.search_alg._points_to_evaluate if tuple(sorted(p.items())) not in seen]
         if not points:
             return None

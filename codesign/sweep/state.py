@@ -18,8 +18,8 @@ import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from codesign.sweep.rows import TrialRow
 from codesign.tune.records import MeasureRecord, best_records, load_records
 
 RecordKey = tuple[str, str, int]  # (config, layer, schedule index): measured once per sweep
@@ -46,20 +46,20 @@ def unpack_records(packed: str | None) -> list[MeasureRecord]:
 class SweepState:
     """The driver's answer to a starting trial (plain Python; the runner wraps it in a Ray actor)."""
 
-    def __init__(self, rows: Iterable[dict[str, Any]] = (), records: Iterable[MeasureRecord] = ()) -> None:
-        self._rows: dict[str, dict[str, Any]] = {}
+    def __init__(self, rows: Iterable[TrialRow] = (), records: Iterable[MeasureRecord] = ()) -> None:
+        self._rows: dict[str, TrialRow] = {}
         self._best: dict[tuple[str, str], MeasureRecord] = {}
         self.add(list(rows), list(records))
 
-    def add(self, rows: list[dict[str, Any]], records: list[MeasureRecord]) -> None:
+    def add(self, rows: list[TrialRow], records: list[MeasureRecord]) -> None:
         for row in rows:
-            if row.get("status", "ok") == "ok" and row.get("config"):
-                self._rows[row["config"]] = row  # the last evaluation of a config wins, as in trials.jsonl
+            if row.ok and row.config:
+                self._rows[row.config] = row  # the last evaluation of a config wins, as in trials.jsonl
         for key, r in best_records(records).items():
             if key not in self._best or r.seconds < self._best[key].seconds:  # type: ignore[operator]
                 self._best[key] = r  # the fastest record of each (layer, config): transfer_configs reads no more
 
-    def lookup(self, config: str) -> tuple[dict[str, Any] | None, list[MeasureRecord]]:
+    def lookup(self, config: str) -> tuple[TrialRow | None, list[MeasureRecord]]:
         """(the finished trial of `config` if any, the warm-start records)."""
         return self._rows.get(config), list(self._best.values())
 

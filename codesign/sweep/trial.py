@@ -44,7 +44,6 @@ INFEASIBLE_LATENCY_MS = 1.0e6
 INFEASIBLE_POWER_W = 1.0e3
 INFEASIBLE_AREA = 1.0e3
 WARM_START_MAX = 8  # knob settings handed to the inner tuner from earlier trials' records
-TRIALS_FILE = "trials.jsonl"
 RECORDS_FILE = "records.jsonl"
 
 
@@ -308,8 +307,7 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> tuple[dict[str, Any]
     # A searcher may propose a config an earlier trial evaluated: its result, not a second run.
     cached, warm = _lookup(ctx.state, hw.name)
     if cached is not None:
-        keep = {k: v for k, v in cached.items()
-                if k not in ("trial_id", "number", "timestamp", "params", "status", "retries", "node")}
+        keep = cached.result_json()
         keep["cached"] = True
         return keep, []
     # The space decides the resource numbers (its model: shipped or `--resources FILE`).
