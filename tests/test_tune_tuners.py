@@ -162,3 +162,22 @@ def test_runner_errors_are_captured_and_recorded(small, tmp_path):
 def test_workload_layer_spec_round_trips():
     rec = MeasureRecord.make(SMALL, HW, ScheduleSpace(SMALL, HW).get(5), 1.0, 10, None, "x", 0, 0.0)
     assert parse_layer(rec.layer_spec) == SMALL
+
+
+def test_view_builds_many_configs_at_once_exactly_as_space_get(small):
+    """The exhaustive path builds every valid Config in one step (`SpaceView.configs`, issue 21
+    §4: `ScheduleSpace.get` one by one was an eighth of its CPU time); same index and knobs."""
+    from codesign.tune.exhaustive import ExhaustiveTuner
+
+    space, view, _ = small
+    every = np.arange(space.size)
+    got = view.configs(every)
+    assert [(c.index, c.knobs) for c in got] == [(c.index, c.knobs) for c in (space.get(int(i)) for i in every)]
+    got[0].knobs["tile_co"].append(99)  # each Config owns its lists, as from space.get
+    assert view.configs([0])[0].knobs == space.get(0).knobs
+    tuner = ExhaustiveTuner(space)
+    proposed = tuner.propose(len(view.valid))
+    assert [c.index for c in proposed] == view.valid.tolist()
+    assert all(c.knobs == space.get(c.index).knobs for c in proposed)
+    with pytest.raises(Exception, match="out of range"):
+        view.configs([space.size])

@@ -12,14 +12,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace, get_space
 from codesign.schedule.knobs import Config
 from codesign.tune.measure import MeasureInput, Runner, SimulatorRunner
 from codesign.tune.tuner import Tuner
+from codesign.tune.view import SpaceView
 from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
 
@@ -37,15 +36,14 @@ class ExhaustiveTuner(Tuner):
         return len(self.view.valid) if budget is None else int(budget)  # by default: the whole space
 
     def propose(self, n: int) -> list[Config]:
-        return [self.view.config(int(i)) for i in self.unmeasured_valid()[:n]]
+        return self.view.configs(self.unmeasured_valid()[:n])
 
 
 @lru_cache(maxsize=256)
 def _table(layer: Layer, hw: HwConfig, params: TimingParams | None, n_parallel: int) -> tuple[tuple[int, float, int], ...]:
-    space = get_space(layer, hw)
-    valid = np.sort(np.asarray(space.valid_indices(), dtype=np.int64)).tolist()
+    view = SpaceView(get_space(layer, hw))  # valid indices sorted, configs built in one step
     with SimulatorRunner(hw, n_parallel=n_parallel, params=params) as runner:
-        results = runner.run([MeasureInput(layer, hw, space.get(i)) for i in valid])
+        results = runner.run([MeasureInput(layer, hw, c) for c in view.configs(view.valid)])
     return tuple((int(r.config.index), float(r.seconds), int(r.cycles or 0)) for r in results if r.ok)
 
 
