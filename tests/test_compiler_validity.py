@@ -1,5 +1,5 @@
 """The compiler accepts exactly the configs the validity rules accept: it states no rule itself
-(`layout.base_plan` reads its geometry from the layer's `ScheduleSpace` and raises the first
+(`mapping.autotvm.conv_mapping` reads its geometry from the layer's `ScheduleSpace` and raises the first
 rule of `codesign.schedule.validity` a config breaks)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 
 from codesign.errors import CodesignError, ConfigError, InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.mapping.autotvm import conv_mapping as base_plan
+from codesign.mapping.autotvm import mapping_for as plan_for
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
 from codesign.vta.compiler import compile_insns
-from codesign.vta.layout import base_plan
-from codesign.vta.template_plans import plan_for
 from codesign.workloads import Conv2D, Dense
 from codesign.workloads.layers import Conv2DTranspose
 

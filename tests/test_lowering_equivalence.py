@@ -67,12 +67,12 @@ def _h(*parts: bytes) -> str:
 
 def digest(layer, config, hw: HwConfig) -> list:
     """[full program bytes, block form bytes or None, cycles] of one config."""
-    from codesign.vta.blocks import BLOCK_TEMPLATES, compile_blocks
+    from codesign.vta.blocks import compile_blocks
 
     comp = compile_insns(layer, config, hw)
     full = _h(isa.encode_insns(comp.insns, hw), isa.encode_uops(comp.uops, hw))
     blocks = None
-    if layer.template in BLOCK_TEMPLATES:
+    if layer.template in ("conv2d_packed.vta", "dense_packed.vta"):  # the block form of the old compiler
         b = compile_blocks(layer, config, hw)
         blocks = _h(isa.encode_insns(b.rows, hw), b.block_start.tobytes(), b.pair_class.tobytes(),
                     b.periods.tobytes(), int(b.n_insns).to_bytes(8, "little"))

@@ -144,14 +144,15 @@ def geometry(layer: Layer, hw: HwConfig) -> Geometry:
                     layer.out_features // hw.block_out, 1, 1, 1, 1, 1, 1, 1, 0)
 
 
-def _inner(value: KnobValue) -> int:
-    return int(value[1]) if isinstance(value, (list, tuple)) else int(value)
+def inner(value: KnobValue) -> int:
+    """The inner factor of a split knob `[outer, inner]` (a thread count is itself)."""
+    return int(value[-1]) if isinstance(value, (list, tuple)) else int(value)
 
 
 def knob_arrays(knobs: dict[str, KnobValue], kind: str) -> dict[str, np.ndarray]:
     """Inner split factors / thread counts of one knob dict as length-1 arrays."""
     def get(name: str, default: int) -> np.ndarray:
-        return np.array([_inner(knobs[name]) if name in knobs else default], dtype=np.int64)
+        return np.array([inner(knobs[name]) if name in knobs else default], dtype=np.int64)
 
     out = {name: get(name, 1) for name in ("tile_b", "tile_ci", "tile_co", "oc_nthread")}
     if kind == "conv2d":

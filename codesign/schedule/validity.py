@@ -24,6 +24,11 @@ class Rule:
     message: Callable[[int], str]        # message for config i (only called when not ok[i])
 
 
+def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
+    return (f"SRAM capacity: {buf} tile {elems} elements x {n_threads} thread(s) = "
+            f"{elems * n_threads} > {buf.upper()} depth {depth}")
+
+
 def check(t: TileArrays) -> list[Rule]:
     hw, g = t.hw, t.geo
     rules: list[Rule] = []
@@ -35,8 +40,7 @@ def check(t: TileArrays) -> list[Rule]:
     for buf, elems, depth in (("acc", t.acc_elems, hw.acc_depth), ("inp", t.inp_elems, hw.inp_depth),
                               ("wgt", t.wgt_elems, hw.wgt_depth)):
         def msg(i: int, buf: str = buf, elems: np.ndarray = elems, depth: int = depth) -> str:
-            return (f"SRAM capacity: {buf} tile {elems[i]} elements x {t.nthreads[i]} thread(s) = "
-                    f"{elems[i] * t.nthreads[i]} > {buf.upper()} depth {depth}")
+            return sram_message(buf, int(elems[i]), int(t.nthreads[i]), depth)
         add(f"sram_{buf}", elems * t.nthreads <= depth, msg)
 
     # 2. 2-D DMA patterns (docs/vta.md §7.4.2). Weights always fold; a padded INP load is not folded.

@@ -20,7 +20,7 @@ from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
-from codesign.vta.blocks import BLOCK_TEMPLATES, compile_blocks
+from codesign.vta.blocks import compile_blocks
 from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.program import Program
 from codesign.vta.simulator import simulate
@@ -133,12 +133,10 @@ def measure(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, p
     InvalidSchedule naming the validity rule."""
     params = _params(params)
     hw = HwConfig.resolve(hw)
-    res = None
-    if getattr(layer, "template", None) in BLOCK_TEMPLATES:
-        blocks = compile_blocks(layer, config, hw)
-        n_insns = blocks.n_insns
-        res = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
-    if res is None:  # another template, or more tokens in flight than the block kernel keeps
+    blocks = compile_blocks(layer, config, hw)
+    n_insns = blocks.n_insns
+    res = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
+    if res is None:  # more tokens in flight than the block kernel keeps
         insns = compile_insns(layer, config, hw).insns
         n_insns = int(insns.shape[0])
         res = timing.time_program(insns, hw, params)

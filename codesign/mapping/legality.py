@@ -1,0 +1,50 @@
+"""Legality of a `Mapping`: named rules, checked before lowering a mapping no space validated.
+
+The AutoTVM mappings are legal by construction from a valid config (the space's rules,
+`codesign.schedule.validity`, cover their tiles); these rules add what a loop nest of any order
+must satisfy for `codesign.vta.lower` to emit a correct, race-free program. The SRAM rule is the
+space's, with its message."""
+
+from __future__ import annotations
+
+from codesign.hw.config import HwConfig
+from codesign.mapping.mapping import AXES, DEPENDS, Mapping
+from codesign.schedule.validity import sram_message
+
+
+def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
+    """(rule name, message) of every rule `m` breaks, in order."""
+    out: list[tuple[str, str]] = []
+    loops, red = m.loops, len(m.loops) - 1
+    if loops[-1].axis != "ci":
+        out.append(("reduction_innermost", f"loop order: the reduction loop must be innermost (ACC stays "
+                                           f"resident across it), got {loops[-1].name!r} on axis {loops[-1].axis}"))
+    for axis in AXES[:4]:
+        walking = [lp.name for lp in m.pair_loops if lp.axis == axis]
+        if len(walking) != 1:
+            out.append(("one_loop_per_axis", f"loop order: axis {axis} needs exactly one tile loop, got {walking}"))
+    g, t = m.geo, m.tile
+    sizes = {"b": (g.b, t.b), "h": (g.out_h, t.h), "w": (g.out_w, t.w), "co": (g.co, t.co), "ci": (g.ci, t.ci)}
+    for axis, (size, tile) in sizes.items():
+        n = 1
+        for lp in m.loops + m.vthreads:
+            n *= lp.extent if lp.axis == axis else 1
+        if n * tile != size:
+            out.append(("cover", f"divisibility: axis {axis} of {size} is covered by {n} tile(s) of {tile}"))
+    for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
+                              ("wgt", t.wgt_sram, hw.wgt_depth)):
+        if elems * m.n_threads > depth:
+            out.append((f"sram_{buf}", sram_message(buf, elems, m.n_threads, depth)))
+    if m.level("inp") != red:
+        out.append(("residency_inp", "residency: INP is loaded at every reduction step (each load group "
+                                     "carries the tokens of its GEMMs)"))
+    if m.level("out") != red - 1:
+        out.append(("residency_out", f"residency: OUT is stored at the innermost tile loop {loops[red - 1].name!r}"))
+    for op in ("inp", "wgt"):
+        inside = [lp for lp in loops[m.level(op) + 1:] if lp.extent > 1 and lp.axis in DEPENDS[op]]
+        if inside:
+            out.append(("residency_reuse", f"residency: {op.upper()} is resident at loop "
+                                           f"{loops[m.level(op)].name!r} but its tile changes in loop {inside[0].name!r}"))
+    if m.n_threads > 2:
+        out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
+    return out

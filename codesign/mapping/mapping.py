@@ -1,0 +1,128 @@
+"""A mapping: how one layer runs on one VTA, as data (docs/architecture.md, "mapping → lower").
+
+A `Mapping` states the loop nest of the tiles and nothing about instructions; `codesign.vta.lower`
+turns it into the program. Its parts:
+
+- `loops`: the tile loops, outer to inner. Each walks one axis of the output/reduction space
+  (b, h, co, w in tiles; ci in reduction steps) with a `scale` in tiles per iteration. The loops
+  of `vthreads` are the virtual-thread axes (cthread outermost, docs/vta.md §7.3): every thread
+  owns a 1/T slice of INP, WGT and ACC SRAM and its iteration is unrolled into the instruction
+  stream. The reduction loop (`axis == "ci"`) is the innermost loop: ACC stays resident across it.
+- `residency`: per operand the loop at (and inside of) which it is loaded or stored; it stays on
+  chip across the loops outside that level. INP and WGT are loaded at the reduction loop in the
+  AutoTVM templates; a weight-stationary mapping loads WGT at its outermost (co) loop.
+- `gemm` / `reset`: the micro-op kernels; their `iter_out`/`iter_in` are the loops folded into
+  the fields of one GEMM instruction, the rest of the kernel's loops are unrolled micro-ops
+  (`codesign.schedule.tiling` builds them from `fold_uop_loop`).
+- `epilogue`: ALU operations on the accumulator tile before its STORE (SHR, MIN, MAX today).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.schedule.tiling import Geometry, Kernel
+
+AXES = ("b", "h", "co", "w", "ci")
+OPERANDS = ("inp", "wgt", "out")  # loaded / stored operands (ACC and UOP live on chip, see lower)
+#: The tensor axes each operand's tile depends on (what a loop over another axis may skip).
+DEPENDS = {"inp": ("b", "h", "w", "ci", "co"), "wgt": ("co", "ci"), "out": ("b", "co", "h", "w")}
+
+
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    axis: str    # one of AXES
+    extent: int
+    scale: int = 1  # tiles of `axis` per iteration
+
+
+@dataclass(frozen=True)
+class AluOp:
+    op: str   # "shr", "min", "max" (docs/vta.md §3.4)
+    imm: int
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One output tile and the input/weight tiles it reads, in hardware units (blocks for b/ci/co,
+    pixels for h/w), and their SRAM footprint per virtual thread in elements."""
+
+    b: int
+    h: int
+    w: int
+    ci: int
+    co: int
+    hin: int   # input rows / columns one tile reads (padded coordinates)
+    win: int
+    inp_sram: int
+    wgt_sram: int
+    acc_sram: int
+
+
+@dataclass(frozen=True)
+class Dma:
+    """The 2-D DMA pattern of a tile load/store away from the padded border (docs/vta.md §7.4.2)."""
+
+    y_size: int
+    x_size: int
+    x_stride: int
+
+
+@dataclass(frozen=True)
+class Mapping:
+    geo: Geometry     # the tiled conv (dense: 1x1 conv), blocks
+    tile: Tile
+    loops: tuple[Loop, ...]     # temporal tile loops, outer to inner; the last is the reduction
+    vthreads: tuple[Loop, ...]  # virtual-thread loops, outer to inner
+    residency: tuple[tuple[str, str], ...]  # (operand, loop name) for "inp", "wgt", "out"
+    gemm: Kernel
+    reset: Kernel
+    epilogue: tuple[AluOp, ...]
+    dma: tuple[tuple[str, Dma], ...]  # unpadded pattern of "inp", "wgt", "out"
+    inp_channels: int = 0   # input channel blocks per image in DRAM (grouped conv: all groups)
+    co_per_group: int = 0   # a tile reads the input channels of group co // co_per_group
+    info: tuple[tuple[str, int], ...] = ()  # program metadata (tile sizes, thread counts)
+
+    @property
+    def pair_loops(self) -> tuple[Loop, ...]:
+        """The loops outside the reduction: one iteration of them is a *pair* (the tile of all
+        virtual threads, K reduction steps, epilogue and STORE)."""
+        return self.loops[:-1]
+
+    @property
+    def n_pairs(self) -> int:
+        return _prod(lp.extent for lp in self.pair_loops)
+
+    @property
+    def n_steps(self) -> int:
+        return self.loops[-1].extent
+
+    @property
+    def n_threads(self) -> int:
+        return _prod(lp.extent for lp in self.vthreads)
+
+    def level(self, operand: str) -> int:
+        """Index in `loops` of the loop where `operand` is loaded/stored."""
+        name = dict(self.residency)[operand]
+        return next(i for i, lp in enumerate(self.loops) if lp.name == name)
+
+    def pattern(self, operand: str) -> Dma:
+        return dict(self.dma)[operand]
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def inner_products(extents: tuple[int, ...]) -> tuple[int, ...]:
+    """Mixed-radix place values of loops outer to inner: iteration j of the nest has index
+    (j // place[l]) % extent[l] in loop l."""
+    out, acc = [], 1
+    for e in reversed(extents):
+        out.append(acc)
+        acc *= int(e)
+    return tuple(reversed(out))

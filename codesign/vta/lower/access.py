@@ -1,0 +1,154 @@
+"""The one access function: DRAM offsets, sizes and pads of every LOAD/STORE of a `Mapping`,
+from its loop order and residency (docs/vta.md §7.3 "DMA instructions", §7.4).
+
+Iteration j of the pair loops has index (j // place) % extent in each loop (`inner_products`),
+thread t the same over the virtual-thread loops; an axis' tile index is the sum of index x scale
+over the loops walking it (`tile_of`). From the tile origin (batch block b0, pixel h0/w0, output
+block co0) and the reduction step k:
+
+    INP   window [h0·s - p, + hin) x [w0·s - p, + win) of channel blocks
+          b0·C_img + (co0 // co_per_group)·CI + k·tile_ci, clipped to the image: the clipped
+          rows/columns are the pads (the unpadded DMA pattern otherwise)
+    WGT   (co0·CI + k·tile_ci)·KH·KW
+    OUT   ((b0·CO + co0)·OH + h0)·OW + w0
+
+and an operand is loaded at (j, k) when the index of its residency loop or of a loop outside it
+changed (always, when it is the reduction loop). The functions are compiled: the emitter calls
+them per instruction (`emit`), and `pad_classes` per loop index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from codesign.mapping.mapping import Mapping, inner_products
+
+AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
+# Scalars of `spec`, in this order.
+SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci", "tco", "hin", "win",
+        "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
+        "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base")
+(H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
+ WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE) = range(len(SPEC))
+
+
+def load_places(m: Mapping) -> dict[str, int]:
+    """Per loaded operand the place value of its residency loop among the pair loops (loaded at
+    pair j, step 0 when j % place == 0), or 0 when it is loaded at every reduction step."""
+    places = inner_products(tuple(lp.extent for lp in m.pair_loops))
+    red = len(m.loops) - 1
+    return {op: (0 if m.level(op) == red else places[m.level(op)]) for op in ("inp", "wgt")}
+
+
+def loop_table(loops) -> np.ndarray:
+    """(L, 4) [extent, place, axis, scale] of loops outer to inner."""
+    places = inner_products(tuple(lp.extent for lp in loops))
+    return np.array([[lp.extent, p, AXIS[lp.axis], lp.scale] for lp, p in zip(loops, places)],
+                    dtype=np.int64).reshape(-1, 4)
+
+
+def spec(m: Mapping, bases: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scalars `SPEC`, pair loop table, thread loop table) of `m`; `bases` are the element offsets
+    of the data, weight and output regions."""
+    g, t = m.geo, m.tile
+    pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
+    places = load_places(m)
+    sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
+                   t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
+                   pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
+                   places["wgt"], *bases], dtype=np.int64)
+    return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
+
+
+@njit(cache=True)
+def _add(tab, i, acc):  # pragma: no cover - compiled
+    b, h, co, w = acc
+    for lp in range(tab.shape[0]):
+        v = (i // tab[lp, 1]) % tab[lp, 0] * tab[lp, 3]
+        ax = tab[lp, 2]
+        if ax == 0:
+            b += v
+        elif ax == 1:
+            h += v
+        elif ax == 2:
+            co += v
+        elif ax == 3:
+            w += v
+    return b, h, co, w
+
+
+@njit(cache=True)
+def tile_of(j, t, loops, threads):  # pragma: no cover - compiled
+    """(b, h, co, w) tile indices of pair j, thread t."""
+    return _add(threads, t, _add(loops, j, (0, 0, 0, 0)))
+
+
+@njit(cache=True)
+def loaded(sc, place, j, k):  # pragma: no cover - compiled
+    return place == 0 or (k == 0 and j % place == 0)
+
+
+@njit(cache=True)
+def window(sc, h, w):  # pragma: no cover - compiled
+    """INP window of tile (h, w): top, left corner in input pixels and the 4 pads."""
+    hs = h * sc[TH] * sc[S] - sc[PAD]
+    ws = w * sc[TW] * sc[S] - sc[PAD]
+    return (hs, ws, max(-hs, 0), max(hs + sc[HIN] - sc[H], 0), max(-ws, 0), max(ws + sc[WIN] - sc[W], 0))
+
+
+@njit(cache=True)
+def inp_access(sc, b, h, co, w, k):  # pragma: no cover - compiled
+    """(dram, y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1) of an INP load."""
+    hs, ws, yp0, yp1, xp0, xp1 = window(sc, h, w)
+    chan = b * sc[TB] * sc[C_IMG] + (co * sc[TCO]) // sc[CO_PG] * sc[CI] + k * sc[TCI]
+    dram = sc[INP_BASE] + (chan * sc[H] + hs + yp0) * sc[W] + ws + xp0
+    if sc[PAD] > 0:  # a padded load is never folded (tiling.inp_pattern): hin rows of win pixels
+        return (dram, sc[HIN] - yp0 - yp1, sc[WIN] - xp0 - xp1, sc[W], yp0, yp1, xp0, xp1)
+    return (dram, sc[INP_Y], sc[INP_X], sc[INP_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def wgt_access(sc, b, h, co, w, k):  # pragma: no cover - compiled
+    dram = sc[WGT_BASE] + (co * sc[TCO] * sc[CI] + k * sc[TCI]) * sc[KK]
+    return (dram, sc[WGT_Y], sc[WGT_X], sc[WGT_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def out_access(sc, b, h, co, w):  # pragma: no cover - compiled
+    dram = sc[OUT_BASE] + ((b * sc[TB] * sc[CO] + co * sc[TCO]) * sc[OH] + h * sc[TH]) * sc[OW] + w * sc[TW]
+    return (dram, sc[OUT_Y], sc[OUT_X], sc[OUT_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def _axis_classes(sc, loops, threads, lp, which, T):  # pragma: no cover - compiled
+    n, place = loops[lp, 0], loops[lp, 1]
+    sig = np.zeros((n, 2 * T), np.int64)
+    ids = np.zeros(n, np.int64)
+    n_ids = 0
+    for i in range(n):
+        for t in range(T):
+            b, h, co, w = tile_of(i * place, t, loops, threads)
+            pads = window(sc, h, w)
+            sig[i, 2 * t] = pads[2 + 2 * which]
+            sig[i, 2 * t + 1] = pads[3 + 2 * which]
+        ids[i] = n_ids
+        for q in range(i):
+            if (sig[q] == sig[i]).all():
+                ids[i] = ids[q]
+                break
+        if ids[i] == n_ids:
+            n_ids += 1
+    return ids
+
+
+@njit(cache=True)
+def pad_classes(sc, loops, threads, h_loop, w_loop):  # pragma: no cover - compiled
+    """Which pairs load identically shaped (padded) INP tiles: a class id per index of the h and
+    of the w pair loop (the pads over all threads; ids in order of first appearance). Every
+    other DMA field the timing depends on is the same at every tile position (the DRAM offsets
+    differ but only set the footprint)."""
+    T = 1
+    for lp in range(threads.shape[0]):
+        T *= threads[lp, 0]
+    return (_axis_classes(sc, loops, threads, h_loop, 0, T), _axis_classes(sc, loops, threads, w_loop, 1, T))

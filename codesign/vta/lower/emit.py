@@ -1,0 +1,200 @@
+"""The one emitter: instruction rows of chosen pairs of a `Mapping` (docs/vta.md §7.3).
+
+Per pair j (one iteration of the pair loops, `Mapping.pair_loops`) with T virtual threads t,
+K reduction steps k and G batch blocks b per tile (G = tile_b; the GEMMs run once per block)::
+
+    for k: for t: LOAD INP(t, k), LOAD WGT(t, k)   [the operands loaded here, `access`]
+           for t: (k == 0: for b: GEMM reset(t, b)); for b: GEMM(t, k, b)
+    for t: the epilogue's ALU ops over the thread's ACC slice
+    for t: STORE(t)
+    ... after the last pair: LOAD INP no-op, LOAD UOP no-op, FINISH (docs/vta.md §2.6, §5.4)
+
+with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`).
+Dependency tokens follow from who writes and who reads each SRAM slot (docs/vta.md §2.8): the
+load group (j, k, t) writes thread t's INP/WGT slice, so its first load pops g2l pushed by the
+GEMM that last read that slice (T groups earlier; none for the first T groups) and its last load
+pushes l2g for the GEMM (b = 0) that reads it; the epilogue's last op pushes g2s for the STORE
+reading the ACC slice, the STORE pushes s2g for the reset of the next pair of that thread, which
+overwrites the slice. Counts balance: the final no-op pops the last store's s2g and the l2g of
+its own LOAD, so the FIFOs are empty at FINISH.
+
+`emit` writes the rows of any list of pairs: all pairs are the program, one member per class of
+identical pairs is the block form the cycle model times (`codesign.vta.blocks`)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from codesign.vta import isa
+from codesign.vta.lower.access import (
+    INP_PLACE,
+    WGT_PLACE,
+    inp_access,
+    loaded,
+    out_access,
+    tile_of,
+    wgt_access,
+)
+
+C = isa.COL
+LOOP_FIELDS = ("iter_out", "iter_in", "dst_factor_out", "dst_factor_in", "src_factor_out",
+               "src_factor_in", "wgt_factor_out", "wgt_factor_in")
+DMA_COLS = np.array([C[f] for f in ("dram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1",
+                                    "x_pad_0", "x_pad_1")], dtype=np.int64)
+COLS = np.array([C[f] for f in ("opcode", "memory_type", "sram_base", "pop_prev_dep", "pop_next_dep",
+                                "push_prev_dep", "push_next_dep", "reset_reg", "uop_bgn", "uop_end",
+                                "alu_opcode", "use_imm", "imm", "dram_base", "y_size", "x_size", "x_stride")]
+                + [C[f] for f in LOOP_FIELDS], dtype=np.int64)
+ALU_OPS = {"shr": isa.ALU_SHR, "min": isa.ALU_MIN, "max": isa.ALU_MAX, "add": isa.ALU_ADD}
+_OP, _MEM, _SRAM, _POP_P, _POP_N, _PUSH_P, _PUSH_N, _RST, _BGN, _END, _AOP, _IMM_ON, _IMM = range(13)
+_LOOP0 = 17
+
+
+@njit(cache=True)
+def _dma(out, r, cols, dcols, fields, opcode, mem, sram):  # pragma: no cover - compiled
+    out[r, cols[_OP]] = opcode
+    out[r, cols[_MEM]] = mem
+    out[r, cols[_SRAM]] = sram
+    for f in range(8):
+        out[r, dcols[f]] = fields[f]
+
+
+@njit(cache=True)
+def _kernel_use(out, r, cols, opcode, load, bgn, size, dram):  # pragma: no cover - compiled
+    """A compute instruction using the kernel of `size` uops at uop SRAM `bgn`, preceded by its
+    LOAD UOP from DRAM `dram` when the ring loads it there; returns the compute instruction's row."""
+    if load:
+        out[r, cols[_OP]] = isa.OP_LOAD
+        out[r, cols[_MEM]] = isa.MEM_UOP
+        out[r, cols[_SRAM]] = bgn
+        out[r, cols[13]] = dram
+        out[r, cols[14]] = 1
+        out[r, cols[15]] = size
+        out[r, cols[16]] = size
+        r += 1
+    out[r, cols[_OP]] = opcode
+    out[r, cols[_BGN]] = bgn
+    out[r, cols[_END]] = bgn + size
+    return r
+
+
+@njit(cache=True)
+def emit(pairs, P, K, T, G, sram, sc, loops, threads, gloop, rloop, epi_op, epi_imm, sizes, uses, load, bgn,
+         ring_start, uop_dram, cols, dcols, out):  # pragma: no cover - compiled
+    """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
+    returns the row count of each pair. `sc`, `loops`, `threads` are the access spec
+    (`access.spec`), `sram` the per-thread INP/WGT/ACC slice sizes, `load`/`bgn` the ring's rows
+    (`uops.Ring`), `uop_dram` the DRAM offset of each kernel."""
+    E = epi_op.shape[0]
+    m = load.shape[0]
+    counts = np.zeros(pairs.shape[0], np.int64)
+    r = 0
+    for q in range(pairs.shape[0]):
+        j = pairs[q]
+        r0 = r
+        u = j
+        if ring_start >= 0 and j >= m:
+            u = ring_start + (j - m) % (m - ring_start)
+        use = 0
+        for k in range(K):
+            for t in range(T):
+                first = r
+                b, h, co, w = tile_of(j, t, loops, threads)
+                if loaded(sc, sc[INP_PLACE], j, k):
+                    _dma(out, r, cols, dcols, inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
+                    r += 1
+                if loaded(sc, sc[WGT_PLACE], j, k):
+                    _dma(out, r, cols, dcols, wgt_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
+                    r += 1
+                out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0) else 1  # g2l (WAR)
+                out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
+            for _t in range(T):
+                for phase in range(2):
+                    if phase == 0 and k > 0:
+                        continue
+                    for b in range(G):
+                        kid = uses[use]
+                        r = _kernel_use(out, r, cols, isa.OP_GEMM, load[u, use], bgn[u, use], sizes[kid],
+                                        uop_dram[kid])
+                        lp = rloop if phase == 0 else gloop
+                        for f in range(8):
+                            out[r, cols[_LOOP0 + f]] = lp[f]
+                        if phase == 0:
+                            out[r, cols[_RST]] = 1
+                            out[r, cols[_POP_N]] = 1 if (b == 0 and j != 0) else 0  # s2g
+                        else:
+                            out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
+                            out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (j == P - 1 and k == K - 1)) else 0
+                        r += 1
+                        use += 1
+        for _t in range(T):
+            for o in range(E):
+                kid = uses[use]
+                r = _kernel_use(out, r, cols, isa.OP_ALU, load[u, use], bgn[u, use], sizes[kid], uop_dram[kid])
+                out[r, cols[_LOOP0]] = 1
+                out[r, cols[_LOOP0 + 1]] = sram[2]
+                out[r, cols[_LOOP0 + 3]] = 1
+                out[r, cols[_LOOP0 + 5]] = 1
+                out[r, cols[_IMM_ON]] = 1
+                out[r, cols[_AOP]] = epi_op[o]
+                out[r, cols[_IMM]] = epi_imm[o]
+                out[r, cols[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
+                r += 1
+                use += 1
+        for t in range(T):
+            b, h, co, w = tile_of(j, t, loops, threads)
+            _dma(out, r, cols, dcols, out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])
+            out[r, cols[_POP_P]] = 1  # g2s
+            out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and t < T - 1) else 1  # s2g; the last to the tail
+            r += 1
+        counts[q] = r - r0
+    # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
+    out[r, cols[_OP]] = isa.OP_LOAD
+    out[r, cols[_MEM]] = isa.MEM_INP
+    out[r, cols[_PUSH_N]] = 1
+    out[r + 1, cols[_OP]] = isa.OP_LOAD
+    out[r + 1, cols[_MEM]] = isa.MEM_UOP
+    out[r + 1, cols[_POP_P]] = 1
+    out[r + 1, cols[_POP_N]] = 1
+    out[r + 2, cols[_OP]] = isa.OP_FINISH
+    return counts
+
+
+@njit(cache=True)
+def classes(P, hc, h_place, wc, w_place, places, steady, m, ring_start):  # pragma: no cover - compiled
+    """Classes of identical pairs: same INP padding (class of the h and w loop index), same
+    operands loaded (`places`: loaded at pair j when j % place == 0), same uop loads (ring row),
+    plus the first and the last pair (own tokens). Returns (one member of each class in program
+    order, the class = block index of every pair + the tail block)."""
+    n_h, n_w = hc.shape[0], wc.shape[0]
+    n_f = 1 << places.shape[0]
+    n_u = 1 if steady else m
+    n_code = (hc.max() + 1) * (wc.max() + 1) * n_f * n_u
+    codes = np.empty(P, np.int64)
+    for j in range(P):
+        u = 0
+        if not steady:
+            u = j
+            if ring_start >= 0 and j >= m:
+                u = ring_start + (j - m) % (m - ring_start)
+        f = 0
+        for i in range(places.shape[0]):
+            if j % places[i] == 0:
+                f |= 1 << i
+        codes[j] = ((hc[(j // h_place) % n_h] * (wc.max() + 1) + wc[(j // w_place) % n_w]) * n_f + f) * n_u + u
+    codes[P - 1] = n_code + 1
+    codes[0] = n_code
+    block = np.full(n_code + 2, -1, np.int64)
+    members = np.empty(P, np.int64)
+    n_blocks = 0
+    for j in range(P):  # blocks numbered in order of first appearance: members are sorted
+        if block[codes[j]] < 0:
+            block[codes[j]] = n_blocks
+            members[n_blocks] = j
+            n_blocks += 1
+    pair_class = np.empty(P + 1, np.int64)
+    for j in range(P):
+        pair_class[j] = block[codes[j]]
+    pair_class[P] = n_blocks
+    return members[:n_blocks].copy(), pair_class

@@ -1,0 +1,172 @@
+"""Micro-op kernels of a mapping and where the runtime's ring cache puts them (docs/vta.md §5.4).
+
+One kernel per runtime call site, per virtual thread t (thread slices differ only by their SRAM
+offsets, docs/vta.md §7.3 cthread): G resets and G GEMMs (one per batch block), one per epilogue
+ALU op. Kernels are placed in the micro-op SRAM by the runtime's ring cache (`UopQueue::Push`):
+loaded by one LOAD UOP the first time they are used, reloaded only after being evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+
+from codesign.mapping.mapping import Mapping
+from codesign.schedule.tiling import Kernel
+
+
+@njit(cache=True)
+def _ring_kernel(sizes, uses, n_pairs, depth):  # pragma: no cover - compiled
+    """The runtime's uop ring over n_pairs repetitions of the kernel use sequence `uses`, until
+    the ring state at a pair boundary repeats. Returns (load, bgn, m, start): rows 0..m-1 of
+    (LOAD UOP before the use?, kernel SRAM start); start = first pair of the period or -1."""
+    n_k = sizes.shape[0]
+    U = uses.shape[0]
+    begin = np.zeros(n_k, np.int64)
+    end = np.zeros(n_k, np.int64)
+    cache = np.empty(n_k + 1, np.int64)
+    n_cache = 0
+    sram_end = 0
+    cache_idx = 0
+    width = 3 + 3 * n_k
+    seen = np.empty((n_pairs, width), np.int64)
+    load = np.zeros((n_pairs, U), np.bool_)
+    bgn = np.zeros((n_pairs, U), np.int64)
+    tmp = np.empty(n_k + 1, np.int64)
+    for p in range(n_pairs):
+        key = seen[p]
+        key[:] = -1
+        key[0], key[1], key[2] = sram_end, cache_idx, n_cache
+        key[3:3 + n_k] = begin
+        key[3 + n_k:3 + 2 * n_k] = end
+        key[3 + 2 * n_k:3 + 2 * n_k + n_cache] = cache[:n_cache]
+        for q in range(p):
+            same = True
+            for c in range(width):
+                if seen[q, c] != key[c]:
+                    same = False
+                    break
+            if same:
+                return load, bgn, p, q
+        for ui in range(U):
+            kid = uses[ui]
+            if end[kid] == begin[kid]:  # not cached: push (UopQueue::Push)
+                n = sizes[kid]
+                if sram_end + n > depth:  # wrap: evict from the start
+                    cache_idx = 0
+                    uop_begin = 0
+                    sram_end = n
+                else:
+                    uop_begin = sram_end
+                    sram_end += n
+                evict_begin = cache_idx
+                ci = cache_idx
+                while ci < n_cache and begin[cache[ci]] < sram_end:
+                    begin[cache[ci]] = 0
+                    end[cache[ci]] = 0
+                    ci += 1
+                begin[kid] = uop_begin
+                end[kid] = sram_end
+                # cache = cache[:evict_begin] + [kid] + cache[ci:]
+                rest = n_cache - ci
+                tmp[:rest] = cache[ci:n_cache]
+                cache[evict_begin] = kid
+                cache[evict_begin + 1:evict_begin + 1 + rest] = tmp[:rest]
+                n_cache = evict_begin + 1 + rest
+                cache_idx = evict_begin + 1
+                load[p, ui] = True
+            bgn[p, ui] = begin[kid]
+    return load, bgn, n_pairs, -1
+
+
+def ring_schedule(sizes: np.ndarray, uses: np.ndarray, n_pairs: int, depth: int) -> Ring:
+    """Simulate the runtime's uop ring over the per-pair kernel use sequence `uses`: for each
+    use whether a LOAD UOP precedes it and the kernel's SRAM start. The ring is deterministic,
+    so once the state at a pair boundary repeats the rest is periodic (`Ring`)."""
+    load, bgn, m, start = _ring_kernel(np.asarray(sizes, dtype=np.int64), np.asarray(uses, dtype=np.int64),
+                                       int(n_pairs), int(depth))
+    return Ring(load[:m], bgn[:m], None if start < 0 else int(start))
+
+
+@dataclass(frozen=True)
+class Ring:
+    """The uop ring over the pairs: rows of (load before use?, kernel SRAM start) per kernel use
+    for pairs 0..m-1; from pair m on, pair j repeats row `start + (j - m) % (m - start)`."""
+
+    load: np.ndarray  # (m, uses) bool
+    bgn: np.ndarray   # (m, uses) int64
+    start: int | None  # None: every pair has its own row
+
+    def row_of(self, pairs: np.ndarray) -> np.ndarray:
+        m = self.load.shape[0]
+        if self.start is None:
+            return pairs
+        return np.where(pairs < m, pairs, self.start + (pairs - m) % max(m - self.start, 1))
+
+    def steady(self, n_pairs: int) -> bool:
+        """No pair after the first reloads a kernel (the rows pairs >= 1 use load nothing; row
+        0 is one of them only when the period starts at pair 0, and pair 0 always loads)."""
+        return self.start != 0 and not self.load[1:].any()
+
+    def n_loads(self, n_pairs: int) -> int:
+        """LOAD UOP instructions over all n_pairs pairs."""
+        per = self.load.sum(axis=1)
+        m = per.shape[0]
+        if self.start is None or n_pairs <= m:
+            return int(per[:n_pairs].sum())
+        period = m - self.start
+        full, rest = divmod(n_pairs - m, period)
+        return int(per.sum() + full * per[self.start:].sum() + per[self.start:self.start + rest].sum())
+
+
+@lru_cache(maxsize=256)
+def use_order(T: int, K: int, G: int, E: int) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel of each compute instruction of a pair, in program order; the kernels in first-use
+    order = the DRAM uop array). Kernel t * (2G + E) + slot: slots G resets, G GEMMs, E ALU ops.
+    Program order per pair: for k: for t: (k = 0: G resets), G GEMMs; then for t: E ALU ops."""
+    S = 2 * G + E
+    uses = [t * S + (G if k else 0) + b for k in range(K) for t in range(T) for b in range(G * (2 if k == 0 else 1))]
+    uses += [t * S + 2 * G + e for t in range(T) for e in range(E)]
+    comp_kid = np.array(uses, dtype=np.int64)
+    first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
+    for arr in (comp_kid, first):
+        arr.setflags(write=False)
+    return comp_kid, first
+
+
+@dataclass(frozen=True)
+class Uops:
+    sizes: np.ndarray     # uops per kernel
+    uses: np.ndarray      # kernel of each compute instruction of a pair, in program order
+    ring: Ring
+    dram_off: np.ndarray  # kernel -> offset in the DRAM uop array (first-load order)
+    first: np.ndarray     # kernels in first-use order
+
+
+def uop_plan(m: Mapping, depth: int) -> Uops:
+    """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
+    validity rule `uop_capacity`)."""
+    T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
+    sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + [1] * E, dtype=np.int64), T)
+    uses, first = use_order(T, K, G, E)
+    ring = ring_schedule(sizes, uses, m.n_pairs, depth)
+    dram_off = np.zeros(len(sizes), dtype=np.int64)
+    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    return Uops(sizes, uses, ring, dram_off, first)
+
+
+def uop_array(m: Mapping, first: np.ndarray) -> np.ndarray:
+    """The DRAM micro-op array: the kernels (each thread's SRAM slice and batch block shifted)
+    in first-use order."""
+    tl, G = m.tile, m.tile.b
+    acc_b, inp_b = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win
+    kernels: list[Kernel] = []
+    for t in range(m.n_threads):
+        dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
+        kernels += [m.reset.shifted(dsh + b * acc_b, 0, 0) for b in range(G)]
+        kernels += [m.gemm.shifted(dsh + b * acc_b, ssh + b * inp_b, wsh) for b in range(G)]
+        kernels += [Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0))] * len(m.epilogue)
+    return np.concatenate([kernels[kid].uops for kid in first])
