@@ -20,6 +20,7 @@ turns it into the program. Its parts:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from codesign.schedule.tiling import Geometry, Kernel
 
@@ -84,21 +85,21 @@ class Mapping:
     co_per_group: int = 0   # a tile reads the input channels of group co // co_per_group
     info: tuple[tuple[str, int], ...] = ()  # program metadata (tile sizes, thread counts)
 
-    @property
+    @cached_property
     def pair_loops(self) -> tuple[Loop, ...]:
         """The loops outside the reduction: one iteration of them is a *pair* (the tile of all
         virtual threads, K reduction steps, epilogue and STORE)."""
         return self.loops[:-1]
 
-    @property
+    @cached_property
     def n_pairs(self) -> int:
         return _prod(lp.extent for lp in self.pair_loops)
 
-    @property
+    @cached_property
     def n_steps(self) -> int:
         return self.loops[-1].extent
 
-    @property
+    @cached_property
     def n_threads(self) -> int:
         return _prod(lp.extent for lp in self.vthreads)
 

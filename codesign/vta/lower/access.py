@@ -28,9 +28,11 @@ AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
 # Scalars of `spec`, in this order.
 SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci", "tco", "hin", "win",
         "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
-        "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base")
+        "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
+        "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
- WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE) = range(len(SPEC))
+ WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
+ NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START) = range(len(SPEC))
 
 
 def load_places(m: Mapping) -> dict[str, int]:
@@ -48,16 +50,17 @@ def loop_table(loops) -> np.ndarray:
                     dtype=np.int64).reshape(-1, 4)
 
 
-def spec(m: Mapping, bases: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(scalars `SPEC`, pair loop table, thread loop table) of `m`; `bases` are the element offsets
-    of the data, weight and output regions."""
+    of the data, weight and output regions, `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     places = load_places(m)
     sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
-                   places["wgt"], *bases], dtype=np.int64)
+                   places["wgt"], *bases, m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
+                   ring_start], dtype=np.int64)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
 
 

@@ -28,8 +28,16 @@ from numba import njit
 
 from codesign.vta import isa
 from codesign.vta.lower.access import (
+    ACC_PT,
     INP_PLACE,
+    INP_PT,
+    NK,
+    NP,
+    NT,
+    RING_START,
+    TB,
     WGT_PLACE,
+    WGT_PT,
     inp_access,
     loaded,
     out_access,
@@ -80,13 +88,17 @@ def _kernel_use(out, r, cols, opcode, load, bgn, size, dram):  # pragma: no cove
 
 
 @njit(cache=True)
-def emit(pairs, P, K, T, G, sram, sc, loops, threads, gloop, rloop, epi_op, epi_imm, sizes, uses, load, bgn,
-         ring_start, uop_dram, cols, dcols, out):  # pragma: no cover - compiled
+def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram, out):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. `sc`, `loops`, `threads` are the access spec
-    (`access.spec`), `sram` the per-thread INP/WGT/ACC slice sizes, `load`/`bgn` the ring's rows
-    (`uops.Ring`), `uop_dram` the DRAM offset of each kernel."""
-    E = epi_op.shape[0]
+    (`access.spec`), `kern` the loop fields of the GEMM and reset kernels, `epi` the epilogue's
+    ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`), `uop_dram` the DRAM
+    offset of each kernel."""
+    cols, dcols = COLS, DMA_COLS
+    P, K, T, ring_start = sc[NP], sc[NK], sc[NT], sc[RING_START]
+    G, E = sc[TB], epi.shape[1]
+    sram = (sc[INP_PT], sc[WGT_PT], sc[ACC_PT])
+    gloop, rloop, epi_op, epi_imm = kern[0], kern[1], epi[0], epi[1]
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
     r = 0
@@ -167,10 +179,10 @@ def classes(P, hc, h_place, wc, w_place, places, steady, m, ring_start):  # prag
     operands loaded (`places`: loaded at pair j when j % place == 0), same uop loads (ring row),
     plus the first and the last pair (own tokens). Returns (one member of each class in program
     order, the class = block index of every pair + the tail block)."""
-    n_h, n_w = hc.shape[0], wc.shape[0]
+    n_h, n_w, w_ids = hc.shape[0], wc.shape[0], wc.max() + 1
     n_f = 1 << places.shape[0]
     n_u = 1 if steady else m
-    n_code = (hc.max() + 1) * (wc.max() + 1) * n_f * n_u
+    n_code = (hc.max() + 1) * w_ids * n_f * n_u
     codes = np.empty(P, np.int64)
     for j in range(P):
         u = 0
@@ -182,7 +194,7 @@ def classes(P, hc, h_place, wc, w_place, places, steady, m, ring_start):  # prag
         for i in range(places.shape[0]):
             if j % places[i] == 0:
                 f |= 1 << i
-        codes[j] = ((hc[(j // h_place) % n_h] * (wc.max() + 1) + wc[(j // w_place) % n_w]) * n_f + f) * n_u + u
+        codes[j] = ((hc[(j // h_place) % n_h] * w_ids + wc[(j // w_place) % n_w]) * n_f + f) * n_u + u
     codes[P - 1] = n_code + 1
     codes[0] = n_code
     block = np.full(n_code + 2, -1, np.int64)
