@@ -98,6 +98,6 @@ def test_dense_tiling_is_one_uop():
     assert list(gemm.names) == ["k_o.inner", "co"]
     assert (gemm.iter_out, gemm.iter_in, gemm.size) == (8, 16, 1)
     assert gemm.factors()["wgt_factor_out"] == 1 and gemm.factors()["wgt_factor_in"] == 8
-    assert (t["acc_elems"], t["inp_elems"], t["wgt_elems"], t["nthreads"]) == (16, 8, 128, 2)
+    assert (t["acc_sram"], t["inp_sram"], t["wgt_sram"], t["nthreads"]) == (16, 8, 128, 2)
     assert (t["co_tiles"], t["ci_steps"], t["n_tiles"]) == (4, 4, 4)
     assert sp.why_invalid(cfg) is None

@@ -128,14 +128,14 @@ def test_worked_example_tiling():
     assert (t["tile_h"], t["tile_w"], t["tile_ci"], t["tile_co"], t["nthreads"]) == (7, 7, 1, 16, 2)
     assert (t["hin_t"], t["win_t"]) == (15, 15)
     assert (t["h_tiles"], t["w_tiles"], t["co_tiles"], t["ci_steps"], t["n_tiles"]) == (1, 1, 2, 16, 2)
-    assert tuple(t[f"{k}_elems"] * t["nthreads"] for k in ("acc", "inp", "wgt")) == (1568, 450, 288)
+    assert tuple(t[f"{k}_sram"] * t["nthreads"] for k in ("acc", "inp", "wgt")) == (1568, 450, 288)
     assert (gemm.iter_out, gemm.iter_in, gemm.size) == (7, 3, 336)
     assert list(gemm.names) == ["w", "dj", "di", "co", "h"]
     assert list(gemm.names[len(gemm.names) - len(gemm.unrolled):]) == ["di", "co", "h"]
     assert gemm.factors() == {"dst_factor_out": 1, "src_factor_out": 2, "wgt_factor_out": 0,
                               "dst_factor_in": 0, "src_factor_in": 1, "wgt_factor_in": 1}
     assert (reset.iter_out, reset.iter_in, reset.size) == (7, 16, 7)
-    assert t["acc_elems"] == 784  # iter_in of the ALU epilogue (1 uop over the acc tile)
+    assert t["acc_sram"] == 784  # iter_in of the ALU epilogue (1 uop over the acc tile)
     # 16 rows x (ci_in*KH*KW) = 9, stride CI*KH*KW
     assert (t["wgt_y_size"], t["wgt_x_size"], t["wgt_x_stride"]) == (16, 9, 16 * 9)
     # 16 full 7x7 co planes fold into one row

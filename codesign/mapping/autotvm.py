@@ -100,9 +100,9 @@ def conv_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConf
     loops = (Loop("b", "b", g["b_tiles"]), Loop("h", "h", nh), Loop("co", "co", nco),
              Loop("w", "w", g["w_tiles"]), Loop("k", "ci", g["ci_steps"]))
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
-                g["inp_elems"], g["wgt_elems"], g["acc_elems"])
-    info = dict(tile_b=tile.b, tile_h=tile.h, tile_w=tile.w, tile_ci=tile.ci, tile_co=tile.co,
-                oc_nthread=ont, h_nthread=hnt, hin_t=tile.hin, win_t=tile.win)
+                g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+    info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
+            ("oc_nthread", ont), ("h_nthread", hnt), ("hin_t", tile.hin), ("win_t", tile.win))
     return Mapping(
         geo=geo, tile=tile, loops=loops,
         vthreads=(Loop("ht", "h", hnt, scale=nh), Loop("ot", "co", ont, scale=nco)),
@@ -110,7 +110,7 @@ def conv_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConf
         gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
         dma=tuple((op, Dma(g[f"{kind}_y_size"], g[f"{kind}_x_size"], g[f"{kind}_x_stride"]))
                   for op, kind in (("inp", "inp"), ("wgt", "wgt"), ("out", "store"))),
-        inp_channels=geo.ci, co_per_group=geo.co, info=tuple(info.items()))
+        inp_channels=geo.ci, co_per_group=geo.co, info=info)
 
 
 def _checked(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig) -> dict[str, KnobValue]:

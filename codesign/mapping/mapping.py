@@ -105,8 +105,12 @@ class Mapping:
 
     def level(self, operand: str) -> int:
         """Index in `loops` of the loop where `operand` is loaded/stored."""
-        name = dict(self.residency)[operand]
-        return next(i for i, lp in enumerate(self.loops) if lp.name == name)
+        return self._levels[operand]
+
+    @cached_property
+    def _levels(self) -> dict[str, int]:
+        names = [lp.name for lp in self.loops]
+        return {op: names.index(name) for op, name in self.residency}
 
     def pattern(self, operand: str) -> Dma:
         return dict(self.dma)[operand]

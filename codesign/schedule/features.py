@@ -60,18 +60,18 @@ def config_features(t: TileArrays) -> np.ndarray:
     """(n, N_CONFIG_FEATURES) float32 for the configs in `t`."""
     hw = t.hw
     steps = t.n_tiles * t.ci_steps
-    inp_bytes = steps * t.inp_elems * hw.inp_elem_bytes
-    wgt_bytes = steps * t.wgt_elems * hw.wgt_elem_bytes
-    out_bytes = t.n_tiles * t.acc_elems * hw.out_elem_bytes
+    inp_bytes = steps * t.inp_sram * hw.inp_elem_bytes
+    wgt_bytes = steps * t.wgt_sram * hw.wgt_elem_bytes
+    out_bytes = t.n_tiles * t.acc_sram * hw.out_elem_bytes
     g = t.geo
     macs = float(g.b * g.co * g.out_h * g.out_w * g.ci * g.kh * g.kw) * hw.macs_per_cycle
     gemm_uops = t.gemm["n_uops"] * t.gemm["iter_out"] * t.gemm["iter_in"]
-    step_bus = (t.inp_elems * hw.inp_elem_bytes + t.wgt_elems * hw.wgt_elem_bytes) / hw.bus_bytes
+    step_bus = (t.inp_sram * hw.inp_elem_bytes + t.wgt_sram * hw.wgt_elem_bytes) / hw.bus_bytes
     cols = [
         _lg(t.tile_b), _lg(t.tile_h), _lg(t.tile_w), _lg(t.tile_ci), _lg(t.tile_co),
         t.oc_nthread, t.h_nthread, _lg(t.n_tiles), _lg(t.ci_steps),
-        t.acc_elems * t.nthreads / hw.acc_depth, t.inp_elems * t.nthreads / hw.inp_depth,
-        t.wgt_elems * t.nthreads / hw.wgt_depth,
+        t.acc_sram * t.nthreads / hw.acc_depth, t.inp_sram * t.nthreads / hw.inp_depth,
+        t.wgt_sram * t.nthreads / hw.wgt_depth,
         _lg(t.gemm["n_uops"]), _lg(t.gemm["iter_out"]), _lg(t.gemm["iter_in"]),
         _lg(steps * t.tile_b), _lg(inp_bytes), _lg(wgt_bytes), _lg(out_bytes),
         np.log2(macs / (inp_bytes + wgt_bytes + out_bytes)),

@@ -23,6 +23,26 @@ from codesign.schedule.validity import first_failure, valid_mask
 from codesign.workloads.layers import Layer, parse_layer
 
 
+# -- the mixed-radix index (docs/vta.md §8: the first-defined knob is the least-significant digit) --
+def positions_of(indices: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """(n,) config indices -> (n, n_knobs) knob positions."""
+    rest = np.asarray(indices, dtype=np.int64).reshape(-1).copy()
+    out = np.empty((rest.shape[0], len(dims)), dtype=np.int64)
+    for k, d in enumerate(dims):
+        out[:, k] = rest % d
+        rest //= d
+    return out
+
+
+def index_of(positions: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """(n, n_knobs) knob positions -> (n,) config indices."""
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(dims))
+    index = np.zeros(len(pos), dtype=np.int64)
+    for j in reversed(range(len(dims))):
+        index = index * dims[j] + pos[:, j]
+    return index
+
+
 class ScheduleSpace:
     """All schedules of `layer` (template `layer.template`) on `hw`."""
 
@@ -59,20 +79,10 @@ class ScheduleSpace:
 
     def positions_of(self, indices: np.ndarray) -> np.ndarray:
         """(n, n_knobs) candidate positions of an array of indices (first knob least significant)."""
-        idx = np.asarray(indices, dtype=np.int64)
-        out = np.empty((idx.size, len(self.dims)), dtype=np.int64)
-        rest = idx.reshape(-1).copy()
-        for j, d in enumerate(self.dims):
-            out[:, j] = rest % d
-            rest //= d
-        return out
+        return positions_of(indices, self.dims)
 
     def index_of(self, positions: np.ndarray) -> np.ndarray:
-        pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(self.dims))
-        index = np.zeros(len(pos), dtype=np.int64)
-        for j in reversed(range(len(self.dims))):
-            index = index * self.dims[j] + pos[:, j]
-        return index
+        return index_of(positions, self.dims)
 
     def from_positions(self, pos: Sequence[int] | np.ndarray) -> Config:
         pos = tuple(int(p) for p in pos)

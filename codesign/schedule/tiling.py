@@ -187,9 +187,9 @@ class TileArrays:
         self.ci_steps = geo.ci // self.tile_ci
         self.n_tiles = self.b_tiles * self.h_tiles * self.w_tiles * self.co_tiles
         # SRAM elements per virtual thread (docs/vta.md §7.4.1)
-        self.acc_elems = self.tile_b * self.tile_co * self.tile_h * self.tile_w
-        self.inp_elems = self.tile_b * self.tile_ci * self.hin_t * self.win_t
-        self.wgt_elems = self.tile_co * self.tile_ci * geo.kh * geo.kw
+        self.acc_sram = self.tile_b * self.tile_co * self.tile_h * self.tile_w
+        self.inp_sram = self.tile_b * self.tile_ci * self.hin_t * self.win_t
+        self.wgt_sram = self.tile_co * self.tile_ci * geo.kh * geo.kw
         self.gemm = self._fold(self._gemm_loops())
         self.reset = self._fold(self._reset_loops())
         self._patterns: dict[str, dict[str, np.ndarray]] = {}
@@ -248,7 +248,7 @@ class TileArrays:
     # -- one config's geometry as plain ints (the compile hot path of the tuners) ----------------
     ROW_SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "nthreads",
                    "hin_t", "win_t", "b_tiles", "h_tiles", "w_tiles", "ci_steps", "co_tiles", "n_tiles",
-                   "inp_elems", "wgt_elems", "acc_elems")
+                   "inp_sram", "wgt_sram", "acc_sram")
     ROW_PATTERNS = ("inp", "wgt", "store")
 
     @cached_property

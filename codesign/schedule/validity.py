@@ -37,8 +37,8 @@ def check(t: TileArrays) -> list[Rule]:
         rules.append(Rule(name, np.broadcast_to(np.asarray(ok, dtype=bool), (t.n,)), message))
 
     # 1. SRAM capacity per virtual thread x nthreads (docs/vta.md §7.4.1), in elements.
-    for buf, elems, depth in (("acc", t.acc_elems, hw.acc_depth), ("inp", t.inp_elems, hw.inp_depth),
-                              ("wgt", t.wgt_elems, hw.wgt_depth)):
+    for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
+                              ("wgt", t.wgt_sram, hw.wgt_depth)):
         def msg(i: int, buf: str = buf, elems: np.ndarray = elems, depth: int = depth) -> str:
             return sram_message(buf, int(elems[i]), int(t.nthreads[i]), depth)
         add(f"sram_{buf}", elems * t.nthreads <= depth, msg)
@@ -73,7 +73,7 @@ def check(t: TileArrays) -> list[Rule]:
     # index factors need no check of their own: every index and every factor of a loop with
     # extent >= 2 stays below the tile's SRAM region, which rule 1 bounds by the buffer depth.
     iters = np.max(np.stack([t.gemm["iter_out"], t.gemm["iter_in"], t.reset["iter_out"],
-                             t.reset["iter_in"], t.acc_elems]), axis=0)
+                             t.reset["iter_in"], t.acc_sram]), axis=0)
     add("field_iter", iters <= MAX_ITER, lambda i: (
         f"field range: a GEMM/ALU loop count {iters[i]} > {MAX_ITER} (14-bit iter_out/iter_in)"))
     wgt = t.wgt_pattern()

@@ -1,5 +1,5 @@
-"""What every tuner needs from a `ScheduleSpace`, computed once (`SpaceView`), and the mixed-radix
-helpers between config indices and knob positions."""
+"""What every tuner needs from a `ScheduleSpace`, computed once (`SpaceView`); the mixed-radix
+helpers between config indices and knob positions are `codesign.schedule.space`'s."""
 
 from __future__ import annotations
 
@@ -8,27 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from codesign.schedule.knobs import Config
-from codesign.schedule.space import ScheduleSpace
+from codesign.schedule.space import ScheduleSpace, index_of, positions_of
+
+__all__ = ["SpaceView", "index_of", "positions_of", "squash"]
 
 FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA spaces are a few thousand)
-
-
-# -- mixed-radix helpers (docs/vta.md §8: the first-defined knob is the least-significant digit) --
-def positions_of(indices: np.ndarray, dims: Sequence[int]) -> np.ndarray:
-    """(n,) config indices -> (n, n_knobs) knob positions."""
-    idx = np.asarray(indices, dtype=np.int64).copy()
-    out = np.empty((idx.shape[0], len(dims)), dtype=np.int64)
-    for k, d in enumerate(dims):
-        out[:, k] = idx % d
-        idx //= d
-    return out
-
-
-def index_of(positions: np.ndarray, dims: Sequence[int]) -> np.ndarray:
-    """(n, n_knobs) knob positions -> (n,) config indices."""
-    pos = np.asarray(positions, dtype=np.int64)
-    strides = np.cumprod([1, *dims[:-1]]).astype(np.int64)
-    return pos @ strides
 
 
 def squash(x: np.ndarray) -> np.ndarray:

@@ -310,6 +310,103 @@ def _fix(x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes):  # pragma: no cover - compiled
+    """DRAM footprint: bytes spanned by the DMAs of each memory type, summed."""
+    lo = np.full(6, np.inf)
+    hi = np.full(6, -np.inf)
+    for i in range(rows.shape[0]):
+        op = rows[i, c_op]
+        mem = rows[i, c_mem]
+        if (op == 0 or op == 1) and rows[i, c_x] != 0 and mem >= 0 and mem < 6:
+            b = rows[i, c_base] * elem_bytes[mem]
+            e = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]) * elem_bytes[mem]
+            if b < lo[mem]:
+                lo[mem] = b
+            if e > hi[mem]:
+                hi[mem] = e
+    footprint = 0.0
+    for mem in range(6):
+        if hi[mem] > lo[mem]:
+            footprint += hi[mem] - lo[mem]
+    return footprint
+
+
+@njit(cache=True)
+def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, fifo_cap, port_free, port_busy, t_end,
+                  state, a_state, a_len, a_pair, a_ref, a_busy):  # pragma: no cover - compiled
+    """The load queue starts pair j = pq[0]: compare the state relative to the load clock with
+    the snapshot at pair j - c of each candidate period c, skip the periods that repeat exactly
+    (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end)."""
+    NP = pair_class.shape[0]
+    n_per = periods.shape[0]
+    j = pq[0]
+    ref = free[0]
+    size = 12
+    for f in range(4):
+        size += tail[f] - head[f]
+    if size > state.shape[0]:
+        return port_free, port_busy, t_end
+    state[0] = pq[1] - j
+    state[1] = iq[1]
+    state[2] = pq[2] - j
+    state[3] = iq[2]
+    state[4] = free[1] - ref
+    state[5] = free[2] - ref
+    state[6] = port_free - ref
+    state[7] = t_end - ref
+    k = 12
+    for f in range(4):
+        state[8 + f] = tail[f] - head[f]
+        for e in range(head[f], tail[f]):
+            state[k] = fifo[f, e % fifo_cap] - ref
+            k += 1
+    lo_pair = min(pq[1], pq[2])
+    for a in range(n_per):
+        c = periods[a]
+        if j % c != 0 or a_pair[a] != j - c or a_len[a] != size or lo_pair < c:
+            continue
+        same = True
+        for s in range(size):
+            if state[s] != a_state[a, s]:
+                same = False
+                break
+        if not same:
+            continue
+        # The queues read pairs lo_pair .. j + r*c during the next r periods.
+        r_end = lo_pair
+        while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
+            r_end += 1
+        reps = (r_end - 1 - j) // c
+        if r_end <= j or reps < 1:
+            continue
+        shift = reps * (ref - a_ref[a])
+        for q in range(3):
+            free[q] += shift
+            busy[q] += reps * (busy[q] - a_busy[a, q])
+            pq[q] += reps * c
+        port_busy += reps * (port_busy - a_busy[a, 3])
+        port_free += shift
+        t_end += shift
+        for f in range(4):
+            for e in range(head[f], tail[f]):
+                fifo[f, e % fifo_cap] += shift
+        j = pq[0]
+        ref = free[0]
+        break
+    for a in range(n_per):
+        if j % periods[a] == 0:
+            a_pair[a] = j
+            a_len[a] = size
+            a_ref[a] = ref
+            for q in range(3):
+                a_busy[a, q] = busy[q]
+            a_busy[a, 3] = port_busy
+            for s in range(size):
+                a_state[a, s] = state[s]
+    return port_free, port_busy, t_end
+
+
+@njit(cache=True)
 def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, port_bytes, p,
             fifo_cap):  # pragma: no cover - compiled
     """The timing model over a program given as blocks of rows: pair `j` of the program runs
@@ -333,26 +430,9 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
     lat, row_oh, pad_c = _fix(p[1]), _fix(p[2]), _fix(p[3])
     g_oh, g_loop, a_cpu, a_oh, a_loop, sync = _fix(p[4]), _fix(p[5]), _fix(p[6]), _fix(p[7]), _fix(p[8]), _fix(p[9])
     unit = np.int64(_TIME_SCALE)
-    n = rows.shape[0]
     NP = pair_class.shape[0]
 
-    # DRAM footprint: bytes spanned by the DMAs of each memory type, summed.
-    lo = np.full(6, np.inf)
-    hi = np.full(6, -np.inf)
-    for i in range(n):
-        op = rows[i, c_op]
-        mem = rows[i, c_mem]
-        if (op == 0 or op == 1) and rows[i, c_x] != 0 and mem >= 0 and mem < 6:
-            b = rows[i, c_base] * elem_bytes[mem]
-            e = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]) * elem_bytes[mem]
-            if b < lo[mem]:
-                lo[mem] = b
-            if e > hi[mem]:
-                hi[mem] = e
-    footprint = 0.0
-    for mem in range(6):
-        if hi[mem] > lo[mem]:
-            footprint += hi[mem] - lo[mem]
+    footprint = _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes)
     inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
 
     # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
@@ -499,71 +579,10 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
         if m != 0 or pq[0] == p0 or pq[0] >= NP or n_per == 0:
             continue
 
-        # -- the load queue starts pair j: snapshot, try to skip whole periods -----------------
-        j = pq[0]
-        ref = free[0]
-        size = 12
-        for f in range(4):
-            size += tail[f] - head[f]
-        if size > max_state:
-            continue
-        state[0] = pq[1] - j
-        state[1] = iq[1]
-        state[2] = pq[2] - j
-        state[3] = iq[2]
-        state[4] = free[1] - ref
-        state[5] = free[2] - ref
-        state[6] = port_free - ref
-        state[7] = t_end - ref
-        k = 12
-        for f in range(4):
-            state[8 + f] = tail[f] - head[f]
-            for e in range(head[f], tail[f]):
-                state[k] = fifo[f, e % fifo_cap] - ref
-                k += 1
-        lo_pair = min(pq[1], pq[2])
-        for a in range(n_per):
-            c = periods[a]
-            if j % c != 0 or a_pair[a] != j - c or a_len[a] != size or lo_pair < c:
-                continue
-            same = True
-            for s in range(size):
-                if state[s] != a_state[a, s]:
-                    same = False
-                    break
-            if not same:
-                continue
-            # The queues read pairs lo_pair .. j + r*c during the next r periods.
-            r_end = lo_pair
-            while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
-                r_end += 1
-            reps = (r_end - 1 - j) // c
-            if r_end <= j or reps < 1:
-                continue
-            shift = reps * (ref - a_ref[a])
-            for q in range(3):
-                free[q] += shift
-                busy[q] += reps * (busy[q] - a_busy[a, q])
-                pq[q] += reps * c
-            port_busy += reps * (port_busy - a_busy[a, 3])
-            port_free += shift
-            t_end += shift
-            for f in range(4):
-                for e in range(head[f], tail[f]):
-                    fifo[f, e % fifo_cap] += shift
-            j = pq[0]
-            ref = free[0]
-            break
-        for a in range(n_per):
-            if j % periods[a] == 0:
-                a_pair[a] = j
-                a_len[a] = size
-                a_ref[a] = ref
-                for q in range(3):
-                    a_busy[a, q] = busy[q]
-                a_busy[a, 3] = port_busy
-                for s in range(size):
-                    a_state[a, s] = state[s]
+        # the load queue starts pair pq[0]: snapshot, try to skip whole periods
+        port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
+                                                    fifo_cap, port_free, port_busy, t_end, state, a_state, a_len,
+                                                    a_pair, a_ref, a_busy)
     return _OK, -1, t_end, busy, port_busy, heads, footprint, steps
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.mapping.legality import violations
-from codesign.mapping.mapping import Mapping
+from codesign.mapping.mapping import AluOp, Mapping
 from codesign.schedule.tiling import Geometry
 from codesign.vta import isa
 from codesign.vta.lower.access import INP_PLACE, WGT_PLACE, pad_classes, spec
@@ -81,10 +81,18 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     max_rows = 2 * T * K + G * T * (K + 1) + (len(m.epilogue) + 1) * T + len(u.uses)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
-    epi = np.array([[ALU_OPS[a.op] for a in m.epilogue], [a.imm for a in m.epilogue]], dtype=np.int64)
+    epi = _epilogue(m.epilogue)
     counts = emit(pairs, sc[0], sc[1], sc[2], kern, epi, u.sizes, u.uses, u.ring.load, u.ring.bgn,
                   u.dram_off + sc[3], out)
     return out[:int(counts.sum()) + 3], counts
+
+
+@lru_cache(maxsize=64)
+def _epilogue(ops: tuple[AluOp, ...]) -> np.ndarray:
+    """(2, E) ALU opcodes and immediates of an epilogue (read-only, shared)."""
+    epi = np.array([[ALU_OPS[a.op] for a in ops], [a.imm for a in ops]], dtype=np.int64).reshape(2, -1)
+    epi.setflags(write=False)
+    return epi
 
 
 def _spec(m: Mapping, hw: HwConfig, u: Uops) -> tuple:

@@ -19,10 +19,12 @@ them per instruction (`emit`), and `pad_classes` per loop index.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import njit
 
-from codesign.mapping.mapping import Mapping, inner_products
+from codesign.mapping.mapping import Loop, Mapping, inner_products
 
 AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
 # Scalars of `spec`, in this order.
@@ -43,11 +45,14 @@ def load_places(m: Mapping) -> dict[str, int]:
     return {op: (0 if m.level(op) == red else places[m.level(op)]) for op in ("inp", "wgt")}
 
 
-def loop_table(loops) -> np.ndarray:
-    """(L, 4) [extent, place, axis, scale] of loops outer to inner."""
+@lru_cache(maxsize=1024)
+def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
+    """(L, 4) [extent, place, axis, scale] of loops outer to inner (read-only, shared)."""
     places = inner_products(tuple(lp.extent for lp in loops))
-    return np.array([[lp.extent, p, AXIS[lp.axis], lp.scale] for lp, p in zip(loops, places)],
-                    dtype=np.int64).reshape(-1, 4)
+    table = np.array([[lp.extent, p, AXIS[lp.axis], lp.scale] for lp, p in zip(loops, places)],
+                     dtype=np.int64).reshape(-1, 4)
+    table.setflags(write=False)
+    return table
 
 
 def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -101,6 +101,7 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
     gloop, rloop, epi_op, epi_imm = kern[0], kern[1], epi[0], epi[1]
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
+    tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
     r = 0
     for q in range(pairs.shape[0]):
         j = pairs[q]
@@ -109,10 +110,12 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
         if ring_start >= 0 and j >= m:
             u = ring_start + (j - m) % (m - ring_start)
         use = 0
+        for t in range(T):
+            tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = tile_of(j, t, loops, threads)
         for k in range(K):
             for t in range(T):
                 first = r
-                b, h, co, w = tile_of(j, t, loops, threads)
+                b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
                 if loaded(sc, sc[INP_PLACE], j, k):
                     _dma(out, r, cols, dcols, inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
                     r += 1
@@ -155,7 +158,7 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                 r += 1
                 use += 1
         for t in range(T):
-            b, h, co, w = tile_of(j, t, loops, threads)
+            b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
             _dma(out, r, cols, dcols, out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])
             out[r, cols[_POP_P]] = 1  # g2s
             out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and t < T - 1) else 1  # s2g; the last to the tail
