@@ -19,6 +19,7 @@ turns it into the program. Its parts:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -93,7 +94,7 @@ class Mapping:
 
     @cached_property
     def n_pairs(self) -> int:
-        return _prod(lp.extent for lp in self.pair_loops)
+        return math.prod(lp.extent for lp in self.pair_loops)
 
     @cached_property
     def n_steps(self) -> int:
@@ -101,7 +102,7 @@ class Mapping:
 
     @cached_property
     def n_threads(self) -> int:
-        return _prod(lp.extent for lp in self.vthreads)
+        return math.prod(lp.extent for lp in self.vthreads)
 
     def level(self, operand: str) -> int:
         """Index in `loops` of the loop where `operand` is loaded/stored."""
@@ -114,13 +115,6 @@ class Mapping:
 
     def pattern(self, operand: str) -> Dma:
         return dict(self.dma)[operand]
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def inner_products(extents: tuple[int, ...]) -> tuple[int, ...]:

@@ -37,14 +37,6 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START) = range(len(SPEC))
 
 
-def load_places(m: Mapping) -> dict[str, int]:
-    """Per loaded operand the place value of its residency loop among the pair loops (loaded at
-    pair j, step 0 when j % place == 0), or 0 when it is loaded at every reduction step."""
-    places = inner_products(tuple(lp.extent for lp in m.pair_loops))
-    red = len(m.loops) - 1
-    return {op: (0 if m.level(op) == red else places[m.level(op)]) for op in ("inp", "wgt")}
-
-
 @lru_cache(maxsize=1024)
 def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
     """(L, 4) [extent, place, axis, scale] of loops outer to inner (read-only, shared)."""
@@ -60,7 +52,10 @@ def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple
     of the data, weight and output regions, `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
-    places = load_places(m)
+    # the place value of each loaded operand's residency loop among the pair loops (loaded at
+    # pair j, step 0 when j % place == 0), 0: loaded at every reduction step
+    pl = inner_products(tuple(lp.extent for lp in m.pair_loops)) + (0,)
+    places = {op: pl[m.level(op)] for op in ("inp", "wgt")}
     sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],

@@ -27,23 +27,7 @@ import numpy as np
 from numba import njit
 
 from codesign.vta import isa
-from codesign.vta.lower.access import (
-    ACC_PT,
-    INP_PLACE,
-    INP_PT,
-    NK,
-    NP,
-    NT,
-    RING_START,
-    TB,
-    WGT_PLACE,
-    WGT_PT,
-    inp_access,
-    loaded,
-    out_access,
-    tile_of,
-    wgt_access,
-)
+from codesign.vta.lower import access as ac
 
 C = isa.COL
 LOOP_FIELDS = ("iter_out", "iter_in", "dst_factor_out", "dst_factor_in", "src_factor_out",
@@ -95,9 +79,9 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
     ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`), `uop_dram` the DRAM
     offset of each kernel."""
     cols, dcols = COLS, DMA_COLS
-    P, K, T, ring_start = sc[NP], sc[NK], sc[NT], sc[RING_START]
-    G, E = sc[TB], epi.shape[1]
-    sram = (sc[INP_PT], sc[WGT_PT], sc[ACC_PT])
+    P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
+    G, E = sc[ac.TB], epi.shape[1]
+    sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
     gloop, rloop, epi_op, epi_imm = kern[0], kern[1], epi[0], epi[1]
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
@@ -111,16 +95,16 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
             u = ring_start + (j - m) % (m - ring_start)
         use = 0
         for t in range(T):
-            tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = tile_of(j, t, loops, threads)
+            tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
         for k in range(K):
             for t in range(T):
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-                if loaded(sc, sc[INP_PLACE], j, k):
-                    _dma(out, r, cols, dcols, inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
+                if ac.loaded(sc, sc[ac.INP_PLACE], j, k):
+                    _dma(out, r, cols, dcols, ac.inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
                     r += 1
-                if loaded(sc, sc[WGT_PLACE], j, k):
-                    _dma(out, r, cols, dcols, wgt_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
+                if ac.loaded(sc, sc[ac.WGT_PLACE], j, k):
+                    _dma(out, r, cols, dcols, ac.wgt_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
                     r += 1
                 out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0) else 1  # g2l (WAR)
                 out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
@@ -159,7 +143,7 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                 use += 1
         for t in range(T):
             b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-            _dma(out, r, cols, dcols, out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])
+            _dma(out, r, cols, dcols, ac.out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])
             out[r, cols[_POP_P]] = 1  # g2s
             out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and t < T - 1) else 1  # s2g; the last to the tail
             r += 1
