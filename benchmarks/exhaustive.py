@@ -6,7 +6,7 @@ pays the MEAN, plus enumerating the schedule space and its validity rules, build
 `Config`, the runner and the tuning loop's bookkeeping (and records, with --records). This
 benchmark times those paths on every offloaded ResNet-18 conv of each `--hw` (default pynq_1x16
 and pynq_4x8), in one process after JIT warm-up, with every cache the paths keep cleared before
-each run (schedule spaces, exhaustive tables):
+each run (every `functools` cache of codesign: schedule spaces, geometry tables, exhaustive tables):
 
 * `space`: `codesign.tune.exhaustive_table` per layer (what `codesign space --exhaustive` and the
   sweep's `auto` search call);
@@ -64,9 +64,14 @@ _space_mod = importlib.import_module("codesign.schedule.space")
 
 
 def _clear_caches() -> None:
-    """What a fresh `codesign space`/`tune` process starts without (JIT caches aside)."""
-    _exhaustive._table.cache_clear()
-    _space_mod.get_space.cache_clear()
+    """What a fresh `codesign space`/`tune` process starts without (JIT caches aside): every
+    `functools` cache of a loaded codesign module (schedule spaces, the compiler's per-layer
+    geometry tables, exhaustive tables; the timing parameters, re-read from their file)."""
+    for name, module in list(sys.modules.items()):
+        if name == "codesign" or name.startswith("codesign."):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                    value.cache_clear()
 
 
 def _jobs(names: list[str]) -> list[tuple[Conv2D, HwConfig]]:

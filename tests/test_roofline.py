@@ -111,3 +111,21 @@ def test_roofline_is_below_every_schedule_of_every_zoo_layer_on_the_shipped_conf
             over.append((layer.spec, hw.name, r.bound_cycles, best_cycles, r.bound_call_seconds, best_s))
         assert 0 < attained_fraction(layer, hw, best_s, params) <= 1
     assert not over
+
+
+@pytest.mark.parametrize("profile", ["tophub-2019-08", "tophub-2019"])
+def test_roofline_stays_below_the_optimum_under_a_profile_with_host_byte_terms(profile):
+    """A calibration profile adds host seconds per input/output byte (the 2019 boards: ~47 ns per
+    output byte); every schedule pays them for the layer's own buffers, and so does the bound."""
+    from codesign.calibrate.profiles import resolve_params
+    from codesign.tune.exhaustive import exhaustive_table
+    from codesign.workloads import parse_layer
+
+    params, _ = resolve_params(profile)
+    for spec, hw_name in (("conv2d:4,64,56,56,128,1,1,2,0", "pynq_4x8"), ("conv2d:1,256,14,14,256,3,3,1,1", "pynq_1x16"),
+                          ("dense:1,512,1024", "pynq_1x16")):
+        layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
+        table = exhaustive_table(layer, hw, params=params)
+        r = roofline(layer, hw, params)
+        assert r.bound_call_seconds <= min(s for s, _ in table.values())
+        assert r.bound_cycles <= min(c for _, c in table.values())
