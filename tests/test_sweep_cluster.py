@@ -286,3 +286,19 @@ def test_a_ray_client_address_is_refused_in_one_line() -> None:
 
     with pytest.raises(ConfigError, match=r"--address ray://10\.0\.0\.5:10001: Ray Client .* `ray job submit`"):
         _probe_address("ray://10.0.0.5:10001")
+
+
+def test_a_packed_record_line_is_the_records_file_line() -> None:
+    """Trials pack their records with a fast serializer: the driver appends those lines as they
+    are, so they must be exactly `MeasureRecord.to_json` (the records file format)."""
+    import dataclasses
+
+    from codesign.sweep.state import pack_records, record_line, unpack_lines, unpack_records
+    from codesign.tune.records import MeasureRecord
+
+    sim = MeasureRecord(layer="l", layer_spec=LAYER, hw="h", knobs={"tile_h": [7, 8], "oc_nthread": 2}, index=3,
+                        seconds=1.25e-3, cycles=10, error=None, tuner="random", seed=0, timestamp=1.5)
+    board = dataclasses.replace(sim, source="board:pynq", device_s=1e-3, call_s=2e-3, error="x", seconds=None)
+    assert [record_line(r) for r in (sim, board)] == [sim.to_json(), board.to_json()]
+    assert unpack_lines(pack_records([sim, board])) == [sim.to_json(), board.to_json()]
+    assert unpack_records(pack_records([sim, board])) == [sim, board]

@@ -281,14 +281,17 @@ def test_address_joins_a_real_local_cluster(tmp_path, space_file):
 
 # -- concurrency ----------------------------------------------------------------------------------------
 def test_default_max_concurrent_runs_two_trials_at_once(ray_session, space_file, tmp_path):
+    from test_sweep_cluster import _NodeChaos  # its gate: the driver waits until both trial actors are up
+
     from codesign.sweep import run_sweep
     from codesign.workloads import Workload
 
-    # ~seconds per trial so the overlap is not an accident of timing
+    # ~seconds per trial so the overlap is not an accident of timing; the gate keeps the warm
+    # first worker from finishing every trial while the second one is still starting (a loaded machine)
     wl = Workload("small", (("conv2d:1,64,14,14,64,3,3,1,1", 1), (LAYER, 1)))
     result = run_sweep(space_file, wl, tmp_path / "s",
                        SweepOptions(trials=4, budget=40, tuner="random", search="random", seed=0),
-                       progress=False)
+                       progress=False, callbacks=[_NodeChaos(worker="")])
     rows = [r for r in result.trials if r.ok]
     assert len(rows) == 4
     spans = sorted((r.timestamp - r.wall_s, r.timestamp) for r in rows)

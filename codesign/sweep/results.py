@@ -22,7 +22,7 @@ from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
 from codesign.sweep.rows import TRIALS_FILE, TrialRow, read_trials
-from codesign.sweep.state import RecordsLog, unpack_records
+from codesign.sweep.state import RecordsLog, unpack_lines
 from codesign.sweep.trial import RECORDS_FILE
 
 __all__ = ["SweepCallback", "design_points", "pareto_state", "read_trials", "write_pareto"]
@@ -122,16 +122,15 @@ class SweepCallback(tune.Callback):
         if "payload" not in result:
             return  # stopped before it reported (interrupt): Ray runs it again on resume
         row = json.loads(result["payload"])
-        records = unpack_records(result.get("records"))
         if self._log is None:
             self._log = RecordsLog(Path(self.out_dir) / RECORDS_FILE)
         # Records first: a driver killed between the two writes re-runs the trial on resume, and
         # the log skips the records it already holds.
-        self._log.append(records)
+        _written, fastest = self._log.append_lines(unpack_lines(result.get("records")))
         result["records"] = ""  # written; Tune keeps last_result in its experiment state
         recorded = self._record(trial, row, "ok")
         if recorded is not None and self._hub is not None:
-            self._hub.add.remote([recorded], records)
+            self._hub.add.remote([recorded], fastest)  # all the warm start reads of them
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         print(f"codesign sweep: note: trial {trial.trial_id} failed (its worker or node was lost, or it "
