@@ -137,12 +137,13 @@ def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, s
     assert first["layers"][0]["index"] in {r.index for r in more}
 
 
-# -- two Ray nodes, the second with its own filesystem, lost mid-trial ---------------------------
+# -- Ray nodes with their own filesystem, one lost mid-trial ----------------------------------------
 def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, space_file: Path) -> None:
-    """Records of a grid sweep on one node == those of the same sweep on two nodes (the second
-    seeing an empty tmpfs at the experiment directory) == those of the sweep whose second node is
-    killed mid-trial (the trial runs again on the head, counted once); then --resume from the
-    driver's files alone finds nothing left to do."""
+    """Records of a grid sweep on one node == those of the same sweep whose trials all run on nodes
+    that see an empty tmpfs at the experiment directory (a head with 0 CPUs runs only the driver's
+    actors) == those of that sweep when the node running a trial is killed mid-trial (the trial
+    runs again on the other node, counted once); then --resume from the driver's files alone
+    finds nothing left to do."""
     ray = pytest.importorskip("ray")
 
     from codesign.sweep import run_sweep
@@ -160,48 +161,49 @@ def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, spac
         d.mkdir()
     why = private_mounts_unavailable(two)
     if why:
-        pytest.skip(f"the second node cannot get its own filesystem at the experiment directory: {why}")
+        pytest.skip(f"the worker nodes cannot get their own filesystem at the experiment directory: {why}")
 
-    killed: list[str] = []
-    with LocalCluster(nodes=2, cpus=1, private=[two, lost]) as cluster:
-        worker = _worker_node_id(cluster)
-        run_sweep(space_file, wl, two, address=cluster.address, callbacks=[_NodeChaos(worker)], **kw)
+    killed: list[tuple[str, str]] = []  # (trial id, node id)
+    with LocalCluster(nodes=3, cpus=1, head_cpus=0, private=[two, lost]) as cluster:
+        head = cluster.node_ids[0]
+        run_sweep(space_file, wl, two, address=cluster.address, **kw)
         result = run_sweep(space_file, wl, lost, address=cluster.address,
-                           callbacks=[_NodeChaos(worker, kill=lambda: cluster.kill_node(1), killed=killed)], **kw)
+                           callbacks=[_NodeChaos(head, kill=cluster.kill_node, killed=killed)], **kw)
     assert not ray.is_initialized()
 
     reference = _rows(one / "records.jsonl")
     rows = _lines(two / "trials.jsonl")
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
-    assert worker in {r["node"] for r in rows}  # the second node ran trials: their records had to travel
+    assert head not in {r["node"] for r in rows}  # every trial ran where the directory is an empty tmpfs
     assert _rows(two / "records.jsonl") == reference
 
     rows = _lines(lost / "trials.jsonl")
     assert killed and len(rows) == 4 and all(r["status"] == "ok" for r in rows) and result.complete
-    retried = [r for r in rows if r.get("retries")]  # the trial running there when it was killed
-    assert [r["trial_id"] for r in retried] == killed and retried[0]["retries"] == 1
-    assert retried[0]["node"] != worker
+    (tid, node), = killed
+    again = [r for r in rows if r["trial_id"] == tid]  # the trial running there when it was killed
+    assert again[0]["retries"] == 1 and again[0]["node"] not in (node, head)
     keys = [(r["hw"], r["layer"], r["index"]) for r in _lines(lost / "records.jsonl")]
     assert len(keys) == len(set(keys))  # nothing recorded twice
     assert _rows(lost / "records.jsonl") == reference
-    # --resume works from the driver's files alone (the second node is gone): nothing left to run.
-    again = run_sweep(None, None, lost, resume=True, progress=False)
-    assert again.complete and len(_lines(lost / "trials.jsonl")) == 4
+    # --resume works from the driver's files alone (the cluster is gone): nothing left to run.
+    resumed = run_sweep(None, None, lost, resume=True, progress=False)
+    assert resumed.complete and len(_lines(lost / "trials.jsonl")) == 4
     assert _rows(lost / "records.jsonl") == reference
 
 
 class _NodeChaos:
-    """A Ray Tune callback (made a subclass on first use: Ray imports lazily) that holds the driver
-    until both nodes' trial actors are up -- the head's worker is warm when the sweep starts, the
-    second node's is not, so short trials would all run on the head -- and, given `kill`, kills the
-    second node once a trial runs there. Its state stays out of Tune's pickled experiment state."""
+    """A Ray Tune callback (made a subclass on first use: Ray imports lazily). It holds the driver,
+    once, until two trial actors are up -- the first worker of a fresh Ray is warm, the second is
+    not, so short trials would all run on the first -- and, given `kill`, kills the node of the
+    first trial seen running on a node other than `head`, recording (trial id, node id) in
+    `killed`. Its state stays out of Tune's pickled experiment state."""
 
-    def __new__(cls, worker: str, kill=None, killed: list[str] | None = None):
+    def __new__(cls, head: str, kill=None, killed: list | None = None):
         from ray import tune
 
         class Chaos(tune.Callback):
-            def __init__(self, worker: str, kill, killed: list[str] | None) -> None:  # no closure: Tune pickles
-                self.worker, self.kill, self.killed, self.gated = worker, kill, killed, False
+            def __init__(self, head: str, kill, killed: list | None) -> None:  # no closure: Tune pickles
+                self.head, self.kill, self.killed, self.gated = head, kill, killed, False
 
             def __getstate__(self) -> dict:
                 return {}
@@ -216,12 +218,13 @@ class _NodeChaos:
                     return
                 for t in trials:
                     actor = getattr(t.temporary_state, "ray_actor", None)
-                    if t.status == "RUNNING" and actor is not None and _actor(actor).get("NodeID") == self.worker:
-                        self.killed.append(t.trial_id)
-                        self.kill()
+                    node = _actor(actor).get("NodeID") if actor is not None and t.status == "RUNNING" else None
+                    if node and node != self.head:
+                        self.killed.append((t.trial_id, node))
+                        self.kill(node)
                         return
 
-        return Chaos(worker, kill, killed)
+        return Chaos(head, kill, killed)
 
 
 def _actors() -> list[dict]:
@@ -239,15 +242,6 @@ def _trial_actors() -> list[dict]:
 
 def _actor(handle) -> dict:
     return next((a for a in _actors() if a["id"] == handle._actor_id.hex()), {})
-
-
-def _worker_node_id(cluster) -> str:
-    """The second node's id, asked of the cluster in a subprocess (the sweep owns this process's Ray)."""
-    code = (f"import ray; ray.init(address={cluster.address!r}, log_to_driver=False, logging_level='ERROR'); "
-            "print([n['NodeID'] for n in ray.nodes() if n['Alive'] and "
-            "'node:__internal_head__' not in n['Resources']][0])")
-    proc = subprocess.run([sys.executable, "-c", code], env=cluster.env, capture_output=True, text=True, timeout=60)
-    return proc.stdout.strip().splitlines()[-1]
 
 
 def test_the_driver_records_an_infeasible_first_trial_and_each_record_once(tmp_path: Path) -> None:

@@ -291,7 +291,7 @@ def test_default_max_concurrent_runs_two_trials_at_once(ray_session, space_file,
     wl = Workload("small", (("conv2d:1,64,14,14,64,3,3,1,1", 1), (LAYER, 1)))
     result = run_sweep(space_file, wl, tmp_path / "s",
                        SweepOptions(trials=4, budget=40, tuner="random", search="random", seed=0),
-                       progress=False, callbacks=[_NodeChaos(worker="")])
+                       progress=False, callbacks=[_NodeChaos(head="")])
     rows = [r for r in result.trials if r.ok]
     assert len(rows) == 4
     spans = sorted((r.timestamp - r.wall_s, r.timestamp) for r in rows)

@@ -51,10 +51,12 @@ class LocalCluster:
     a temp dir of their own (RAY_TMPDIR), so the `ray_current_cluster` file of this head never
     reaches another Ray user of the machine; `env`: more environment of the nodes."""
 
-    def __init__(self, nodes: int = 2, cpus: int = 1, *, private: Sequence[str | Path] = (),
-                 env: dict[str, str] | None = None, start_timeout_s: float = 60.0) -> None:
+    def __init__(self, nodes: int = 2, cpus: int = 1, *, head_cpus: int | None = None,
+                 private: Sequence[str | Path] = (), env: dict[str, str] | None = None,
+                 start_timeout_s: float = 60.0) -> None:
         self.nodes = nodes
         self.cpus = cpus
+        self.head_cpus = cpus if head_cpus is None else head_cpus  # 0: the head runs only the driver's actors
         self.private = [str(p) for p in private]
         # Short: Ray's socket paths under it must stay within the 107 bytes of a Unix socket name.
         self.tmp = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))
@@ -65,10 +67,12 @@ class LocalCluster:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
+        self.node_ids: list[str] = []  # Ray's node id of each process in `procs` (0: the head)
         self.startup_s: float | None = None
 
     def _spawn(self, args: list[str], private: bool) -> subprocess.Popen:
-        cmd = [_ray_cli(), *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus),
+        cpus = self.cpus if private or self.procs else self.head_cpus
+        cmd = [_ray_cli(), *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus),
                "--disable-usage-stats", "--block"]
         if private and self.private:
             # sh mounts a tmpfs on each path, then becomes `ray start` (exec): the node's processes
@@ -86,9 +90,10 @@ class LocalCluster:
         try:
             self._spawn(["start", "--head", "--port", str(self.port), "--include-dashboard=false"], private=False)
             self._wait(lambda: self._gcs_up(), "the head's GCS")
-            for _ in range(self.nodes - 1):
+            self._wait(lambda: self._new_node(), "the head")
+            for i in range(1, self.nodes):  # one at a time: which node id is which process
                 self._spawn(["start", "--address", self.address], private=True)
-            self._wait(lambda: self.alive_nodes() >= self.nodes, f"{self.nodes} nodes")
+                self._wait(lambda: self._new_node(), f"node {i}")
         except BaseException:
             self.stop()
             raise
@@ -102,16 +107,22 @@ class LocalCluster:
         except OSError:
             return False
 
-    def alive_nodes(self) -> int:
-        """Nodes the GCS lists as alive (asked in a subprocess: this process may hold its own Ray)."""
+    def alive_nodes(self) -> list[str]:
+        """Ids of the nodes the GCS lists as alive (asked in a subprocess: this process may hold its
+        own Ray)."""
         code = (f"import ray; ray.init(address={self.address!r}, log_to_driver=False, logging_level='ERROR'); "
-                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+                "print(' '.join(n['NodeID'] for n in ray.nodes() if n['Alive']))")
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
                              timeout=60)
-        try:
-            return int(out.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return 0
+        lines = out.stdout.strip().splitlines()
+        return lines[-1].split() if out.returncode == 0 and lines else []
+
+    def _new_node(self) -> bool:
+        """Whether the node started last is up; records its id."""
+        new = [n for n in self.alive_nodes() if n not in self.node_ids]
+        if len(new) == 1:
+            self.node_ids.append(new[0])
+        return len(self.node_ids) == len(self.procs)
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + self.timeout
@@ -127,9 +138,9 @@ class LocalCluster:
             time.sleep(0.5)
         raise RuntimeError(f"{what} not up within {self.timeout:g} s")
 
-    def kill_node(self, i: int) -> None:
-        """SIGKILL node `i`'s whole process group (0 = head): a machine lost."""
-        proc = self.procs[i]
+    def kill_node(self, i: int | str) -> None:
+        """SIGKILL node `i`'s whole process group (an index, 0 = head, or a node id): a machine lost."""
+        proc = self.procs[self.node_ids.index(i) if isinstance(i, str) else i]
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
