@@ -16,6 +16,7 @@ from codesign.cli import main
 from codesign.hw.config import HwConfig
 from codesign.network import (
     agreement,
+    gemm_layers,
     import_network,
     int_outputs,
     load_model,
@@ -28,7 +29,7 @@ from codesign.network.quantized import QParams, frac_bits
 from codesign.network.reference import _int_op, conv2d_int
 from codesign.schedule import get_space
 from codesign.vta.run import run_layer
-from codesign.workloads import Conv2D
+from codesign.workloads import Conv2D, get_workload
 
 
 class SmallNet(nn.Module):
@@ -243,6 +244,8 @@ def test_resnet18_imports_whole_and_runs_on_the_integer_reference():
     assert ir.counts() == {"conv2d": 20, "relu": 17, "max_pool2d": 1, "add": 8, "adaptive_avg_pool2d": 1,
                            "flatten": 1, "linear": 1}
     assert ir.has_weights and ir.macs == 1_814_073_344
+    # its GEMM ops are exactly the layers of the timing-only workload (same shapes, same counts)
+    assert gemm_layers(ir) == dict(get_workload("resnet18").entries)
     q = quantize(module, inputs, None, name)  # calibrated on the seeded random example input
     x = np.random.default_rng(5).standard_normal((1, 3, 224, 224)).astype(np.float32)  # another input
     out = int_outputs(q, x)
@@ -274,6 +277,10 @@ NETS = textwrap.dedent("""
 
     def gate():
         return Gate(), (torch.zeros(1, 1, 8, 8),)
+
+    def training_mode():  # left in training mode: dropout would be active
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.Dropout(0.9), nn.Flatten(), nn.Linear(144, 3)), \
+            (torch.zeros(1, 1, 8, 8),)
 """)
 
 
@@ -306,10 +313,19 @@ def test_cli_graph_and_quantize(nets, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["counts"] == {"conv2d": 1, "relu": 1, "flatten": 1, "linear": 1}  # batch norm folded
     assert [r["inputs"] for r in doc["ops"]][1:] == [["conv2d"], ["relu"], ["flatten"]]
+    assert [r["layer"] for r in doc["ops"]] == ["conv2d:1,1,8,8,4,3,3,1,0", None, None, "dense:1,144,3"]
     assert main(["workloads", f"{nets}:good", "--quantize", "--calibration", str(tmp_path / "x.npy"),
                  "--labels", str(tmp_path / "y.npy")]) == 0
     out = capsys.readouterr().out
     assert "integer reference vs float model on 20 input(s)" in out and "accuracy float" in out
+
+
+def test_a_factory_module_in_training_mode_is_imported_for_inference(nets, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.random.default_rng(2).standard_normal((16, 1, 8, 8)).astype(np.float32))
+    assert main(["workloads", f"{nets}:training_mode", "--quantize", "--calibration", str(tmp_path / "x.npy"),
+                 "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)["agreement"]
+    assert a["max_abs_error"] < 0.1 * a["output_range"], a  # the float model without dropout noise
 
 
 def test_pt2_archive_imports_with_its_weights(tmp_path):
@@ -321,4 +337,10 @@ def test_pt2_archive_imports_with_its_weights(tmp_path):
     module, inputs, name = load_model(str(path))
     ir = import_network(module, inputs, name)
     assert name == "net" and ir.counts()["adaptive_avg_pool2d"] == 1
+    # a .pt2 quantizes too: its module refuses eval() and runs only at its exported batch (1)
+    cal = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    q = quantize(module, inputs, cal, name)
+    with torch.no_grad():
+        ref = module(torch.from_numpy(cal[:1])).numpy()
+    assert np.max(np.abs(int_outputs(q, cal[:1])[0] - ref)) < 0.1 * np.max(np.abs(ref))
     assert np.array_equal(ir.ops[0].weight, net[0].weight.detach().numpy())

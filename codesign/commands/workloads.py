@@ -14,7 +14,7 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.network import agreement, import_network, int_outputs, load_model, quantize
+from codesign.network import agreement, import_network, int_outputs, layer_of, load_model, quantize
 from codesign.schedule import partition
 from codesign.workloads import ZOO, get_workload
 
@@ -81,6 +81,9 @@ def graph(spec: str, quantized: bool = False, calibration: str | None = None, la
     net = import_network(module, inputs, name)
     doc: dict[str, Any] = {"network": name, "inputs": [[n, list(s)] for n, s in net.inputs], "outputs": list(net.outputs),
                            "counts": net.counts(), "macs": net.macs, "ops": net.rows()}
+    for row, op in zip(doc["ops"], net.ops):
+        layer, _ = layer_of(net, op)
+        row["layer"] = None if layer is None else layer.spec  # the VTA layer form of conv2d / linear
     if quantized:
         import torch  # heavy; only the float model's outputs need it
 

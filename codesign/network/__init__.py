@@ -4,9 +4,10 @@ integer and float networks (`run_int`, `run_float`). Placement and lowering buil
 
 from codesign.network.graph import KINDS, Network, Op
 from codesign.network.importer import import_network, load_model
+from codesign.network.layers import gemm_layers, layer_of
 from codesign.network.quantize import quantize
 from codesign.network.quantized import QParams, QuantizedNetwork, plan
 from codesign.network.reference import agreement, int_outputs, run_float, run_int
 
-__all__ = ["KINDS", "Network", "Op", "QParams", "QuantizedNetwork", "agreement", "import_network", "int_outputs",
-           "load_model", "plan", "quantize", "run_float", "run_int"]
+__all__ = ["KINDS", "Network", "Op", "QParams", "QuantizedNetwork", "agreement", "gemm_layers", "import_network", "int_outputs",
+           "layer_of", "load_model", "plan", "quantize", "run_float", "run_int"]

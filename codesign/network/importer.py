@@ -329,6 +329,15 @@ def check_inputs(example_inputs: Any, what: str) -> tuple[Any, ...]:
     return inputs
 
 
+def as_eval(module: Any) -> Any:
+    """The module in inference mode (batch norm on running statistics, dropout off). A `.pt2`'s
+    `ExportedProgram.module()` refuses `eval()`: its graph is already the exported one."""
+    try:
+        return module.eval()
+    except NotImplementedError:
+        return module
+
+
 def export_module(module: Any, example_inputs: Any, what: str) -> Any:
     """`torch.export` of a copy of `module` (export and PT2E passes must not touch the user's
     module), unlifted to a GraphModule whose weights are attributes."""
@@ -337,7 +346,7 @@ def export_module(module: Any, example_inputs: Any, what: str) -> Any:
     inputs = check_inputs(example_inputs, what)
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"{what}: expected a torch.nn.Module, got {type(module).__name__}")
-    module = copy.deepcopy(module).eval()
+    module = as_eval(copy.deepcopy(module))
     try:
         with torch.no_grad():
             ep = torch.export.export(module, inputs)
@@ -374,7 +383,9 @@ def load_model(spec: str, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
         return ep.module(), check_inputs(args, f"network file {text!r}"), text.rsplit("/", 1)[-1][:-4]
     if ".py:" in text or text.endswith(".py"):
         module, inputs, name = load_factory(text)
-        return module, check_inputs(inputs, f"network {spec!r}"), name
+        if not hasattr(module, "eval"):
+            raise ConfigError(f"network {spec!r}: expected a torch.nn.Module, got {type(module).__name__}")
+        return as_eval(module), check_inputs(inputs, f"network {spec!r}"), name
     raise ConfigError(f"unknown network {spec!r}; allowed: a zoo name ({', '.join(ZOO)}), "
                       "path/to/file.py:factory or a torch.export .pt2 file")
 
@@ -383,4 +394,4 @@ def macs_text(net: Network) -> str:
     return f"{net.macs / 1e9:.3f} GMACs in {len(net.ops)} ops ({', '.join(f'{k} {n}' for k, n in net.counts().items())})"
 
 
-__all__ = ["walk", "import_network", "export_module", "load_model", "check_inputs", "macs_text"]
+__all__ = ["as_eval", "walk", "import_network", "export_module", "load_model", "check_inputs", "macs_text"]

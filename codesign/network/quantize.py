@@ -100,9 +100,10 @@ def vta_quantizer() -> Any:
     return VTAQuantizer()
 
 
-def calibration_batches(calibration: np.ndarray | None, example_inputs: tuple[Any, ...], what: str) -> list[tuple]:
-    """Calibration inputs as batches of torch tensors: the array (N, *example shape[1:]), or the
-    example inputs themselves."""
+def calibration_batches(calibration: np.ndarray | None, example_inputs: tuple[Any, ...], what: str,
+                        size: int = MAX_BATCH) -> list[tuple]:
+    """Calibration inputs as batches of torch tensors (at most `size` samples each): the array
+    (N, *example shape[1:]), or the example inputs themselves."""
     import torch  # heavy; only quantization needs it
 
     if calibration is None:
@@ -115,7 +116,7 @@ def calibration_batches(calibration: np.ndarray | None, example_inputs: tuple[An
         raise ConfigError(f"{what}: calibration data has shape {arr.shape}, expected (N, {', '.join(map(str, want))}) "
                           f"like the example input {tuple(example_inputs[0].shape)}")
     t = torch.as_tensor(arr.astype(np.float32))
-    size = min(MAX_BATCH, t.shape[0])
+    size = min(size, t.shape[0])
     # The exported graph is specialized to one batch size: the last batch is filled up with its
     # own first samples (repeats change no min/max range).
     batches = []
@@ -145,8 +146,16 @@ def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndar
     import torch  # heavy; only quantization needs it
 
     what = f"network {name!r}"
-    batches = calibration_batches(calibration, check_inputs(example_inputs, what), what)
-    gm = export_module(module, batches[0], what)
+    inputs = check_inputs(example_inputs, what)
+    batches = calibration_batches(calibration, inputs, what)
+    try:
+        gm = export_module(module, batches[0], what)
+    except ConfigError:
+        if len(batches[0][0]) == len(inputs[0]):
+            raise
+        # a module specialized to its example batch (a .pt2's shape guards): calibrate at that batch
+        batches = calibration_batches(calibration, inputs, what, size=len(inputs[0]))
+        gm = export_module(module, batches[0], what)
     _, pt2e, _ = _torchao()
     with _quiet():
         prepared = pt2e.prepare_pt2e(gm, vta_quantizer())

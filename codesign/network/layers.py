@@ -1,0 +1,32 @@
+"""The VTA layer form (`Conv2D`, `Dense` of codesign.workloads) of a network's GEMM ops: what the
+schedule spaces, the compiler and the simulator take, so placement can cost an op on VTA. The
+layers of a whole network are the ones `from_torch` lists for the timing-only workload."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from codesign.network.graph import Network, Op
+from codesign.workloads.layers import Conv2D, Dense, Layer
+
+
+def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
+    """(layer, None) for a conv2d or linear op at the IR's batch, else (None, why it has none)."""
+    if op.kind == "conv2d":
+        n, c, h, w = net.shape(op.inputs[0])
+        o, _, kh, kw = op.attrs["weight_shape"]
+        (sh, sw), (ph, pw), (dh, dw) = op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"]
+        if sh != sw or ph != pw or dh != dw:
+            return None, (f"non-square stride {sh}x{sw} / padding {ph}x{pw} / dilation {dh}x{dw}: "
+                          "the VTA conv templates take one value for both axes")
+        return Conv2D(n, c, h, w, o, kh, kw, sh, ph, dh, int(op.attrs["groups"])), None
+    if op.kind == "linear":
+        x = net.shape(op.inputs[0])
+        return Dense(math.prod(x[:-1]) if len(x) > 1 else 1, x[-1], int(op.attrs["weight_shape"][0])), None
+    return None, f"{op.kind} is not a GEMM layer"
+
+
+def gemm_layers(net: Network) -> dict[Layer, int]:
+    """Every conv2d/linear op's layer with its multiplicity, in first-seen order."""
+    return dict(Counter(layer for layer, _ in (layer_of(net, op) for op in net.ops) if layer is not None))
