@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "codesign"
 BASE = {"errors", "paths", "fileio", "plotting"}  # everything may import these
-ORDER = [["hw"], ["codesign"], ["workloads"], ["network"], ["schedule"], ["mapping"], ["autotvm"], ["vta"],
+ORDER = [["hw"], ["codesign"], ["workloads"], ["network", "cpu"], ["schedule"], ["mapping"], ["autotvm"], ["vta"],
          ["analysis", "bitstream"],
          ["board"], ["tune"], ["calibrate"], ["pareto"], ["sweep"], ["netrun", "deploy"], ["commands"], ["cli"]]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from codesign.bitstream import catalog
+from codesign.calibrate.cpu_fit import calibrate_cpu
 from codesign.calibrate.fit import FIT_PARAMS, calibrate
 from codesign.calibrate.profiles import (
     calibrate_profile,
@@ -21,6 +22,7 @@ from codesign.calibrate.profiles import (
 )
 from codesign.calibrate.resources_fit import calibrate_resources
 from codesign.commands.replay import _clean
+from codesign.cpu import SHIPPED_PARAMS as SHIPPED_CPU_PARAMS
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
 from codesign.vta.timing import TimingParams
@@ -47,6 +49,10 @@ sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
 clocks to the builds in the bitstream catalog (`codesign bitstream add --utilization --timing`);
 `codesign sweep --resources FILE` scores a sweep with the file it writes (docs/resources.md).
 
+`codesign calibrate cpu LOG... -o FILE` fits the CPU cost model (per CPU: call overhead,
+bandwidth, GMAC/s per kernel kind and dtype) to AutoTVM arm_cpu records measured on boards
+(docs/cpu-model.md); `codesign replay LOG --cpu-params FILE` uses the file it writes.
+
 A fit with more free parameters than the records can pin is refused, naming them and how many
 records would be needed.
 """
@@ -62,6 +68,8 @@ examples:
   codesign calibrate resources -o /tmp/resources.json   # resource model + verified clocks vs builds
   codesign calibrate sim/calibration/pynq_resnet18.log --fit host_call_s,host_per_insn_s --json
   codesign replay my.log --params /tmp/params.json                # use the new parameters
+  codesign calibrate cpu sim/calibration/arm_cpu_pynq_ultra96.log -o /tmp/cpu.json   # CPU cost model
+  codesign replay my_arm_cpu.log --cpu-params /tmp/cpu.json
 """
 
 
@@ -97,6 +105,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.log == ["resources"]:
         return _run_resources(args)
+    if args.log[0] == "cpu":
+        return _run_cpu(args)
     if args.profile:
         return _run_profile(args)
     if args.terms or args.device:
@@ -233,3 +243,58 @@ def _run_resources(args: argparse.Namespace) -> int:
 
 def is_protected_any(path: Path) -> bool:
     return is_protected(path) or path.resolve() == catalog.SHIPPED_CATALOG.resolve()
+
+
+def _run_cpu(args: argparse.Namespace) -> int:
+    logs = args.log[1:]
+    if not logs:
+        raise ConfigError("calibrate cpu: give the arm_cpu log file(s): codesign calibrate cpu LOG... -o FILE")
+    if not args.output:
+        raise ConfigError("calibrate cpu: say where to write the fit: -o FILE (the shipped sim/cpu_params.json "
+                          "is never overwritten)")
+    if Path(args.output).resolve() == SHIPPED_CPU_PARAMS.resolve() or is_protected(Path(args.output)):
+        raise ConfigError(f"-o {args.output}: a shipped file is never overwritten; write elsewhere and pass it "
+                          "with --cpu-params")
+    if args.profile or args.terms or args.device or args.params:
+        raise ConfigError("calibrate cpu takes LOG... -o FILE [--no-loo] [--json]; --profile, --terms, --device "
+                          "and --params are for the VTA timing model")
+    bar = None
+    if not args.json and not args.no_loo and sys.stderr.isatty():
+        bar = tqdm(total=0, desc="leave-one-out", unit="fit", file=sys.stderr, leave=False)
+
+    def on_fold(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.update(1)
+
+    model, fits, prov = calibrate_cpu(logs, loo=not args.no_loo, on_fold=on_fold)
+    if bar is not None:
+        bar.close()
+    prov["command"] = "codesign calibrate cpu " + " ".join(logs) + (" --no-loo" if args.no_loo else "")
+    model.save(args.output, _clean(prov), _clean(fits))
+    if args.json:
+        print(json.dumps(_clean({"output": str(args.output), "cpus": {c: p.to_dict() for c, p in model.cpus.items()},
+                                 "fits": fits, "provenance": prov})))
+        return 0
+    print(f"records used: {prov['records_used']}  skipped: {len(prov['records_skipped'])}")
+    for s in prov["records_skipped"]:
+        print(f"  skipped {s['file']}:{s['line']}: {s['reason']}")
+    for cpu, p in model.cpus.items():
+        f = fits[cpu]
+        print(f"{cpu} ({f['records']} records on {', '.join(f['boards'])}):")
+        print(f"  call overhead {p.call_overhead_s * 1e6:10.2f} us")
+        print(f"  bandwidth     {p.bytes_per_s / 1e9:10.3f} GB/s")
+        for key, rate in p.gmacs.items():
+            k = f["per_kind"][key]
+            loo = f"  leave-one-out MAPE {k['leave_one_out']['mape']:6.2f}%" if "leave_one_out" in k else ""
+            print(f"  {key:<20} {rate:7.3f} GMAC/s   fit MAPE {k['after']['mape']:6.2f}%{loo}")
+        if f["at_bound"]:
+            print(f"  at a bound (not pinned by these records): {', '.join(f['at_bound'])}")
+        print(f"  fit MAPE {f['after']['mape']:.2f}%  rho {f['after']['spearman']:.3f}"
+              + (f"   leave-one-out MAPE {f['leave_one_out']['mape']:.2f}%  rho {f['leave_one_out']['spearman']:.3f}"
+                 if "leave_one_out" in f else ""))
+    a = prov["after"]
+    print(f"all: fit MAPE {a['mape']:.2f}%  rho {a['spearman']:.3f}" + (
+        f"   leave-one-out MAPE {prov['leave_one_out']['mape']:.2f}%" if "leave_one_out" in prov else ""))
+    print(f"wrote {args.output} (use it: codesign replay LOG --cpu-params {args.output})")
+    return 0

@@ -10,8 +10,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from codesign.calibrate.cpu_replay import is_arm_cpu_log, replay_cpu
 from codesign.calibrate.profiles import resolve_params
 from codesign.calibrate.replay import replay
+from codesign.cpu import CpuModel
 from codesign.errors import ConfigError
 
 DESCRIPTION = """\
@@ -22,6 +24,10 @@ against VTA's rules, and the program is simulated in timing mode. Prints per rec
 measured and predicted seconds, then MAPE and Spearman rank correlation. Records that cannot
 be used (other templates, failed measurements, malformed lines) are skipped with a reason; a log
 with no usable record is an error (exit status 2).
+
+A log of TVM arm_cpu records (target -device=arm_cpu, e.g. tophub's arm_cpu_v0.08.log) is
+replayed on the CPU cost model instead (docs/cpu-model.md): per record the kernel kind, dtype,
+measured and predicted seconds; MAPE and Spearman rho per CPU and per kernel kind.
 """
 
 EPILOG = """\
@@ -31,6 +37,8 @@ examples:
   codesign replay my_tuning.log --params my_timing_params.json
   codesign replay session.log --profile tophub-2019            # a calibration profile
   codesign replay sim/calibration/pynq_resnet18.log --rank   # does the model rank tuned configs first?
+  codesign replay sim/calibration/arm_cpu_pynq_ultra96.log    # arm_cpu records on the CPU model
+  codesign replay my_arm_cpu.log --cpu-params my_cpu_params.json
 """
 
 
@@ -45,6 +53,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--rank", action="store_true",
                    help="also time every valid config of each record's layer and report where the "
                         "model ranks the recorded (board-tuned) config (slower)")
+    p.add_argument("--cpu-params", metavar="FILE", default=None,
+                   help="arm_cpu logs: CPU model parameters (default: the shipped sim/cpu_params.json; "
+                        "write your own with `codesign calibrate cpu LOG -o FILE`)")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
 
@@ -70,6 +81,14 @@ def _nothing_replayed(logs: list[str], skipped: list) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    kind = is_arm_cpu_log(args.log)
+    if kind is None:
+        raise ConfigError(f"{', '.join(args.log)}: mixes arm_cpu records (CPU model) and VTA records; "
+                          "replay them as separate logs")
+    if kind:
+        return _run_cpu(args)
+    if args.cpu_params:
+        raise ConfigError("--cpu-params goes with arm_cpu logs (this log has VTA records)")
     params, source = resolve_params(args.profile, args.params)
     bar = None
     if not args.json and sys.stderr.isatty():
@@ -121,4 +140,34 @@ def run(args: argparse.Namespace) -> int:
               f"median rank {k['median_rank_pct']:.1f}%, worst {k['max_rank_pct']:.1f}%")
     for model, m in summary["per_model"].items():
         print(f"  {model}: {m['records']} records, MAPE {m['mape']:.2f}%, rho {m['spearman']:.3f}")
+    return 0
+
+
+def _run_cpu(args: argparse.Namespace) -> int:
+    if args.params or args.profile or args.rank:
+        raise ConfigError("--params, --profile and --rank are for VTA logs; an arm_cpu log takes --cpu-params FILE")
+    model = CpuModel.load(args.cpu_params)
+    rows, skipped, summary = replay_cpu(args.log, model)
+    summary["params"] = model.source
+    if not rows:
+        raise ConfigError(_nothing_replayed(args.log, skipped))
+    if args.json:
+        out = {"records": [r.to_dict() for r in rows],
+               "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
+               "summary": summary}
+        print(json.dumps(_clean(out)))
+        return 0
+    print(f"{'line':>5} {'cpu':<10} {'kind':<12} {'dtype':<7} {'layer':<44} {'GMAC':>7} {'meas_ms':>9} "
+          f"{'pred_ms':>9} {'err%':>7}")
+    for r in rows:
+        print(f"{r.line:>5} {r.cpu:<10} {r.kind:<12} {r.dtype:<7} {r.layer:<44} {r.macs / 1e9:7.3f} "
+              f"{_fmt_s(r.measured_s)} {_fmt_s(r.predicted_s)} {r.error_pct:+7.1f}")
+    for s in skipped:
+        print(f"skipped {s.file}:{s.line}: {s.reason}")
+    print(f"\nrecords {summary['records']}, replayed {summary['replayed']}, skipped {summary['skipped']}")
+    print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   (CPU params: {summary['params']})")
+    for cpu, m in summary["per_cpu"].items():
+        print(f"  {cpu}: {m['records']} records, MAPE {m['mape']:.2f}%, rho {m['spearman']:.3f}")
+    for key, m in summary["per_kind"].items():
+        print(f"  {key}: {m['records']} records, MAPE {m['mape']:.2f}%, max |err| {m['max_abs_error_pct']:.1f}%")
     return 0

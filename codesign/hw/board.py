@@ -16,7 +16,7 @@ _REQUIRED = {
 }
 _OPTIONAL = {"description": str, "source": str, "dsp_kind": str, "static_power_w": (int, float),
              "verified_clock_mhz": (int, float), "verified_clock_note": str, "uram": int,
-             "axi_bits_choices": list}
+             "axi_bits_choices": list, "cpu": str}
 AXI_WIDTHS = (32, 64, 128, 256, 512)
 
 
@@ -45,6 +45,9 @@ class Board:
     # AXI data widths VTA's memory port can be built with on this board (the PS port's width and
     # narrower ones the port accepts); the widest is `axi_bits`.
     axi_bits_choices: tuple[int, ...] = ()
+    # The processing system's application CPU (`cortex-a9`, `cortex-a53`): the key of its
+    # parameters in the CPU cost model (codesign.cpu, docs/cpu-model.md). "" if not stated.
+    cpu: str = ""
 
     def __post_init__(self) -> None:
         if not self.axi_bits_choices:
@@ -119,3 +122,14 @@ class Board:
             known = sorted(p.stem for p in BOARDS.glob("*.yaml"))
             raise ConfigError(f"unknown board {name!r}; known boards: {', '.join(known)}")
         return cls.load(candidate)
+
+    @classmethod
+    def for_target(cls, target: str) -> Board:
+        """The shipped board whose VTA/TVM target name is `target` (a `-model=` such as `pynq`,
+        `ultra96`), or the board of that name."""
+        for path in sorted(BOARDS.glob("*.yaml")):
+            board = cls.load(path)
+            if target in (board.target, board.name):
+                return board
+        known = sorted(cls.load(p).target for p in BOARDS.glob("*.yaml"))
+        raise ConfigError(f"no board has target {target!r}; known targets: {', '.join(known)}")
