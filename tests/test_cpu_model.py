@@ -27,6 +27,7 @@ from codesign.cpu import (
     conv_work,
     layer_cost,
     pass_work,
+    tensor_pass,
 )
 from codesign.errors import ConfigError
 from codesign.hw.board import Board
@@ -166,6 +167,8 @@ def test_layer_costs_on_board_cpus():
     assert dense.basis.startswith("spatial_pack rate")
     p = layer_cost(pass_work("relu", 2 * 4 * 64 * 56 * 56), "pynq-z1")
     assert p.seconds == pytest.approx(a9.call_overhead_s + 2 * 4 * 64 * 56 * 56 / a9.bytes_per_s)
+    q = tensor_pass("quantize", 3 * 224 * 224, 3 * 224 * 224, "float32", "int8")
+    assert (q.bytes, q.macs, q.kind) == (5 * 3 * 224 * 224, 0, "pass")
     with pytest.raises(ConfigError, match="no winograd/int8 rate|no transpose"):
         from codesign.cpu import predict
         predict(conv_work(ConvShape(1, 8, 8, 8, 8, 3, 3, 2, 2, (1, 1, 1, 1), transpose=True), "int8", TRANSPOSE),

@@ -23,6 +23,8 @@ from codesign.autotvm.log import (
     parse_line,
     parse_log,
     parse_record,
+    resolve_hw,
+    shipped_configs,
     target_string,
     task_args,
 )
@@ -30,6 +32,7 @@ from codesign.autotvm.log import (
 __all__ = [
     "ARM_CPU_TASKS", "ArmCpuOp", "arm_cpu_op", "is_arm_cpu",
     "CONV2D_TASK", "GROUP_CONV2D_TASK", "CONV2D_TRANSPOSE_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
-    "Record", "Skipped", "model_from_target", "hw_from_target", "target_string", "parse_record",
+    "Record", "Skipped", "model_from_target", "hw_from_target", "resolve_hw", "shipped_configs", "target_string",
+    "parse_record",
     "parse_line", "parse_log", "layout_string", "layer_from_args", "task_args", "format_record",
 ]

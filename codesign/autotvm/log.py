@@ -1,4 +1,5 @@
 """AutoTVM v0.2 log records (docs/vta.md §8): parse, rebuild layers and hardware, write.
+TVM's 2018 v0.1 records are read too (`_parse_v01`, docs/vta.md §8.1) and normalized to v0.2.
 
 A record is one JSON line:
   {"input": [target, task_name, task_args, {}],
@@ -15,13 +16,14 @@ import math
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.fileio import read_text
 from codesign.hw.config import HwConfig
+from codesign.paths import HW_CONFIGS
 from codesign.schedule import ScheduleSpace
 from codesign.workloads import Conv2D, Conv2DTranspose, Dense
 
@@ -32,6 +34,7 @@ DENSE_TASK = "dense_packed.vta"
 SUPPORTED_TASKS = (CONV2D_TASK, GROUP_CONV2D_TASK, CONV2D_TRANSPOSE_TASK, DENSE_TASK)
 TVM_VERSION = "0.7.dev0"  # what tophub's VTA records carry (docs/vta.md §9)
 LOG_VERSION = 0.2
+LOG_VERSION_01 = 0.1  # TVM 2018: {"i": [target, task, args, kwargs, workload, config], "r": result, "v": 0.1}
 ERROR_COST = 1e9  # costs written as (1e9,) when error_no != 0 (docs/vta.md §8)
 # MeasureErrorNo (docs/vta.md §8).
 ERROR_NAMES = {0: "NO_ERROR", 1: "INSTANTIATION_ERROR", 2: "COMPILE_HOST", 3: "COMPILE_DEVICE",
@@ -43,7 +46,7 @@ _MODEL_RE = re.compile(r"(?:^|\s)-model=(\S+)")
 
 
 class LogFormatError(ConfigError):
-    """A log line that is not a usable AutoTVM v0.2 record; the message is the reason."""
+    """A log line that is not a usable AutoTVM record; the message is the reason."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class Record:
     kwargs: dict[str, Any] = field(default_factory=dict)
     code_hash: str | None = None
     tvm_version: str = TVM_VERSION
+    version: float = LOG_VERSION  # 0.1 for a 2018 record (normalized: v0.2 task names and args)
+    template_key: str = ""        # v0.1 config "t" ("direct", "winograd"); "" in v0.2
 
     @property
     def cost(self) -> float:
@@ -106,6 +111,54 @@ def hw_from_target(target: str) -> HwConfig:
         raise ConfigError(f"target -model={model}: {exc}") from None
 
 
+def _packing(task: str, args: list[Any]) -> tuple[int, int, int] | None:
+    """(BATCH, BLOCK_IN, BLOCK_OUT) the packed tensor shapes of a VTA record use, if readable."""
+    try:
+        if task == DENSE_TASK:
+            data, weight = args[0][1], args[1][1]
+            return int(data[2]), int(data[3]), int(weight[2])
+        data, kernel = args[0][1], args[1][1]
+        if len(data) == 6 and len(kernel) == 6:
+            return int(data[4]), int(data[5]), int(kernel[4])
+    except (IndexError, TypeError, ValueError):
+        pass
+    return None
+
+
+def shipped_configs() -> list[HwConfig]:
+    """The hardware configs shipped in hw_configs/*.yaml."""
+    return [HwConfig.load(p) for p in sorted(HW_CONFIGS.glob("*.yaml"))]
+
+
+def resolve_hw(record: Record, hw: HwConfig | None = None) -> HwConfig:
+    """The hardware config of a VTA record: the one its `-model=` names (v0.2 logs); where the
+    model names only a board or the simulator (v0.1 logs: `-model=pynq`, `ultra96`, `sim`),
+    `hw` (the `--hw` flag) — else the one shipped config (hw_configs/) whose BATCH, BLOCK_IN and
+    BLOCK_OUT the record's tensor shapes use, on that board's target. The shapes are checked
+    against the config when the layer is rebuilt (`layer_from_args`)."""
+    model = record.model
+    if model is None:
+        raise ConfigError(f"target {record.target!r} has no -model= (e.g. -model=pynq_1x16_i8w8a32_15_15_18_17)")
+    try:
+        return HwConfig.from_name(model)
+    except ConfigError:
+        pass
+    if hw is not None:
+        return hw
+    packing = _packing(record.task, record.args)
+    if packing is None:
+        raise ConfigError(f"target -model={model} names no VTA config and the record's tensor shapes do not say "
+                          "BATCH/BLOCK: pass --hw NAME")
+    cands = [c for c in shipped_configs() if (c.batch, c.block_in, c.block_out) == packing
+             and (model == "sim" or c.TARGET == model)]
+    if len(cands) != 1:
+        b, bi, bo = packing
+        found = ", ".join(c.name for c in cands) or "none"
+        raise ConfigError(f"target -model={model} names no VTA config; the tensor shapes use BATCH={b} "
+                          f"BLOCK_IN={bi} BLOCK_OUT={bo}, matching shipped configs: {found}. Pass --hw NAME")
+    return cands[0]
+
+
 def target_string(hw: HwConfig) -> str:
     """`tvm.target.vta(model)` as TVM <= 0.7 writes it (docs/vta.md §8)."""
     return f"ext_dev -device=vta -keys=cpu -model={hw.vta_model}"
@@ -122,7 +175,7 @@ def parse_record(obj: Any, line: int = 0) -> Record:
     if not isinstance(obj, dict):
         raise LogFormatError("not a JSON object")
     if {"i", "r", "v"} & set(obj) and "input" not in obj:
-        raise LogFormatError("AutoTVM v0.1 record (keys i/r/v); only v0.2 is supported")
+        return _parse_v01(obj, line)
     for key in ("input", "config", "result"):
         if key not in obj:
             raise LogFormatError(f"missing key {key!r}")
@@ -150,6 +203,63 @@ def parse_record(obj: Any, line: int = 0) -> Record:
         timestamp=_num(res[3], "timestamp"), line=line, kwargs=inp[3], code_hash=cfg.get("code_hash"),
         tvm_version=str(obj.get("tvm_version", "")),
     )
+
+
+# v0.1 task names (TVM 2018 topi registrations) -> the v0.2 template names. On an arm_cpu target
+# the conv's template key ("direct" / "winograd") picks the kernel (docs/vta.md §8.1).
+_V01_VTA_TASKS = {"topi_nn_conv2d": CONV2D_TASK, "topi_nn_dense": DENSE_TASK,
+                  "topi_nn_group_conv2d_nchw": GROUP_CONV2D_TASK,
+                  "topi_nn_conv2d_transpose_nchw": CONV2D_TRANSPOSE_TASK}
+_V01_ARM_CPU_TASKS = {("topi_nn_conv2d", "direct"): "conv2d_nchw_spatial_pack.arm_cpu",
+                      ("topi_nn_conv2d", "winograd"): "conv2d_nchw_winograd.arm_cpu",
+                      ("topi_nn_depthwise_conv2d_nchw", "direct"): "depthwise_conv2d_nchw.arm_cpu",
+                      ("topi_nn_conv2d_transpose_nchw", "direct"): "conv2d_transpose_nchw.arm_cpu"}
+
+
+def _normalize_v01(target: str, task: str, args: list[Any], template: str) -> tuple[str, list[Any]]:
+    """(v0.2 task name, v0.2 args) of a v0.1 task: v0.1 pads as [pad_h, pad_w] where v0.2 writes
+    [top, left, bottom, right], and its arm_cpu conv args carry the layout ("NCHW") v0.2 drops."""
+    args = list(args)
+    if "-device=arm_cpu" in target.split():
+        name = _V01_ARM_CPU_TASKS.get((task, template))
+        if name is None:
+            return task, args
+        if task == "topi_nn_conv2d" and len(args) == 7 and isinstance(args[5], str):
+            args = args[:5] + args[6:]
+        return name, args
+    name = _V01_VTA_TASKS.get(task, task)
+    if name in (CONV2D_TASK, GROUP_CONV2D_TASK, CONV2D_TRANSPOSE_TASK) and len(args) > 3:
+        pad = args[3]
+        if isinstance(pad, list) and len(pad) == 2:
+            args[3] = [pad[0], pad[1], pad[0], pad[1]]
+    return name, args
+
+
+def _parse_v01(obj: dict[str, Any], line: int) -> Record:
+    """A v0.1 record: {"i": [target, task, args, kwargs, workload, {"e": entity, "c": code_hash,
+    "i": index, "t": template}], "r": [costs, error_no, all_cost, timestamp], "v": 0.1}."""
+    for key in ("i", "r", "v"):
+        if key not in obj:
+            raise LogFormatError(f"AutoTVM v0.1 record (keys i/r/v): missing key {key!r}")
+    if obj["v"] != LOG_VERSION_01:
+        raise LogFormatError(f"AutoTVM v0.1 record: version {obj['v']!r} is not supported (0.1 or 0.2)")
+    inp = obj["i"]
+    if not (isinstance(inp, list) and len(inp) == 6 and isinstance(inp[0], str) and isinstance(inp[1], str)
+            and isinstance(inp[2], list) and isinstance(inp[3], dict) and isinstance(inp[5], dict)):
+        raise LogFormatError("AutoTVM v0.1 record: 'i' must be [target, task_name, args, kwargs, workload, "
+                             "{\"e\": entity, \"i\": index, \"t\": template}]")
+    cfg = inp[5]
+    if not (isinstance(cfg.get("i"), int) and isinstance(cfg.get("e"), list)):
+        raise LogFormatError("AutoTVM v0.1 record: config must have an integer 'i' (index) and an 'e' (entity) list")
+    template = cfg.get("t", "")
+    task, args = _normalize_v01(inp[0], inp[1], inp[2], template if isinstance(template, str) else "")
+    try:
+        rec = parse_record({"input": [inp[0], task, args, inp[3]],
+                            "config": {"index": cfg["i"], "code_hash": cfg.get("c"), "entity": cfg["e"]},
+                            "result": obj["r"], "version": LOG_VERSION, "tvm_version": ""}, line)
+    except LogFormatError as exc:
+        raise LogFormatError(f"AutoTVM v0.1 record: {exc}") from None
+    return replace(rec, version=LOG_VERSION_01, template_key=str(template or ""))
 
 
 def parse_line(text: str, line: int = 0) -> Record:
@@ -374,6 +484,7 @@ def format_record(layer: Conv2D | Dense, hw: HwConfig, config: Any, seconds: flo
 
 __all__ = [
     "CONV2D_TASK", "GROUP_CONV2D_TASK", "CONV2D_TRANSPOSE_TASK", "DENSE_TASK", "SUPPORTED_TASKS", "TVM_VERSION", "ERROR_NAMES", "LogFormatError",
-    "Record", "Skipped", "model_from_target", "hw_from_target", "target_string", "parse_record",
+    "Record", "Skipped", "model_from_target", "hw_from_target", "resolve_hw", "shipped_configs", "target_string",
+    "parse_record",
     "parse_line", "parse_log", "layout_string", "layer_from_args", "task_args", "format_record",
 ]

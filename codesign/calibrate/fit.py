@@ -20,6 +20,7 @@ import numpy as np
 from codesign.calibrate.metrics import log_rmse, mape, spearman
 from codesign.calibrate.replay import Case, Skip, load_cases
 from codesign.errors import CodesignError, ConfigError
+from codesign.hw.config import HwConfig
 from codesign.paths import ROOT
 from codesign.vta.compiler import compile_insns
 from codesign.vta.run import layer_io_bytes
@@ -260,11 +261,13 @@ def per_record(fcases: Sequence[FitCase], pred_before: np.ndarray, pred_after: n
 
 def calibrate(paths: Sequence[str | Path], base: TimingParams | None = None,
               names: Sequence[str] = FIT_PARAMS, loo: bool = True,
-              on_fold: Callable[[int, int], None] | None = None) -> tuple[TimingParams, dict[str, Any]]:
-    """Fit parameters to the records of `paths`. Returns (params, provenance/report dict)."""
+              on_fold: Callable[[int, int], None] | None = None, hw: HwConfig | None = None,
+              ) -> tuple[TimingParams, dict[str, Any]]:
+    """Fit parameters to the records of `paths` (`hw`: the config of records whose `-model=`
+    names none, as in v0.1 logs). Returns (params, provenance/report dict)."""
     names = _check_names(names)
     base = default_params() if base is None else base
-    cases, skipped = load_cases(list(paths))
+    cases, skipped = load_cases(list(paths), hw)
     fcases, bad = prepare(cases)
     skipped += bad
     if not fcases:

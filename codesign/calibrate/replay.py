@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.autotvm import ERROR_NAMES, Record, hw_from_target, layer_from_args, parse_log
+from codesign.autotvm import ERROR_NAMES, Record, layer_from_args, parse_log, resolve_hw
 from codesign.calibrate.metrics import mape, spearman
 from codesign.errors import CodesignError
 from codesign.hw.config import HwConfig
@@ -83,14 +83,16 @@ class ReplayRow:
         return d
 
 
-def build_case(record: Record, file: str = "") -> Case:
-    """Rebuild one record; raises a CodesignError whose message is the reason to skip it."""
+def build_case(record: Record, file: str = "", hw: HwConfig | None = None) -> Case:
+    """Rebuild one record; raises a CodesignError whose message is the reason to skip it. `hw`
+    (the `--hw` flag) is the config of records whose `-model=` names only a board or `sim`
+    (v0.1 logs, `autotvm.resolve_hw`)."""
     if record.error_no != 0:
         raise CodesignError(f"measurement failed on the board (error_no={record.error_no} "
                             f"{ERROR_NAMES.get(record.error_no, '?')})")
     if any(c <= 0 for c in record.costs):
         raise CodesignError(f"non-positive cost {record.costs}")
-    hw = hw_from_target(record.target)
+    hw = resolve_hw(record, hw)
     layer = layer_from_args(record.task, record.args, hw)
     reason = unsupported_reason(layer, hw)
     if reason:
@@ -101,7 +103,8 @@ def build_case(record: Record, file: str = "") -> Case:
                 index_computed=int(config.index), why_invalid=space.why_invalid(config))
 
 
-def load_cases(sources: Sequence[str | Path] | str | Path) -> tuple[list[Case], list[Skip]]:
+def load_cases(sources: Sequence[str | Path] | str | Path, hw: HwConfig | None = None,
+               ) -> tuple[list[Case], list[Skip]]:
     """Parse log files into usable cases plus the skipped lines/records with reasons."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
@@ -113,7 +116,7 @@ def load_cases(sources: Sequence[str | Path] | str | Path) -> tuple[list[Case], 
         skipped += [Skip(name, s.line, s.reason) for s in bad]
         for rec in records:
             try:
-                cases.append(build_case(rec, name))
+                cases.append(build_case(rec, name, hw))
             except CodesignError as exc:
                 skipped.append(Skip(name, rec.line, str(exc)))
     return cases, skipped
@@ -184,13 +187,13 @@ def summarize(rows: Sequence[ReplayRow], skipped: Sequence[Skip]) -> dict[str, A
 
 
 def replay(sources: Sequence[str | Path] | str | Path, params: TimingParams | None = None,
-           on_case: Callable[[int, int], None] | None = None, rank: bool = False,
+           on_case: Callable[[int, int], None] | None = None, rank: bool = False, hw: HwConfig | None = None,
            ) -> tuple[list[ReplayRow], list[Skip], dict[str, Any]]:
     """Replay every record of the given logs. Returns (rows, skipped, summary).
     `on_case(done, total)` is called after each record (progress bars). With `rank`, each valid
     record also gets `rank_recorded` (times every valid config of its layer: slower)."""
     params = default_params() if params is None else params
-    cases, skipped = load_cases(sources)
+    cases, skipped = load_cases(sources, hw)
     rows: list[ReplayRow] = []
     for k, case in enumerate(cases):
         predicted: float | None = None

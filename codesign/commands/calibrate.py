@@ -25,6 +25,7 @@ from codesign.commands.replay import _clean
 from codesign.cpu import SHIPPED_PARAMS as SHIPPED_CPU_PARAMS
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
+from codesign.hw.config import HwConfig
 from codesign.vta.timing import TimingParams
 
 DESCRIPTION = """\
@@ -97,6 +98,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="comma-separated parameters to fit (default: %(default)s)")
     p.add_argument("--catalog", metavar="FILE", default=None,
                    help="with `calibrate resources`: your bitstream catalog (default: $CODESIGN_CATALOG)")
+    p.add_argument("--hw", metavar="HW", default=None,
+                   help="hardware config of records whose -model= names none (v0.1 logs: -model=pynq, "
+                        "ultra96, sim); default: the shipped config their tensor shapes use")
     p.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(func=run)
@@ -107,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_resources(args)
     if args.log[0] == "cpu":
         return _run_cpu(args)
+    if args.hw and args.profile:
+        raise ConfigError("--hw goes with a device fit (-o FILE) or replay; a profile fit takes the config its "
+                          "records' -model= names")
     if args.profile:
         return _run_profile(args)
     if args.terms or args.device:
@@ -137,11 +144,13 @@ def _run_device(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(1)
 
-    params, report = calibrate(args.log, base=base, names=names, loo=not args.no_loo, on_fold=on_fold)
+    hw = HwConfig.resolve(args.hw) if args.hw else None
+    params, report = calibrate(args.log, base=base, names=names, loo=not args.no_loo, on_fold=on_fold, hw=hw)
     report["start"] = start
     report["command"] = "codesign calibrate " + " ".join(args.log) + (
         f" --params {args.params}" if args.params else "") + (
-        f" --fit {args.fit}" if args.fit != ",".join(FIT_PARAMS) else "") + (" --no-loo" if args.no_loo else "")
+        f" --fit {args.fit}" if args.fit != ",".join(FIT_PARAMS) else "") + (" --no-loo" if args.no_loo else "") + (
+        f" --hw {args.hw}" if args.hw else "")
     if bar is not None:
         bar.close()
     out = args.output
@@ -255,9 +264,9 @@ def _run_cpu(args: argparse.Namespace) -> int:
     if Path(args.output).resolve() == SHIPPED_CPU_PARAMS.resolve() or is_protected(Path(args.output)):
         raise ConfigError(f"-o {args.output}: a shipped file is never overwritten; write elsewhere and pass it "
                           "with --cpu-params")
-    if args.profile or args.terms or args.device or args.params:
-        raise ConfigError("calibrate cpu takes LOG... -o FILE [--no-loo] [--json]; --profile, --terms, --device "
-                          "and --params are for the VTA timing model")
+    if args.profile or args.terms or args.device or args.params or args.hw:
+        raise ConfigError("calibrate cpu takes LOG... -o FILE [--no-loo] [--json]; --profile, --terms, --device, "
+                          "--params and --hw are for the VTA timing model")
     bar = None
     if not args.json and not args.no_loo and sys.stderr.isatty():
         bar = tqdm(total=0, desc="leave-one-out", unit="fit", file=sys.stderr, leave=False)

@@ -15,10 +15,13 @@ from codesign.calibrate.profiles import resolve_params
 from codesign.calibrate.replay import replay
 from codesign.cpu import CpuModel
 from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
 
 DESCRIPTION = """\
 Replay an AutoTVM v0.2 log (conv2d_packed.vta / dense_packed.vta records, any VTA hardware
-config named by the target's -model=) on the timing model: each record's layer, hardware and
+config named by the target's -model=), or a v0.1 log (TVM 2018: topi_nn_conv2d records whose
+-model= names a board or `sim`: the config is the one --hw names, else the shipped config the
+tensor shapes use), on the timing model: each record's layer, hardware and
 schedule are rebuilt from the log, the config index is recomputed, the schedule is checked
 against VTA's rules, and the program is simulated in timing mode. Prints per record the
 measured and predicted seconds, then MAPE and Spearman rank correlation. Records that cannot
@@ -39,6 +42,7 @@ examples:
   codesign replay sim/calibration/pynq_resnet18.log --rank   # does the model rank tuned configs first?
   codesign replay sim/calibration/arm_cpu_pynq_ultra96.log    # arm_cpu records on the CPU model
   codesign replay my_arm_cpu.log --cpu-params my_cpu_params.json
+  codesign replay tests/data/autotvm_v0.1_sim_2018.log --hw pynq_1x16   # a 2018 v0.1 log
 """
 
 
@@ -53,6 +57,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--rank", action="store_true",
                    help="also time every valid config of each record's layer and report where the "
                         "model ranks the recorded (board-tuned) config (slower)")
+    p.add_argument("--hw", metavar="HW", default=None,
+                   help="hardware config of records whose -model= names none (v0.1 logs: -model=pynq, "
+                        "ultra96, sim); default: the shipped config their tensor shapes use")
     p.add_argument("--cpu-params", metavar="FILE", default=None,
                    help="arm_cpu logs: CPU model parameters (default: the shipped sim/cpu_params.json; "
                         "write your own with `codesign calibrate cpu LOG -o FILE`)")
@@ -99,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(1)
 
-    rows, skipped, summary = replay(args.log, params, on_case=on_case, rank=args.rank)
+    hw = HwConfig.resolve(args.hw) if args.hw else None
+    rows, skipped, summary = replay(args.log, params, on_case=on_case, rank=args.rank, hw=hw)
     if bar is not None:
         bar.close()
     summary["params"] = source
@@ -144,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_cpu(args: argparse.Namespace) -> int:
-    if args.params or args.profile or args.rank:
-        raise ConfigError("--params, --profile and --rank are for VTA logs; an arm_cpu log takes --cpu-params FILE")
+    if args.params or args.profile or args.rank or args.hw:
+        raise ConfigError("--params, --profile, --rank and --hw are for VTA logs; an arm_cpu log takes --cpu-params FILE")
     model = CpuModel.load(args.cpu_params)
     rows, skipped, summary = replay_cpu(args.log, model)
     summary["params"] = model.source

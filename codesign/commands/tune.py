@@ -118,8 +118,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.set_defaults(func=run)
 
 
-def _warm_records(paths: list[str]) -> list[Any]:
-    """Records of every --warm-start file (our JSONL, else an AutoTVM log). Skipped lines are
+def _warm_records(paths: list[str], hw: HwConfig | None = None) -> list[Any]:
+    """Records of every --warm-start file (our JSONL, else an AutoTVM v0.2 or v0.1 log; `hw` is
+    the config of v0.1 records whose -model= names only a board or `sim`). Skipped lines are
     counted on stderr; a file with nothing usable is refused."""
     out: list[Any] = []
     for path in paths:
@@ -130,11 +131,11 @@ def _warm_records(paths: list[str]) -> list[Any]:
                 raise ConfigError(f"{path}: empty (no tuning records and no AutoTVM log lines)")
             if not recs:  # not our JSONL: try it as an AutoTVM log
                 first = skipped[0]
-                recs, skipped = read_autotvm_log(path)
+                recs, skipped = read_autotvm_log(path, hw)
                 if not recs:
                     why = f"line {skipped[0].line}: {skipped[0].reason}" if skipped else "no records"
                     raise ConfigError(f"{path}: nothing usable in {lines} lines: neither tuning records JSONL "
-                                      f"(line {first.line}: {first.reason}) nor AutoTVM v0.2 records ({why})")
+                                      f"(line {first.line}: {first.reason}) nor AutoTVM records ({why})")
         except ConfigError as exc:
             raise ConfigError(f"--warm-start {exc}") from None
         if skipped:
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "PNG")  # before the tuning, not after it
     hw = HwConfig.resolve(args.hw)
     layers, batch, notes = _layers(args, hw)
-    warm = _warm_records(args.warm_start) if args.warm_start else None
+    warm = _warm_records(args.warm_start, hw) if args.warm_start else None
     progress = not args.json and sys.stderr.isatty()
     agent: Any = args.agent
     results = []

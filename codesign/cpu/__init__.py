@@ -14,6 +14,7 @@ from codesign.cpu.model import (
     layer_cost,
     predict,
     rate_key,
+    shipped_model,
 )
 from codesign.cpu.work import (
     DENSE,
@@ -30,8 +31,9 @@ from codesign.cpu.work import (
     dense_work,
     pass_work,
     shape_of,
+    tensor_pass,
 )
 
 __all__ = ["SHIPPED_PARAMS", "CpuCost", "CpuModel", "CpuParams", "best_conv_cost", "cpu_of", "layer_cost",
-           "predict", "rate_key", "DENSE", "DEPTHWISE", "DTYPES", "KINDS", "PASS", "SPATIAL_PACK", "TRANSPOSE",
-           "WINOGRAD", "ConvShape", "CpuWork", "conv_work", "dense_work", "pass_work", "shape_of"]
+           "predict", "rate_key", "shipped_model", "DENSE", "DEPTHWISE", "DTYPES", "KINDS", "PASS", "SPATIAL_PACK", "TRANSPOSE",
+           "WINOGRAD", "ConvShape", "CpuWork", "conv_work", "dense_work", "pass_work", "shape_of", "tensor_pass"]

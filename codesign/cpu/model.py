@@ -9,6 +9,7 @@ assumed where the data say nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -177,8 +178,19 @@ class CpuModel:
         atomic_write_json(path, {"cpus": cpus, "provenance": dict(provenance or self.provenance)})
 
 
+@functools.lru_cache(maxsize=1)
+def shipped_model() -> CpuModel:
+    """sim/cpu_params.json, read once per process (a network costs many ops)."""
+    return CpuModel.load(SHIPPED_PARAMS)
+
+
+@functools.lru_cache(maxsize=32)
+def _named_board(name: str) -> Board:
+    return Board.named(name)
+
+
 def _board(board: Board | str) -> Board:
-    return board if isinstance(board, Board) else Board.named(board)
+    return board if isinstance(board, Board) else _named_board(board)
 
 
 def cpu_of(board: Board | str) -> str:
@@ -204,7 +216,7 @@ def layer_cost(op: Conv2D | Conv2DTranspose | Dense | ConvShape | CpuWork, board
                dtype: str = "float32", model: CpuModel | None = None) -> CpuCost:
     """Seconds of a conv, transposed conv, dense or bytes-bound pass (`pass_work`) on the CPU of
     `board`: the entry point the whole-network costing calls."""
-    params = (model or CpuModel.load()).params(cpu_of(board))
+    params = (model or shipped_model()).params(cpu_of(board))
     if isinstance(op, CpuWork):
         return predict(op, params)
     if isinstance(op, Dense):
@@ -213,5 +225,5 @@ def layer_cost(op: Conv2D | Conv2DTranspose | Dense | ConvShape | CpuWork, board
     return best_conv_cost(shape, params, dtype)
 
 
-__all__ = ["SHIPPED_PARAMS", "rate_key", "CpuParams", "CpuCost", "predict", "CpuModel", "cpu_of",
+__all__ = ["SHIPPED_PARAMS", "shipped_model", "rate_key", "CpuParams", "CpuCost", "predict", "CpuModel", "cpu_of",
            "best_conv_cost", "layer_cost"]

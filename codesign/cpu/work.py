@@ -194,6 +194,15 @@ def pass_work(name: str, nbytes: int, dtype: str = "float32") -> CpuWork:
     return CpuWork(name=name, kind=PASS, dtype=dtype, macs=0, bytes=int(nbytes))
 
 
+def tensor_pass(name: str, read_elems: int, write_elems: int, read_dtype: str = "float32",
+                write_dtype: str = "float32") -> CpuWork:
+    """A pass that reads `read_elems` of `read_dtype` and writes `write_elems` of `write_dtype`:
+    e.g. quantize (float32 -> int8, same count), a residual add (read 2n, write n), a 2x2 max
+    pool (read n, write n/4), a layout pack (int8 -> int8)."""
+    nbytes = read_elems * elem_bytes(read_dtype) + write_elems * elem_bytes(write_dtype)
+    return pass_work(name, nbytes, "int8" if "int8" in (read_dtype, write_dtype) else "float32")
+
+
 __all__ = ["SPATIAL_PACK", "WINOGRAD", "DEPTHWISE", "TRANSPOSE", "DENSE", "PASS", "KINDS", "DTYPES",
-           "WINOGRAD_TILE", "ConvShape", "CpuWork", "conv_work", "shape_of", "dense_work", "pass_work",
+           "WINOGRAD_TILE", "ConvShape", "CpuWork", "conv_work", "shape_of", "dense_work", "pass_work", "tensor_pass",
            "elem_bytes"]

@@ -222,21 +222,22 @@ def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:
     return read_autotvm_log(path)[0]
 
 
-def read_autotvm_log(path: str | Path) -> tuple[list[MeasureRecord], list[SkippedLine]]:
-    """`import_autotvm_log` plus the lines it could not use, with the reason."""
+def read_autotvm_log(path: str | Path, hw: HwConfig | None = None) -> tuple[list[MeasureRecord], list[SkippedLine]]:
+    """`import_autotvm_log` plus the lines it could not use, with the reason. `hw` is the config
+    of records whose `-model=` names none (v0.1 logs: `-model=pynq`, `sim`; `autotvm.resolve_hw`)."""
     records, bad = autotvm.parse_log(path)
     skipped = [SkippedLine(b.line, b.reason) for b in bad]
     out: list[MeasureRecord] = []
     for rec in records:
         try:
-            hw = autotvm.hw_from_target(rec.target)
-            layer = autotvm.layer_from_args(rec.task, rec.args, hw)
-            config = ScheduleSpace(layer, hw).from_knobs(rec.knobs)
+            rec_hw = autotvm.resolve_hw(rec, hw)
+            layer = autotvm.layer_from_args(rec.task, rec.args, rec_hw)
+            config = ScheduleSpace(layer, rec_hw).from_knobs(rec.knobs)
         except Exception as exc:  # noqa: BLE001 - a record we cannot map is skipped, never a crash
             skipped.append(SkippedLine(rec.line, str(exc) or type(exc).__name__))
             continue
         seconds = rec.cost if rec.ok else None
         error = None if rec.ok else f"autotvm {autotvm.ERROR_NAMES.get(rec.error_no, rec.error_no)}"
-        out.append(MeasureRecord.make(layer, hw, config, seconds, None, error, "autotvm", 0,
+        out.append(MeasureRecord.make(layer, rec_hw, config, seconds, None, error, "autotvm", 0,
                                       timestamp=rec.timestamp))
     return out, sorted(skipped, key=lambda s: s.line)
