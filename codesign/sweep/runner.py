@@ -114,9 +114,9 @@ def _init_ray(address: str | None, num_cpus: int | None) -> bool:
 
     if ray.is_initialized():
         return False
-    # Ray 2.60 turns token auth on by default and writes ~/.ray/auth_token; a local sweep needs
-    # none (docs/dependencies.md §ray[tune]). A user who set the variable keeps their choice.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Token auth stays as Ray has it (on by default since 2.60, token in ~/.ray/auth_token): Ray's gRPC
+    # servers listen on every interface even for a private instance, so the token is what keeps other
+    # machines out (docs/cluster.md §Security). A user who set RAY_AUTH_MODE keeps their choice.
     kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                               configure_logging=True)
     if address:
