@@ -35,13 +35,13 @@ import time
 
 from codesign.board.client import BoardClient
 from codesign.board.local import local_board
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.tune.measure import MeasureInput, SimulatorRunner
 from codesign.tune.rpc_runner import RPCRunner
-from codesign.vta.compiler import compile_layer
 from codesign.vta.program import ProgramBuilder
-from codesign.vta.run import random_inputs
 from codesign.workloads import parse_layer
 
 

@@ -50,11 +50,11 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from codesign.errors import CodesignError  # noqa: E402
+from codesign.evaluate.run import measure_seconds  # noqa: E402
 from codesign.hw.config import HwConfig  # noqa: E402
 from codesign.hw.resources import RESOURCES, estimate  # noqa: E402
 from codesign.hw.space import HwSpace  # noqa: E402
 from codesign.schedule import ScheduleSpace, partition  # noqa: E402
-from codesign.vta.run import measure_seconds  # noqa: E402
 from codesign.workloads import get_workload  # noqa: E402
 
 STOCK_SHAPE = "1x16_i8w8a32_15_15_18_17"

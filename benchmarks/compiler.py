@@ -33,10 +33,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from codesign.evaluate.compiler import compile_insns, compile_layer  # noqa: E402
+from codesign.evaluate.run import measure_seconds, random_inputs  # noqa: E402
 from codesign.hw.config import HwConfig  # noqa: E402
 from codesign.schedule import get_space, partition  # noqa: E402
-from codesign.vta.compiler import compile_insns, compile_layer  # noqa: E402
-from codesign.vta.run import measure_seconds, random_inputs  # noqa: E402
 from codesign.vta.simulator import simulate  # noqa: E402
 from codesign.vta.timing import time_program  # noqa: E402
 from codesign.workloads import Conv2D, get_workload  # noqa: E402

@@ -23,7 +23,7 @@ compiler.py's figure is mostly mean vs median (large layers' configs take longer
 enumeration (~5%); the path itself adds little once Configs are built in one step
 (`SpaceView.configs`) and records lines skip `asdict`'s deep copy. Most of every evaluation
 (`cost_us_per_eval`: ~150-180 of ~220-240 us on a shared 2-core machine) is the compile to
-instruction blocks (`codesign.vta.blocks`), most of the rest the cycle model's kernel; reaching the
+instruction blocks (`codesign.evaluate.blocks`), most of the rest the cycle model's kernel; reaching the
 target needs a faster compile, not less bookkeeping.
 
 Prints one JSON object. Usage: `python benchmarks/exhaustive.py [--hw pynq_1x16 pynq_4x8]
@@ -48,13 +48,13 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from codesign.evaluate.blocks import compile_blocks  # noqa: E402
+from codesign.evaluate.run import measure_seconds  # noqa: E402
 from codesign.hw.config import HwConfig  # noqa: E402
 from codesign.schedule import get_space, partition  # noqa: E402
 from codesign.tune.loop import tune_layer  # noqa: E402
 from codesign.tune.view import SpaceView  # noqa: E402
 from codesign.vta import timing  # noqa: E402
-from codesign.vta.blocks import compile_blocks  # noqa: E402
-from codesign.vta.run import measure_seconds  # noqa: E402
 from codesign.workloads import Conv2D, get_workload  # noqa: E402
 
 TARGET = 5000  # evaluations per CPU-second, issue 21 §4

@@ -3,7 +3,7 @@ and timing-only mode on ResNet-18 3x3 layer programs from the compiler, plus the
 of the whole ResNet-18 conv stack. Prints one JSON summary (medians) on stdout.
 
 Programs: conv2d 1x128x28x28 -> 128, 3x3, s1, p1 on the default 1x16 config, compiled by
-`codesign.vta.compiler.compile_layer` under two schedules drawn from its valid space (seeded):
+`codesign.evaluate.compiler.compile_layer` under two schedules drawn from its valid space (seeded):
 "tuned" = the fastest of a sample by the timing model (few, large instructions: what run_layer
 sees after tuning) and "fine" = the sample's config with the most instructions (stresses
 per-instruction overhead). For the ResNet-18 stack, each unique conv layer uses its "tuned"
@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
+from codesign.evaluate.compiler import compile_insns, compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import unsupported_reason
 from codesign.schedule.space import ScheduleSpace
-from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.simulator import simulate
 from codesign.vta.timing import time_program
 from codesign.workloads import Conv2D, get_workload

@@ -13,10 +13,10 @@ __version__ = "0.1.0"
 
 def run_layer(*args, **kwargs):  # noqa: D401 - thin re-export
     """Compile one layer with an AutoTVM knob dict and run it on the simulator; see
-    `codesign.vta.run.run_layer`."""
+    `codesign.evaluate.run.run_layer`."""
     # The one codesign import inside a function (allow-listed in tests/test_structure.py): every
     # `import codesign.x` runs this file first, and `codesign.errors` must not load numba.
-    from codesign.vta.run import run_layer as _run_layer
+    from codesign.evaluate.run import run_layer as _run_layer
 
     return _run_layer(*args, **kwargs)
 

@@ -19,10 +19,10 @@ import numpy as np
 from codesign.bitstream import catalog, fetch
 from codesign.board.client import BoardClient
 from codesign.errors import BoardError, ConfigError
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
-from codesign.vta.compiler import compile_layer
-from codesign.vta.run import random_inputs
 from codesign.workloads import parse_layer
 
 REPEAT = 3

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import ConfigError
+from codesign.evaluate.run import measure_seconds, run_layer
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
 from codesign.plotting import pyplot, save_figure
@@ -36,7 +37,6 @@ from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.tune.records import MeasureRecord, best_records, import_autotvm_log, load_records
 from codesign.vta import timing
-from codesign.vta.run import measure_seconds, run_layer
 from codesign.workloads import get_workload
 from codesign.workloads.networks import Workload
 

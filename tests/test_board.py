@@ -21,9 +21,9 @@ from codesign.board.emulated import EmulatedPynq
 from codesign.board.local import local_board
 from codesign.board.server import ServeOptions, check_bind
 from codesign.errors import BoardError
+from codesign.evaluate.compiler import compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule.space import ScheduleSpace
-from codesign.vta.compiler import compile_layer
 from codesign.vta.simulator import simulate
 from codesign.workloads import parse_layer
 

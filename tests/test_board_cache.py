@@ -18,12 +18,12 @@ from codesign.board.cache import BlobCache
 from codesign.board.client import BoardClient
 from codesign.board.local import free_port, local_board
 from codesign.errors import BoardError
+from codesign.evaluate.compiler import compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule.space import ScheduleSpace
 from codesign.tune.loop import TuneCallback, tune_layer
 from codesign.tune.measure import MeasureInput, SimulatorRunner
 from codesign.tune.rpc_runner import RPCRunner
-from codesign.vta.compiler import compile_layer
 from codesign.vta.program import Program
 from codesign.vta.simulator import simulate
 from codesign.workloads import parse_layer

@@ -139,8 +139,8 @@ def test_dsp_packing_bounds_the_core():
 def test_larger_buffers_never_lose_a_schedule():
     """benchmarks/boards.py times only buffer-maximal designs: it relies on every schedule valid on
     smaller buffers being valid, and timing identically, on larger ones (same core and clock)."""
+    from codesign.evaluate.run import measure
     from codesign.schedule import ScheduleSpace
-    from codesign.vta.run import measure
     from codesign.workloads import parse_layer
 
     layer = parse_layer("conv2d:1,64,28,28,64,3,3,1,1")

@@ -10,11 +10,11 @@ import pytest
 
 from codesign.calibrate import profiles
 from codesign.cli import main
+from codesign.evaluate.run import layer_io_bytes, measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
 from codesign.schedule import ScheduleSpace, partition
 from codesign.tune.records import MeasureRecord
-from codesign.vta.run import layer_io_bytes, measure_seconds
 from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams
 from codesign.workloads import get_workload
 

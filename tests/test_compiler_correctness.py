@@ -11,10 +11,10 @@ import zlib
 import numpy as np
 import pytest
 
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space, partition
-from codesign.vta.compiler import compile_layer
-from codesign.vta.run import random_inputs
 from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D, Dense, get_workload
 

@@ -1,5 +1,5 @@
 """The compiler accepts exactly the configs the validity rules accept: it states no rule itself
-(`mapping.autotvm.conv_mapping` reads its geometry from the layer's `ScheduleSpace` and raises the first
+(`schedule.families.conv_mapping` reads its geometry from the layer's `ScheduleSpace` and raises the first
 rule of `codesign.schedule.validity` a config breaks)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from codesign.errors import CodesignError, ConfigError, InvalidSchedule
+from codesign.evaluate.compiler import compile_insns
 from codesign.hw.config import HwConfig
-from codesign.mapping.autotvm import conv_mapping as base_plan
-from codesign.mapping.autotvm import mapping_for as plan_for
 from codesign.schedule import get_space
+from codesign.schedule.families import conv_mapping as base_plan
+from codesign.schedule.families import mapping_for as plan_for
 from codesign.schedule.knobs import Config
-from codesign.vta.compiler import compile_insns
 from codesign.workloads import Conv2D, Dense
 from codesign.workloads.layers import Conv2DTranspose
 

@@ -10,8 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "codesign"
 BASE = {"errors", "paths", "fileio", "plotting"}  # everything may import these
-ORDER = [["hw"], ["codesign"], ["workloads"], ["network", "cpu"], ["schedule"], ["mapping"], ["autotvm"], ["vta"],
-         ["analysis", "bitstream"],
+ORDER = [["hw"], ["codesign"], ["workloads"], ["network", "cpu"], ["vta"], ["mapping"], ["lower"], ["schedule"],
+         ["autotvm"], ["evaluate"], ["analysis", "bitstream"],
          ["board"], ["tune"], ["calibrate"], ["pareto"], ["sweep"], ["netrun", "deploy"], ["commands"], ["cli"]]
 
 

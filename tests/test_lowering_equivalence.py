@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from codesign.evaluate.compiler import compile_insns
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.vta import isa
-from codesign.vta.compiler import compile_insns
-from codesign.vta.run import measure
 from codesign.workloads import Conv2D, Conv2DTranspose, Dense
 
 DIGESTS = Path(__file__).parent / "data" / "lowering_digests.json"
@@ -67,7 +67,7 @@ def _h(*parts: bytes) -> str:
 
 def digest(layer, config, hw: HwConfig) -> list:
     """[full program bytes, block form bytes or None, cycles] of one config."""
-    from codesign.vta.blocks import compile_blocks
+    from codesign.evaluate.blocks import compile_blocks
 
     comp = compile_insns(layer, config, hw)
     full = _h(isa.encode_insns(comp.insns, hw), isa.encode_uops(comp.uops, hw))

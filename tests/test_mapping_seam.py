@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 
 from codesign.errors import InvalidSchedule
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
-from codesign.mapping import Loop, Mapping, mapping_for
+from codesign.lower import lower_blocks, lower_program, regions
+from codesign.mapping import Loop, Mapping
 from codesign.mapping.legality import violations
 from codesign.schedule import get_space
+from codesign.schedule.families import mapping_for
 from codesign.vta import isa, timing
-from codesign.vta.lower import lower_blocks, lower_program, regions
 from codesign.vta.program import DramAllocator, Program
-from codesign.vta.run import random_inputs
 from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D
 

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from codesign.cli import main
+from codesign.evaluate.run import run_layer
 from codesign.hw.config import HwConfig
 from codesign.network import (
     agreement,
@@ -28,7 +29,6 @@ from codesign.network.quantize import convert, prepare_and_calibrate
 from codesign.network.quantized import QParams, frac_bits
 from codesign.network.reference import _int_op, conv2d_int
 from codesign.schedule import get_space
-from codesign.vta.run import run_layer
 from codesign.workloads import Conv2D, get_workload
 
 

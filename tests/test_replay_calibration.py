@@ -88,9 +88,9 @@ def test_cli_replay_json(shipped) -> None:
 
 def test_replay_dense_record_written_by_format_record(tmp_path) -> None:
     from codesign.autotvm import format_record
+    from codesign.evaluate.run import measure_seconds
     from codesign.hw.config import HwConfig
     from codesign.schedule import ScheduleSpace
-    from codesign.vta.run import measure_seconds
     from codesign.workloads import Dense
 
     hw = HwConfig()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from codesign.analysis.roofline import MIN_INSNS, attained_fraction, roofline
+from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.vta import timing
-from codesign.vta.run import measure_seconds
 from codesign.workloads import Conv2D, Dense
 
 HW = HwConfig()
@@ -91,8 +91,8 @@ def _shipped_offloaded_layers():
 def test_roofline_is_below_every_schedule_of_every_zoo_layer_on_the_shipped_configs():
     """bound <= the exhaustive optimum, device cycles and host time separately (so it holds for
     any host terms a profile adds), for all ~140 offloaded zoo layers on pynq_1x16 and pynq_4x8."""
+    from codesign.evaluate.run import layer_io_bytes
     from codesign.tune.exhaustive import exhaustive_table
-    from codesign.vta.run import layer_io_bytes
 
     params = timing.default_params()
     layers = _shipped_offloaded_layers()

@@ -7,10 +7,10 @@ import pytest
 
 import codesign
 from codesign.errors import CodesignError, ConfigError, InvalidSchedule
+from codesign.evaluate.run import measure_seconds, random_inputs, run_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.vta import timing
-from codesign.vta.run import measure_seconds, random_inputs, run_layer
 from codesign.workloads import Conv2D, Dense
 
 HW = HwConfig()
@@ -88,7 +88,7 @@ def test_unknown_knob_value_and_unsupported_layer():
 def test_measure_seconds_reuses_its_buffer_safely():
     """Big and small programs in turn through the reusable buffer give the same answers as
     fresh compiles (the buffer is only a scratch area)."""
-    from codesign.vta.compiler import compile_insns
+    from codesign.evaluate.compiler import compile_insns
 
     layer = Conv2D(1, 32, 16, 16, 32, 3, 3, 1, 1)
     space = get_space(layer, HW)
@@ -105,7 +105,7 @@ def test_measure_seconds_reuses_its_buffer_safely():
 
 
 def test_program_blob_roundtrip_runs_identically():
-    from codesign.vta.compiler import compile_layer
+    from codesign.evaluate.compiler import compile_layer
     from codesign.vta.program import Program
     from codesign.vta.simulator import simulate
 

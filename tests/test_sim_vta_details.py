@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from codesign.errors import SimulationError
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.vta import isa
-from codesign.vta.compiler import compile_layer
 from codesign.vta.program import ProgramBuilder
-from codesign.vta.run import random_inputs
 from codesign.vta.simulator import check_races, simulate
 from codesign.workloads import Conv2D
 

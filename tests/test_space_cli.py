@@ -120,9 +120,9 @@ def test_save_program_runs_bit_exact_in_simulate(tmp_path, capsys):
     import numpy as np
 
     from codesign.cli import main
+    from codesign.evaluate.run import random_inputs
     from codesign.schedule import get_space
     from codesign.vta.program import Program
-    from codesign.vta.run import random_inputs
     from codesign.vta.simulator import simulate
     from codesign.workloads import parse_layer
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import MappingBatch, geometry, knob_arrays
 from codesign.schedule import (
     CONFIG_FEATURE_NAMES,
     N_CONFIG_FEATURES,
     N_HW_FEATURES,
     N_LAYER_FEATURES,
     ScheduleSpace,
-    TileArrays,
     hw_features,
     layer_features,
 )
-from codesign.schedule.tiling import geometry, knob_arrays
 from codesign.schedule.validity import first_failure
 from codesign.workloads import Conv2D, Dense
 
@@ -67,7 +66,7 @@ def test_layer_and_hw_features():
     assert h4.tolist()[:7] == [2, 3, 3, 13, 11, 10, 11]
 
 
-def _geometry(t: TileArrays, i: int) -> tuple:
+def _geometry(t: MappingBatch, i: int) -> tuple:
     """Config i's geometry as comparable plain values (row + both folded kernels)."""
     kernels = tuple((k.names, k.iter_out, k.iter_in, tuple(k.factors().items()), k.uops.tolist())
                     for k in t.kernels(i))
@@ -82,7 +81,7 @@ def test_cached_tiling_equals_direct_and_scalar_rules_agree():
             cfg = sp.get(int(index))
             whole = sp.tile_arrays(sp.valid_indices())
             row = int(np.searchsorted(sp.valid_indices(), index))
-            single = TileArrays(geo, hw, knob_arrays(cfg.knobs, geo.kind))
+            single = MappingBatch(geo, hw, knob_arrays(cfg.knobs, geo.kind))
             assert _geometry(whole, row) == _geometry(single, 0) == _geometry(sp.tile_arrays(np.array([index])), 0)
             # the uncached single-config rule path agrees with the vectorized mask
             assert first_failure(single) is None

@@ -211,16 +211,16 @@ def test_valid_indices_fast_path_on_a_large_space():
 
 
 def test_hazard_closed_form_against_enumeration():
-    """The closed-form dst-hazard rule of TileArrays._fold equals explicit enumeration of the
+    """The closed-form dst-hazard rule of MappingBatch._fold equals explicit enumeration of the
     unrolled kernel for arbitrary loop extents and dst factors (including 0 and negative)."""
-    from codesign.schedule import TileArrays
+    from codesign.mapping import MappingBatch
 
     rng = np.random.default_rng(11)
     n, L = 3000, 5
     ext = rng.integers(1, 5, (n, L))
     dst = rng.integers(-4, 5, (n, L))
     loops = np.stack([ext, dst, np.zeros_like(ext), np.zeros_like(ext)], axis=-1)
-    fold = TileArrays._fold(loops)
+    fold = MappingBatch._fold(loops)
     for i in range(n):
         seq = kernel_dsts([("l", int(e), int(d)) for e, d in zip(ext[i], dst[i])])
         bad = any(seq[j] == seq[j - 1] or (j >= 2 and seq[j] == seq[j - 2]) for j in range(1, len(seq)))

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 HEAVY = {"torch", "torchao", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq"}
 # (module, imported module): codesign imports allowed inside a function, with the reason.
 ALLOWED_CODESIGN = {
-    ("codesign", "codesign.vta.run"),  # `codesign.run_layer`: the package root must not load numba
+    ("codesign", "codesign.evaluate.run"),  # `codesign.run_layer`: the package root must not load numba
     # the emulated board loads the numba simulator; a real board's server must not need numba
     ("codesign.board.server", "codesign.board.emulated"),
     # the sweep runner imports Ray Tune (~1 s): `codesign sweep --help` stays instant
@@ -108,7 +108,7 @@ def test_no_function_level_imports_except_heavy_libraries():
 def test_every_module_imports_on_its_own():
     # A fresh interpreter per stage entry point: a cycle hidden behind package __init__ order would
     # raise ImportError here even if the static graph missed it.
-    entries = ["codesign.workloads", "codesign.network", "codesign.cpu", "codesign.schedule", "codesign.vta.run", "codesign.tune",
+    entries = ["codesign.workloads", "codesign.network", "codesign.cpu", "codesign.schedule", "codesign.evaluate.run", "codesign.tune",
                "codesign.pareto", "codesign.calibrate", "codesign.autotvm", "codesign.sweep.trial"]
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
     for mod in entries:

@@ -13,10 +13,10 @@ import pytest
 
 from codesign.board.local import local_board, local_tracker
 from codesign.cli import main
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.sweep.options import SweepOptions
-from codesign.vta.run import measure
 from codesign.workloads import Workload
 
 HW = HwConfig.from_name("pynq_1x16_i8w8a32_15_14_16_15")  # the faster design of the space

@@ -132,12 +132,12 @@ def test_one_trial_parses_once_checks_once_compiles_each_schedule_once(tmp_path,
     """One hardware point from the searcher to the simulator: the space file is parsed once (by
     the driver), the suggestion's feasibility is checked once (by the searcher), each (layer, hw)
     schedule space is built once and every measured schedule is compiled exactly once."""
+    import codesign.evaluate.compiler as compiler_mod
+    import codesign.evaluate.run as run_mod
     import codesign.hw.resources as resources_mod
     import codesign.hw.space as space_mod
     import codesign.schedule.space as schedule_space_mod
     import codesign.sweep.trial as trial_mod
-    import codesign.vta.compiler as compiler_mod
-    import codesign.vta.run as run_mod
     from codesign.sweep.filtering import FeasibleSearch
     from codesign.sweep.trial import InnerTuning, TrialContext, run_trial
 

@@ -12,13 +12,13 @@ import pytest
 from codesign import autotvm
 from codesign.calibrate.replay import replay
 from codesign.cli import main
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import measure_seconds, random_inputs, run_layer
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import transpose_uops
 from codesign.schedule import CONFIG_FEATURE_NAMES, ScheduleSpace, get_factors, layer_features
-from codesign.schedule.templates import transpose_uops
 from codesign.tune import MeasureRecord, RecordWriter
 from codesign.vta import isa
-from codesign.vta.compiler import compile_layer
-from codesign.vta.run import measure_seconds, random_inputs, run_layer
 from codesign.workloads import Conv2D, Conv2DTranspose, parse_layer
 
 HW1 = HwConfig()

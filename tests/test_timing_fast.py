@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.evaluate.blocks import compile_blocks
+from codesign.evaluate.compiler import compile_insns
+from codesign.evaluate.run import layer_io_bytes, measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.vta import isa, timing
-from codesign.vta.blocks import compile_blocks
-from codesign.vta.compiler import compile_insns
-from codesign.vta.run import layer_io_bytes, measure_seconds
 from codesign.workloads import Conv2D, Dense
 
 # Small enough that timing every full program stays quick, varied enough to cover padding on

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
+from codesign.evaluate.run import measure_seconds, run_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.tune import FunctionRunner, MeasureInput, SimulatorRunner
 from codesign.tune.measure import TIMEOUT
-from codesign.vta.run import measure_seconds, run_layer
 from codesign.workloads import parse_layer
 
 HW = HwConfig()

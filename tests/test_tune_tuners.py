@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.tune import (
@@ -20,7 +21,6 @@ from codesign.tune import (
     load_records,
     tune_layer,
 )
-from codesign.vta.run import measure_seconds
 from codesign.workloads import parse_layer
 
 HW = HwConfig()

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from codesign.evaluate.run import layer_io_bytes
 from codesign.hw.config import HwConfig
 from codesign.vta import timing
-from codesign.vta.run import layer_io_bytes
 
 # Fewest micro-ops of any program: one each for reset, GEMM and the three ALU ops (docs/vta.md §7.3).
 MIN_KERNEL_UOPS = 1 + 1 + 3

@@ -20,10 +20,10 @@ import numpy as np
 from codesign.calibrate.metrics import log_rmse, mape, spearman
 from codesign.calibrate.replay import Case, Skip, load_cases
 from codesign.errors import CodesignError, ConfigError
+from codesign.evaluate.compiler import compile_insns
+from codesign.evaluate.run import layer_io_bytes
 from codesign.hw.config import HwConfig
 from codesign.paths import ROOT
-from codesign.vta.compiler import compile_insns
-from codesign.vta.run import layer_io_bytes
 from codesign.vta.timing import TimingParams, default_params, predict_seconds, time_program
 
 # The parameters `codesign calibrate` fits by default, with their physical bounds and the scale

@@ -47,13 +47,13 @@ from codesign.calibrate.fit import DATA_SIGMA, FIT_PARAMS, calibrate, metrics
 from codesign.calibrate.metrics import mape
 from codesign.calibrate.replay import load_cases
 from codesign.errors import CodesignError, ConfigError
+from codesign.evaluate.compiler import compile_insns
+from codesign.evaluate.run import layer_io_bytes
 from codesign.fileio import atomic_write_json, read_document
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA, shipped
 from codesign.schedule import ScheduleSpace
 from codesign.tune.records import MeasureRecord
-from codesign.vta.compiler import compile_insns
-from codesign.vta.run import layer_io_bytes
 from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams, default_params, time_program
 from codesign.workloads import parse_layer
 

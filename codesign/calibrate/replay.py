@@ -18,10 +18,10 @@ import numpy as np
 from codesign.autotvm import ERROR_NAMES, Record, layer_from_args, parse_log, resolve_hw
 from codesign.calibrate.metrics import mape, spearman
 from codesign.errors import CodesignError
+from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
-from codesign.vta.run import measure_seconds
 from codesign.vta.timing import TimingParams, default_params
 
 

@@ -40,7 +40,7 @@ making a program file (compile_layer(..., data=, weight=) embeds input tensors):
 python - <<'EOF'
 from codesign.hw.config import HwConfig
 from codesign.schedule.space import ScheduleSpace
-from codesign.vta.compiler import compile_layer
+from codesign.evaluate.compiler import compile_layer
 from codesign.workloads import parse_layer
 import numpy as np
 hw, layer = HwConfig(), parse_layer("conv2d:1,64,56,56,64,3,3,1,1")

@@ -11,11 +11,11 @@ from typing import Any
 from codesign import tune
 from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError, InvalidSchedule
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.support import unsupported_reason
-from codesign.vta.compiler import compile_layer
-from codesign.vta.run import random_inputs
 from codesign.workloads import get_workload, parse_layer
 
 DESCRIPTION = """\

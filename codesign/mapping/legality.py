@@ -2,14 +2,18 @@
 
 The AutoTVM mappings are legal by construction from a valid config (the space's rules,
 `codesign.schedule.validity`, cover their tiles); these rules add what a loop nest of any order
-must satisfy for `codesign.vta.lower` to emit a correct, race-free program. The SRAM rule is the
+must satisfy for `codesign.lower` to emit a correct, race-free program. The SRAM rule is the
 space's, with its message."""
 
 from __future__ import annotations
 
 from codesign.hw.config import HwConfig
 from codesign.mapping.mapping import AXES, DEPENDS, Mapping
-from codesign.schedule.validity import sram_message
+
+
+def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
+    return (f"SRAM capacity: {buf} tile {elems} elements x {n_threads} thread(s) = "
+            f"{elems * n_threads} > {buf.upper()} depth {depth}")
 
 
 def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """A mapping: how one layer runs on one VTA, as data (docs/architecture.md, "mapping → lower").
 
-A `Mapping` states the loop nest of the tiles and nothing about instructions; `codesign.vta.lower`
+A `Mapping` states the loop nest of the tiles and nothing about instructions; `codesign.lower`
 turns it into the program. Its parts:
 
 - `loops`: the tile loops, outer to inner. Each walks one axis of the output/reduction space
@@ -13,7 +13,7 @@ turns it into the program. Its parts:
   AutoTVM templates; a weight-stationary mapping loads WGT at its outermost (co) loop.
 - `gemm` / `reset`: the micro-op kernels; their `iter_out`/`iter_in` are the loops folded into
   the fields of one GEMM instruction, the rest of the kernel's loops are unrolled micro-ops
-  (`codesign.schedule.tiling` builds them from `fold_uop_loop`).
+  (`codesign.mapping.batch` builds them from `fold_uop_loop`).
 - `epilogue`: ALU operations on the accumulator tile before its STORE (SHR, MIN, MAX today).
 """
 
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from codesign.schedule.tiling import Geometry, Kernel
+from codesign.mapping.batch import Geometry, Kernel
 
 AXES = ("b", "h", "co", "w", "ci")
 OPERANDS = ("inp", "wgt", "out")  # loaded / stored operands (ACC and UOP live on chip, see lower)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.hw.config import HwConfig
-from codesign.schedule.tiling import TileArrays
+from codesign.mapping.batch import MappingBatch
 from codesign.workloads.layers import Conv2D, Layer
 
 CONFIG_FEATURE_NAMES: tuple[str, ...] = (
@@ -56,7 +56,7 @@ def _lg(x: np.ndarray | float) -> np.ndarray:
     return np.log2(np.maximum(np.asarray(x, dtype=np.float64), 1.0))
 
 
-def config_features(t: TileArrays) -> np.ndarray:
+def config_features(t: MappingBatch) -> np.ndarray:
     """(n, N_CONFIG_FEATURES) float32 for the configs in `t`."""
     hw = t.hw
     steps = t.n_tiles * t.ci_steps

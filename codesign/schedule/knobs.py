@@ -15,6 +15,7 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import KnobValue
 from codesign.workloads.layers import Conv2D, Layer
 
 CONV_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
@@ -22,7 +23,6 @@ DENSE_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
 NTHREAD_CHOICES = (1, 2)  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3)
 #: A knob's value in an AutoTVM entity: a split `[outer, inner]` (a list; a tuple from code) or
 #: a thread count.
-KnobValue = list[int] | tuple[int, ...] | int
 
 
 def plain_knobs(knobs: dict[str, KnobValue]) -> dict[str, list[int] | int]:

@@ -15,10 +15,10 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import MappingBatch, geometry
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
-from codesign.schedule.tiling import TileArrays, geometry
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.workloads.layers import Layer, parse_layer
 
@@ -133,13 +133,13 @@ class ScheduleSpace:
         return self.from_knobs(config)
 
     # -- geometry and validity -----------------------------------------------------------------
-    def tile_arrays(self, indices: np.ndarray) -> TileArrays:
+    def tile_arrays(self, indices: np.ndarray) -> MappingBatch:
         """Tile geometry of the configs `indices`, with the template's adjustments
         (`templates.adapt`): the one place a space's geometry is built (validity, features and
         the compiler read it)."""
         pos = self.positions_of(indices)
         values = {k.name: self._values[j][pos[:, j]] for j, k in enumerate(self.knobs)}
-        return templates.adapt(self.layer, TileArrays(self._geo, self.hw, values))
+        return templates.adapt(self.layer, MappingBatch(self._geo, self.hw, values))
 
     def _valid_row(self, index: int) -> int | None:
         valid = self.valid_indices()

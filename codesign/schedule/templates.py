@@ -4,7 +4,7 @@ convolutions").
 
 Both templates define the same 7 knobs as conv2d_packed over the axes of their
 `layer.schedule_view()` conv (`knobs.split_extents`), and their tiles follow that conv's geometry
-(`tiling.TileArrays`). On top of it:
+(`codesign.mapping.batch.MappingBatch`). On top of it:
 
 - group conv: the input channel-block index of output block c_o is
   `c_o // (CO/groups) * CI_per_group + k_o` (docs/vta.md §7.6). A co tile must therefore lie inside one group
@@ -24,44 +24,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from codesign.schedule.tiling import GEMM_LOOPS, TileArrays
+from codesign.mapping.batch import GEMM_LOOPS, MappingBatch, transpose_uops
 from codesign.schedule.validity import Rule
 from codesign.workloads.layers import Layer
 
 GROUP_TEMPLATE = "group_conv2d_packed.vta"
 TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"
-TRANSPOSE_SPLIT_H = 4  # s[conv2d_stage].split(x_i, 4)  (docs/vta.md §7.6)
-TRANSPOSE_SPLIT_W = 2  # s[conv2d_stage].split(x_j, 2)
-
-
-def transpose_uops(layer: Layer, tile_h: int, tile_w: int, tile_ci: int, tile_co: int) -> np.ndarray:
-    """(m, 3) int64 [dst, src, wgt] micro-ops of the transposed-conv GEMM kernel of one tile, in
-    push order (see the module docstring), inserted-zero multiplications skipped. Indices are
-    those of the tile's SRAM layouts (tiling module docstring) with stride 1 over the dilated,
-    padded input."""
-    kh, kw, s, bpad = layer.kernel_h, layer.kernel_w, layer.stride, layer.back_padding
-    hin, win = tile_h + kh - 1, tile_w + kw - 1
-    xi_n, xj_n = -(-tile_h // TRANSPOSE_SPLIT_H), -(-tile_w // TRANSPOSE_SPLIT_W)
-    ci, xj, co, xi, xjj, dj, di, xii = (a.reshape(-1) for a in np.meshgrid(
-        np.arange(tile_ci), np.arange(xj_n), np.arange(tile_co), np.arange(xi_n),
-        np.arange(TRANSPOSE_SPLIT_W), np.arange(kw), np.arange(kh), np.arange(TRANSPOSE_SPLIT_H),
-        indexing="ij"))
-    h = xi * TRANSPOSE_SPLIT_H + xii
-    w = xj * TRANSPOSE_SPLIT_W + xjj
-    keep = (h < tile_h) & (w < tile_w) & ((h + di - bpad) % s == 0) & ((w + dj - bpad) % s == 0)
-    h, w, ci, co, di, dj = h[keep], w[keep], ci[keep], co[keep], di[keep], dj[keep]
-    dst = co * tile_h * tile_w + h * tile_w + w
-    src = ci * hin * win + (h + di) * win + (w + dj)
-    wgt = (co * tile_ci + ci) * kh * kw + di * kw + dj
-    return np.stack([dst, src, wgt], axis=1).astype(np.int64)
-
-
 def _hazard(uops: np.ndarray) -> bool:
     d = uops[:, 0]
     return bool(d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))))
 
 
-def adapt(layer: Layer, t: TileArrays) -> TileArrays:
+def adapt(layer: Layer, t: MappingBatch) -> MappingBatch:
     """Replace the GEMM fold of a transposed conv by its unfolded, zero-skipping kernel (uop
     count and dst hazard per config); other templates are returned unchanged."""
     if layer.template != TRANSPOSE_TEMPLATE:
@@ -82,7 +56,7 @@ def adapt(layer: Layer, t: TileArrays) -> TileArrays:
     return t
 
 
-def rules(layer: Layer, t: TileArrays) -> list[Rule]:
+def rules(layer: Layer, t: MappingBatch) -> list[Rule]:
     """The template's own validity rules (after the conv2d rules of `validity.check`)."""
     out: list[Rule] = []
     n = t.n
@@ -103,14 +77,14 @@ def rules(layer: Layer, t: TileArrays) -> list[Rule]:
     return out
 
 
-def mask(layer: Layer, t: TileArrays) -> np.ndarray:
+def mask(layer: Layer, t: MappingBatch) -> np.ndarray:
     ok = np.ones(t.n, dtype=bool)
     for rule in rules(layer, t):
         ok &= rule.ok
     return ok
 
 
-def first_failure(layer: Layer, t: TileArrays, i: int = 0) -> str | None:
+def first_failure(layer: Layer, t: MappingBatch, i: int = 0) -> str | None:
     for rule in rules(layer, t):
         if not rule.ok[i]:
             return rule.message(i)

@@ -1,6 +1,6 @@
 """Validity rules of a VTA schedule (docs/vta.md §7.4), vectorized over many configs.
 
-`check(t)` evaluates every rule on a `TileArrays` and returns them in order as `Rule`s (a boolean
+`check(t)` evaluates every rule on a `MappingBatch` and returns them in order as `Rule`s (a boolean
 `ok` array and a message builder); `valid_mask` ANDs them, `first_failure` names the first rule a
 single config breaks. Rule order: SRAM capacity, 2-D DMA pattern, padding, micro-op capacity,
 instruction field ranges, micro-op dst hazard, virtual-thread divisibility.
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codesign.schedule.tiling import MAX_DMA_FIELD, MAX_ITER, TileArrays
+from codesign.mapping.batch import MAX_DMA_FIELD, MAX_ITER, MappingBatch
+from codesign.mapping.legality import sram_message
 from codesign.workloads.layers import MAX_PAD
 
 
@@ -24,12 +25,7 @@ class Rule:
     message: Callable[[int], str]        # message for config i (only called when not ok[i])
 
 
-def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
-    return (f"SRAM capacity: {buf} tile {elems} elements x {n_threads} thread(s) = "
-            f"{elems * n_threads} > {buf.upper()} depth {depth}")
-
-
-def check(t: TileArrays) -> list[Rule]:
+def check(t: MappingBatch) -> list[Rule]:
     hw, g = t.hw, t.geo
     rules: list[Rule] = []
 
@@ -82,7 +78,7 @@ def check(t: TileArrays) -> list[Rule]:
     add("field_dma", dma_max <= MAX_DMA_FIELD, lambda i: (
         f"field range: a DMA size or stride {dma_max[i]} > {MAX_DMA_FIELD} (16-bit x_size/y_size/x_stride)"))
 
-    # 6. Micro-op dst hazard (docs/vta.md §3.9, §7.4.4), derived exactly from the kernel (tiling.py).
+    # 6. Micro-op dst hazard (docs/vta.md §3.9, §7.4.4), derived exactly from the kernel (mapping/batch.py).
     hazard = t.gemm["hazard"] | t.reset["hazard"]
     add("uop_hazard", ~hazard, lambda i: (
         f"uop dst hazard: in the unrolled GEMM kernel ({t.gemm['n_uops'][i]} uops, tile_co={t.tile_co[i]}, "
@@ -106,14 +102,14 @@ def check(t: TileArrays) -> list[Rule]:
     return rules
 
 
-def valid_mask(t: TileArrays) -> np.ndarray:
+def valid_mask(t: MappingBatch) -> np.ndarray:
     mask = np.ones(t.n, dtype=bool)
     for rule in check(t):
         mask &= rule.ok
     return mask
 
 
-def first_failure(t: TileArrays, i: int = 0, skip: tuple[str, ...] = ()) -> str | None:
+def first_failure(t: MappingBatch, i: int = 0, skip: tuple[str, ...] = ()) -> str | None:
     """Message of the first rule config `i` breaks (rules named in `skip` aside), or None."""
     for rule in check(t):
         if not rule.ok[i] and rule.name not in skip:

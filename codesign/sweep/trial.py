@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.evaluate.run import Measurement, measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.power import PowerModel, activity_from_busy
@@ -33,7 +34,6 @@ from codesign.tune.loop import TuneResult
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.task import make_task
-from codesign.vta.run import Measurement, measure
 from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
 from codesign.workloads.networks import Workload

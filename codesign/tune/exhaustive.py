@@ -1,5 +1,5 @@
 """Exhaustive search: every valid config of a layer, timed. VTA template spaces hold a few
-hundred valid configs and a simulated measurement takes ~0.1-1 ms (`codesign.vta.blocks`), so on
+hundred valid configs and a simulated measurement takes ~0.1-1 ms (`codesign.evaluate.blocks`), so on
 the simulator the exact optimum costs well under a second per layer.
 
 `ExhaustiveTuner` is a tuner like the others (the tuning loop's cache, records and callbacks

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from codesign.evaluate.run import Measurement, measure
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
-from codesign.vta.run import Measurement, measure
 from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
 
@@ -39,7 +39,7 @@ class MeasureInput:
 class MeasureResult:
     """Outcome of one measurement. `seconds`/`cycles` are None when `error` is set; `busy`
     (cycles per module), `device_s` and `call_s` are what the runner measured besides (see
-    `codesign.vta.run.Measurement`)."""
+    `codesign.evaluate.run.Measurement`)."""
 
     config: Config
     seconds: float | None
@@ -227,7 +227,7 @@ class Runner:
 
 
 class SimulatorRunner(Runner):
-    """Times schedules with the VTA timing model (`codesign.vta.run.measure`). A measurement
+    """Times schedules with the VTA timing model (`codesign.evaluate.run.measure`). A measurement
     takes ~0.1-1 ms, so parallel workers get them in chunks."""
 
     chunk = 64
@@ -238,7 +238,7 @@ class SimulatorRunner(Runner):
         self.hw = hw
         self.params = params
 
-    # No warmup hook needed: unpickling this runner in a worker imports `codesign.vta.run` (module
+    # No warmup hook needed: unpickling this runner in a worker imports `codesign.evaluate.run` (module
     # level), which loads the numba timing kernel from its cache before the first measurement.
 
     def measure_one(self, inp: MeasureInput) -> Measurement:

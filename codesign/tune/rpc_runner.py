@@ -36,9 +36,9 @@ import numpy as np
 from codesign.board.client import BoardClient, BoardLost
 from codesign.board.protocol import RemoteError
 from codesign.errors import BoardError, CodesignError, ConfigError
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import random_inputs
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
-from codesign.vta.compiler import compile_layer
-from codesign.vta.run import random_inputs
 
 # Error kinds (AutoTVM MeasureErrorNo names; BOARD_LOST has no AutoTVM number).
 COMPILE_HOST, RUNTIME_DEVICE, RUN_TIMEOUT, WRONG_ANSWER, BOARD_LOST = (

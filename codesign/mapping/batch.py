@@ -1,9 +1,9 @@
 """Tile geometry of a schedule — the ONE definition the validity rules, the features and the
 compiler share.
 
-Everything is computed by `TileArrays`, vectorized over many configs at once (NumPy int64
-arrays); one config's geometry is a row of it: `TileArrays.row(i)` (scalars and DMA patterns as
-plain ints) and `TileArrays.kernels(i)` (the folded micro-op kernels as `Kernel`s).
+Everything is computed by `MappingBatch`, vectorized over many configs at once (NumPy int64
+arrays); one config's geometry is a row of it: `MappingBatch.row(i)` (scalars and DMA patterns as
+plain ints) and `MappingBatch.kernels(i)` (the folded micro-op kernels as `Kernel`s).
 
 Geometry (docs/vta.md §7.3; dense_packed is treated as a 1x1 conv on a 1x1 image with
 tile_h = tile_w = 1 and h_nthread = 1, which reproduces docs/vta.md §7.5):
@@ -38,8 +38,9 @@ from functools import cached_property
 import numpy as np
 
 from codesign.hw.config import HwConfig
-from codesign.schedule.knobs import KnobValue
 from codesign.workloads.layers import Conv2D, Layer
+
+KnobValue = list[int] | tuple[int, ...] | int  # a knob's value (schedule.knobs)
 
 GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
 RESET_LOOPS = ("w", "co", "h")
@@ -94,7 +95,7 @@ class Kernel:
 
     @classmethod
     def from_fold(cls, roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...] = ()) -> Kernel:
-        """A Kernel from `TileArrays`' fold of one config: roles 1 = iter_out, 2 = iter_in,
+        """A Kernel from `MappingBatch`' fold of one config: roles 1 = iter_out, 2 = iter_in,
         3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (docs/vta.md §7.3)."""
         kw: dict[str, int] = {}
         for role, slot in ((1, "out"), (2, "in")):
@@ -161,7 +162,7 @@ def knob_arrays(knobs: dict[str, KnobValue], kind: str) -> dict[str, np.ndarray]
     return out
 
 
-class TileArrays:
+class MappingBatch:
     """Tile geometry of n configs as int64 arrays of shape (n,) (see module docstring)."""
 
     def __init__(self, geo: Geometry, hw: HwConfig, k: dict[str, np.ndarray]) -> None:
@@ -336,3 +337,30 @@ class TileArrays:
             self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
                                                       (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
         return self._patterns["wgt"]
+
+
+# The zero-skipping kernel of conv2d_transpose_packed.vta (docs/vta.md §7.6).
+TRANSPOSE_SPLIT_H = 4  # s[conv2d_stage].split(x_i, 4)  (docs/vta.md §7.6)
+TRANSPOSE_SPLIT_W = 2  # s[conv2d_stage].split(x_j, 2)
+
+
+def transpose_uops(layer: Layer, tile_h: int, tile_w: int, tile_ci: int, tile_co: int) -> np.ndarray:
+    """(m, 3) int64 [dst, src, wgt] micro-ops of the transposed-conv GEMM kernel of one tile, in
+    push order (codesign.schedule.templates docstring: the conv2d_transpose_packed.vta loops), inserted-zero multiplications skipped. Indices are
+    those of the tile's SRAM layouts (module docstring) with stride 1 over the dilated,
+    padded input."""
+    kh, kw, s, bpad = layer.kernel_h, layer.kernel_w, layer.stride, layer.back_padding
+    hin, win = tile_h + kh - 1, tile_w + kw - 1
+    xi_n, xj_n = -(-tile_h // TRANSPOSE_SPLIT_H), -(-tile_w // TRANSPOSE_SPLIT_W)
+    ci, xj, co, xi, xjj, dj, di, xii = (a.reshape(-1) for a in np.meshgrid(
+        np.arange(tile_ci), np.arange(xj_n), np.arange(tile_co), np.arange(xi_n),
+        np.arange(TRANSPOSE_SPLIT_W), np.arange(kw), np.arange(kh), np.arange(TRANSPOSE_SPLIT_H),
+        indexing="ij"))
+    h = xi * TRANSPOSE_SPLIT_H + xii
+    w = xj * TRANSPOSE_SPLIT_W + xjj
+    keep = (h < tile_h) & (w < tile_w) & ((h + di - bpad) % s == 0) & ((w + dj - bpad) % s == 0)
+    h, w, ci, co, di, dj = h[keep], w[keep], ci[keep], co[keep], di[keep], dj[keep]
+    dst = co * tile_h * tile_w + h * tile_w + w
+    src = ci * hin * win + (h + di) * win + (w + dj)
+    wgt = (co * tile_ci + ci) * kh * kw + di * kw + dj
+    return np.stack([dst, src, wgt], axis=1).astype(np.int64)

@@ -14,8 +14,8 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from codesign.mapping.batch import Kernel
 from codesign.mapping.mapping import Mapping
-from codesign.schedule.tiling import Kernel
 
 
 @njit(cache=True)

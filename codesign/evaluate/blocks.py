@@ -4,16 +4,16 @@
 identical pairs (pairs that differ only in DRAM offsets: same INP padding, same operands loaded,
 same micro-op loads) plus the sequence of classes; with its periodic fast-forward the cost no
 longer grows with the number of tiles. The blocks are rows of the one emitter
-(`codesign.vta.lower.emit`), so they are row for row the full program's (tests/test_timing_fast.py).
+(`codesign.lower.emit`), so they are row for row the full program's (tests/test_timing_fast.py).
 """
 
 from __future__ import annotations
 
+from codesign.evaluate.compiler import _check_shift
 from codesign.hw.config import HwConfig
-from codesign.mapping.autotvm import mapping_for
+from codesign.lower import PairBlocks, lower_blocks
+from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config, KnobValue
-from codesign.vta.compiler import _check_shift
-from codesign.vta.lower import PairBlocks, lower_blocks
 from codesign.workloads.layers import Layer
 
 

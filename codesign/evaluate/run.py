@@ -14,14 +14,14 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
+from codesign.evaluate.blocks import compile_blocks
+from codesign.evaluate.compiler import compile_insns, compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
-from codesign.vta.blocks import compile_blocks
-from codesign.vta.compiler import compile_insns, compile_layer
 from codesign.vta.program import Program
 from codesign.vta.simulator import simulate
 from codesign.workloads import parse_layer

@@ -19,15 +19,15 @@ overwrites the slice. Counts balance: the final no-op pops the last store's s2g 
 its own LOAD, so the FIFOs are empty at FINISH.
 
 `emit` writes the rows of any list of pairs: all pairs are the program, one member per class of
-identical pairs is the block form the cycle model times (`codesign.vta.blocks`)."""
+identical pairs is the block form the cycle model times (`codesign.evaluate.blocks`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from codesign.lower import access as ac
 from codesign.vta import isa
-from codesign.vta.lower import access as ac
 
 C = isa.COL
 LOOP_FIELDS = ("iter_out", "iter_in", "dst_factor_out", "dst_factor_in", "src_factor_out",

@@ -15,13 +15,13 @@ import numpy as np
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.lower.access import INP_PLACE, WGT_PLACE, pad_classes, spec
+from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
+from codesign.lower.uops import Uops, uop_array, uop_plan
+from codesign.mapping.batch import Geometry
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, Mapping
-from codesign.schedule.tiling import Geometry
 from codesign.vta import isa
-from codesign.vta.lower.access import INP_PLACE, WGT_PLACE, pad_classes, spec
-from codesign.vta.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
-from codesign.vta.lower.uops import Uops, uop_array, uop_plan
 from codesign.vta.program import DramAllocator
 
 

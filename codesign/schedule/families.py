@@ -10,7 +10,7 @@ transposed variants (docs/vta.md §7.6) are the same nest over their `schedule_v
   channel blocks of its group (`Mapping.co_per_group`, a co tile lies in one group), the data
   tensor holds all groups' channels (`Mapping.inp_channels`).
 - `conv2d_transpose_packed.vta`: the stride-1 conv over the dilated, padded input with the GEMM
-  kernel replaced by the unfolded, zero-skipping one (`schedule.templates.transpose_uops`).
+  kernel replaced by the unfolded, zero-skipping one (`mapping.batch.transpose_uops`).
 
 Geometry is always read from the layer's `ScheduleSpace` (`tile_arrays`, the one place it is
 built); configs are rejected only by the space's named validity rules, never by a check here.
@@ -27,11 +27,11 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, transpose_uops
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
 from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.space import ScheduleSpace, get_space
-from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE, transpose_uops
-from codesign.schedule.tiling import Kernel, TileArrays, geometry, inner
+from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
 from codesign.schedule.validity import first_failure
 from codesign.workloads.layers import Layer
 
@@ -57,7 +57,7 @@ _TABLE_MAX = 1 << 15  # spaces up to this size (ResNet-18: <= ~2.3k) are tabulat
 
 
 @lru_cache(maxsize=64)  # a few MB each at most
-def _space_table(layer: Layer, hw: HwConfig) -> tuple[ScheduleSpace, TileArrays | None]:
+def _space_table(layer: Layer, hw: HwConfig) -> tuple[ScheduleSpace, MappingBatch | None]:
     space = get_space(layer, hw)  # ConfigError (one line) when the layer has no space on hw
     if space.size > _TABLE_MAX:
         return space, None
@@ -66,7 +66,7 @@ def _space_table(layer: Layer, hw: HwConfig) -> tuple[ScheduleSpace, TileArrays 
 
 def geometry_row(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig,
                  skip: tuple[str, ...] = ()) -> tuple[dict[str, int], Kernel, Kernel]:
-    """One config's tile geometry (`TileArrays.row`) and (GEMM, reset) kernels, from the layer's
+    """One config's tile geometry (`MappingBatch.row`) and (GEMM, reset) kernels, from the layer's
     space: a row of the tabulated space when valid, else the config alone. A knob value that is
     not a candidate is a ConfigError naming the allowed values, a config breaking a validity rule
     (`codesign.schedule.validity`, rules named in `skip` aside) an InvalidSchedule naming it."""

@@ -1,7 +1,7 @@
 """Compile a layer + schedule into the VTA program the TVM VTA flow would run (docs/vta.md §7.3).
 
-The layer's template family produces a `Mapping` (`codesign.mapping.autotvm.mapping_for`), the
-lowering turns it into the instruction matrix (`codesign.vta.lower`: the stream, its dependency
+The layer's template family produces a `Mapping` (`codesign.schedule.families.mapping_for`), the
+lowering turns it into the instruction matrix (`codesign.lower`: the stream, its dependency
 tokens and the micro-op ring are described there); this module places it and the packed tensors
 in DRAM as a `Program`.
 """
@@ -12,10 +12,10 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.mapping.autotvm import mapping_for
+from codesign.lower import Lowered, dram_bases, lower_program, regions
+from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config, KnobValue
 from codesign.vta import isa
-from codesign.vta.lower import Lowered, dram_bases, lower_program, regions
 from codesign.vta.program import DramAllocator, Program
 from codesign.workloads.layers import Layer
 

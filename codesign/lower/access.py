@@ -106,7 +106,7 @@ def inp_access(sc, b, h, co, w, k):  # pragma: no cover - compiled
     hs, ws, yp0, yp1, xp0, xp1 = window(sc, h, w)
     chan = b * sc[TB] * sc[C_IMG] + (co * sc[TCO]) // sc[CO_PG] * sc[CI] + k * sc[TCI]
     dram = sc[INP_BASE] + (chan * sc[H] + hs + yp0) * sc[W] + ws + xp0
-    if sc[PAD] > 0:  # a padded load is never folded (tiling.inp_pattern): hin rows of win pixels
+    if sc[PAD] > 0:  # a padded load is never folded (mapping.batch inp_pattern): hin rows of win pixels
         return (dram, sc[HIN] - yp0 - yp1, sc[WIN] - xp0 - xp1, sc[W], yp0, yp1, xp0, xp1)
     return (dram, sc[INP_Y], sc[INP_X], sc[INP_ST], 0, 0, 0, 0)
 
