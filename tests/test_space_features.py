@@ -79,10 +79,10 @@ def test_cached_tiling_equals_direct_and_scalar_rules_agree():
         geo = geometry(layer, hw)
         for index in sp.valid_indices()[::7]:
             cfg = sp.get(int(index))
-            whole = sp.tile_arrays(sp.valid_indices())
+            whole = sp.mapping_batch(sp.valid_indices())
             row = int(np.searchsorted(sp.valid_indices(), index))
             single = MappingBatch(geo, hw, knob_arrays(cfg.knobs, geo.kind))
-            assert _geometry(whole, row) == _geometry(single, 0) == _geometry(sp.tile_arrays(np.array([index])), 0)
+            assert _geometry(whole, row) == _geometry(single, 0) == _geometry(sp.mapping_batch(np.array([index])), 0)
             # the uncached single-config rule path agrees with the vectorized mask
             assert first_failure(single) is None
 
@@ -92,7 +92,7 @@ def test_dense_tiling_is_one_uop():
     layer = Dense(1, 512, 1024)
     sp = ScheduleSpace(layer, HW1)
     cfg = sp.from_knobs({"tile_b": [1, 1], "tile_ci": [-1, 8], "tile_co": [-1, 16], "oc_nthread": 2})
-    ta = sp.tile_arrays(np.array([cfg.index]))
+    ta = sp.mapping_batch(np.array([cfg.index]))
     t, (gemm, _) = ta.row(0), ta.kernels(0)
     assert list(gemm.names) == ["k_o.inner", "co"]
     assert (gemm.iter_out, gemm.iter_in, gemm.size) == (8, 16, 1)

@@ -123,7 +123,7 @@ def test_worked_example_tiling():
     """docs/vta.md §7.3: index 203, one 7x7 spatial tile, two co threads of 16 blocks."""
     layer = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)
     sp = ScheduleSpace(layer, HW1)
-    ta = sp.tile_arrays(np.array([203]))
+    ta = sp.mapping_batch(np.array([203]))
     t, (gemm, reset) = ta.row(0), ta.kernels(0)
     assert (t["tile_h"], t["tile_w"], t["tile_ci"], t["tile_co"], t["nthreads"]) == (7, 7, 1, 16, 2)
     assert (t["hin_t"], t["win_t"]) == (15, 15)
@@ -147,4 +147,4 @@ def test_worked_example_tiling():
     assert offs[(di * 16 + co) * 7 + h].tolist() == [co * 49 + h * 7, di * 15 + h * 30, di * 3 + co * 9]
     # the row of a whole-space vectorized pass is the same
     valid = sp.valid_indices()
-    assert sp.tile_arrays(valid).row(int(np.searchsorted(valid, 203))) == t
+    assert sp.mapping_batch(valid).row(int(np.searchsorted(valid, 203))) == t

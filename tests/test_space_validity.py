@@ -134,7 +134,7 @@ def test_valid_indices_match_brute_force(spec, hw):
     assert 0 < len(sp.valid_indices()) < sp.size or spec.startswith("dense")
     # DMA shapes of valid configs equal the scalar folding
     for i in sp.valid_indices()[::5]:
-        cfg, t = sp.get(int(i)), sp.tile_arrays(np.array([i])).row(0)
+        cfg, t = sp.get(int(i)), sp.mapping_batch(np.array([i])).row(0)
         assert (t["store_y_size"], t["store_x_size"], t["store_x_stride"]) == pattern(store_dims(layer, hw, t)), cfg
     # the scalar path names a rule exactly for the invalid ones
     for i in range(0, sp.size, max(1, sp.size // 97)):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -127,14 +129,8 @@ def run(args: argparse.Namespace) -> int:
     return _run_device(args)
 
 
-def _run_device(args: argparse.Namespace) -> int:
-    if args.params is None:
-        base, start = TimingParams(), "documented defaults (TimingParams())"
-    elif args.params == "shipped":
-        base, start = TimingParams.load(), "sim/timing_params.json"
-    else:
-        base, start = TimingParams.load(args.params), str(args.params)
-    names = [n.strip() for n in args.fit.split(",") if n.strip()]
+def _loo_progress(args: argparse.Namespace) -> tuple[Any, Callable[[int, int], None]]:
+    """A leave-one-out progress bar on a terminal (none for --json, --no-loo or a pipe) and its fold callback."""
     bar = None
     if not args.json and not args.no_loo and sys.stderr.isatty():
         bar = tqdm(total=0, desc="leave-one-out", unit="fit", file=sys.stderr, leave=False)
@@ -143,6 +139,19 @@ def _run_device(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.total = total
             bar.update(1)
+
+    return bar, on_fold
+
+
+def _run_device(args: argparse.Namespace) -> int:
+    if args.params is None:
+        base, start = TimingParams(), "documented defaults (TimingParams())"
+    elif args.params == "shipped":
+        base, start = TimingParams.load(), "sim/timing_params.json"
+    else:
+        base, start = TimingParams.load(args.params), str(args.params)
+    names = [n.strip() for n in args.fit.split(",") if n.strip()]
+    bar, on_fold = _loo_progress(args)
 
     hw = HwConfig.resolve(args.hw) if args.hw else None
     params, report = calibrate(args.log, base=base, names=names, loo=not args.no_loo, on_fold=on_fold, hw=hw)
@@ -267,14 +276,7 @@ def _run_cpu(args: argparse.Namespace) -> int:
     if args.profile or args.terms or args.device or args.params or args.hw:
         raise ConfigError("calibrate cpu takes LOG... -o FILE [--no-loo] [--json]; --profile, --terms, --device, "
                           "--params and --hw are for the VTA timing model")
-    bar = None
-    if not args.json and not args.no_loo and sys.stderr.isatty():
-        bar = tqdm(total=0, desc="leave-one-out", unit="fit", file=sys.stderr, leave=False)
-
-    def on_fold(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.update(1)
+    bar, on_fold = _loo_progress(args)
 
     model, fits, prov = calibrate_cpu(logs, loo=not args.no_loo, on_fold=on_fold)
     if bar is not None:

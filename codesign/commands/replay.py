@@ -87,6 +87,14 @@ def _nothing_replayed(logs: list[str], skipped: list) -> str:
     return f"{', '.join(logs)}: no record could be replayed, nothing to compare ({len(skipped)} skipped{first})"
 
 
+def _print_json(rows: list, skipped: list, summary: dict[str, Any]) -> None:
+    """The --json document of either replay (VTA or arm_cpu): one entry per record, the skipped lines, the summary."""
+    out = {"records": [r.to_dict() for r in rows],
+           "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
+           "summary": summary}
+    print(json.dumps(_clean(out)))
+
+
 def run(args: argparse.Namespace) -> int:
     kind = is_arm_cpu_log(args.log)
     if kind is None:
@@ -114,10 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if not summary["replayed"] and args.json:
         raise ConfigError(_nothing_replayed(args.log, skipped))
     if args.json:
-        out = {"records": [r.to_dict() for r in rows],
-               "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
-               "summary": summary}
-        print(json.dumps(_clean(out)))
+        _print_json(rows, skipped, summary)
         return 0
     head = (f"{'line':>5} {'task':<18} {'model':<30} {'layer':<34} {'idx_rec':>7} {'idx_cmp':>7} "
             f"{'valid':<5} {'meas_ms':>9} {'pred_ms':>9} {'err%':>7}")
@@ -160,10 +165,7 @@ def _run_cpu(args: argparse.Namespace) -> int:
     if not rows:
         raise ConfigError(_nothing_replayed(args.log, skipped))
     if args.json:
-        out = {"records": [r.to_dict() for r in rows],
-               "skipped": [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped],
-               "summary": summary}
-        print(json.dumps(_clean(out)))
+        _print_json(rows, skipped, summary)
         return 0
     print(f"{'line':>5} {'cpu':<10} {'kind':<12} {'dtype':<7} {'layer':<44} {'GMAC':>7} {'meas_ms':>9} "
           f"{'pred_ms':>9} {'err%':>7}")

@@ -12,7 +12,7 @@ transposed variants (docs/vta.md §7.6) are the same nest over their `schedule_v
 - `conv2d_transpose_packed.vta`: the stride-1 conv over the dilated, padded input with the GEMM
   kernel replaced by the unfolded, zero-skipping one (`mapping.batch.transpose_uops`).
 
-Geometry is always read from the layer's `ScheduleSpace` (`tile_arrays`, the one place it is
+Geometry is always read from the layer's `ScheduleSpace` (`mapping_batch`, the one place it is
 built); configs are rejected only by the space's named validity rules, never by a check here.
 `FAMILIES` maps a template name to its producer (the one place template names are dispatched).
 """
@@ -61,7 +61,7 @@ def _space_table(layer: Layer, hw: HwConfig) -> tuple[ScheduleSpace, MappingBatc
     space = get_space(layer, hw)  # ConfigError (one line) when the layer has no space on hw
     if space.size > _TABLE_MAX:
         return space, None
-    return space, space.tile_arrays(np.arange(space.size, dtype=np.int64))
+    return space, space.mapping_batch(np.arange(space.size, dtype=np.int64))
 
 
 def geometry_row(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig,
@@ -78,7 +78,7 @@ def geometry_row(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConf
         index = space.from_knobs(knobs).index
     if table is not None and space.is_valid(int(index)):
         return (table.row(int(index)), *table.kernels(int(index)))
-    ta = space.tile_arrays(np.array([index], dtype=np.int64))
+    ta = space.mapping_batch(np.array([index], dtype=np.int64))
     why = first_failure(ta, skip=skip)
     if why is not None:
         raise InvalidSchedule(why)

@@ -133,7 +133,7 @@ class ScheduleSpace:
         return self.from_knobs(config)
 
     # -- geometry and validity -----------------------------------------------------------------
-    def tile_arrays(self, indices: np.ndarray) -> MappingBatch:
+    def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         """Tile geometry of the configs `indices`, with the template's adjustments
         (`templates.adapt`): the one place a space's geometry is built (validity, features and
         the compiler read it)."""
@@ -151,7 +151,7 @@ class ScheduleSpace:
         cfg = self.as_config(config)
         if self._valid_row(cfg.index) is not None:
             return None
-        t = self.tile_arrays(np.array([cfg.index], dtype=np.int64))
+        t = self.mapping_batch(np.array([cfg.index], dtype=np.int64))
         return first_failure(t) or templates.first_failure(self.layer, t)
 
     def is_valid(self, config: Config | dict | list | int) -> bool:
@@ -167,7 +167,7 @@ class ScheduleSpace:
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Boolean validity of `indices` (default: the whole space, in index order)."""
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
-        t = self.tile_arrays(idx)
+        t = self.mapping_batch(idx)
         return valid_mask(t) & templates.mask(self.layer, t)
 
     def valid_indices(self) -> np.ndarray:
@@ -196,7 +196,7 @@ class ScheduleSpace:
 
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        return config_features(self.tile_arrays(idx))
+        return config_features(self.mapping_batch(idx))
 
 
 @lru_cache(maxsize=512)
