@@ -85,3 +85,22 @@ def _write_bit_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: 
     monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "catalog.yaml"))
     monkeypatch.setenv("VTA_CACHE_PATH", str(tmp_path / "cache"))
     return bit, entry
+
+
+@pytest.fixture(scope="session")
+def resnet18_schedule_sample():
+    """(layer, hw, configs): about a dozen evenly spaced valid schedules of every offloaded ResNet-18 layer on
+    pynq_1x16 and pynq_4x8 — the sample the calibration tests time and keep the fastest of."""
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import ScheduleSpace, partition
+    from codesign.workloads import get_workload
+
+    out = []
+    for name in ("pynq_1x16", "pynq_4x8"):
+        hw = HwConfig.resolve(name)
+        offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
+        for layer, _count in offloaded:
+            space = ScheduleSpace(layer, hw)
+            valid = space.valid_indices()
+            out.append((layer, hw, [space.get(int(valid[k])) for k in range(0, len(valid), max(1, len(valid) // 12))]))
+    return out

@@ -13,10 +13,8 @@ from codesign.cli import main
 from codesign.evaluate.run import layer_io_bytes, measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
-from codesign.schedule import ScheduleSpace, partition
 from codesign.tune.records import MeasureRecord
 from codesign.vta.timing import DEFAULT_PARAMS_PATH, TimingParams
-from codesign.workloads import get_workload
 
 LOG = SIM_DATA / "calibration" / "pynq_resnet18.log"
 
@@ -85,37 +83,32 @@ def test_profile_fit_on_shipped_data_and_use_in_replay(tmp_path, capsys) -> None
     assert "unknown calibration profile 'missing'" in capsys.readouterr().err
 
 
-def _synthetic_records(path, inject: TimingParams, with_device_time: bool) -> int:
+def _synthetic_records(path, inject: TimingParams, with_device_time: bool, sample) -> int:
     """Measurements of the ResNet-18 layers on two configs: the device model's time plus an injected
     host cost (the emulated board's device timing with a host that costs per call and per byte)."""
     lines = []
-    for name in ("pynq_1x16", "pynq_4x8"):
-        hw = HwConfig.resolve(name)
-        offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
-        for layer, _count in offloaded:
-            space = ScheduleSpace(layer, hw)
-            valid = space.valid_indices()
-            sample = [space.get(int(valid[k])) for k in range(0, len(valid), max(1, len(valid) // 12))]
-            timed = sorted((measure_seconds(layer, c, hw), c.index, c) for c in sample)
-            for (_s, cycles), _i, config in timed[:2]:  # good schedules, as a tuner would keep
-                device_s = cycles / hw.clock_hz
-                i, o = layer_io_bytes(layer)
-                host = (inject.host_call_s + inject.host_per_insn_s * 0 + inject.host_per_in_byte_s * i
-                        + inject.host_per_out_byte_s * o)
-                rec = json.loads(MeasureRecord.make(layer, hw, config, device_s + host, cycles, None, "board", 0).to_json())
-                if with_device_time:  # a board record: device time measured apart from the call
-                    rec["device_s"] = device_s
-                lines.append(json.dumps(rec))
+    for layer, hw, configs in sample:
+        timed = sorted((measure_seconds(layer, c, hw), c.index, c) for c in configs)
+        for (_s, cycles), _i, config in timed[:2]:  # good schedules, as a tuner would keep
+            device_s = cycles / hw.clock_hz
+            i, o = layer_io_bytes(layer)
+            host = (inject.host_call_s + inject.host_per_insn_s * 0 + inject.host_per_in_byte_s * i
+                    + inject.host_per_out_byte_s * o)
+            rec = json.loads(MeasureRecord.make(layer, hw, config, device_s + host, cycles, None, "board", 0).to_json())
+            if with_device_time:  # a board record: device time measured apart from the call
+                rec["device_s"] = device_s
+            lines.append(json.dumps(rec))
     path.write_text("\n".join(lines) + "\n")
     return len(lines)
 
 
 @pytest.mark.parametrize("with_device_time", [False, True])
-def test_profile_recovers_injected_per_byte_host_cost(tmp_path, capsys, with_device_time) -> None:
+def test_profile_recovers_injected_per_byte_host_cost(tmp_path, capsys, with_device_time,
+                                                     resnet18_schedule_sample) -> None:
     truth = TimingParams().with_(host_call_s=2.0e-4, host_per_insn_s=0.0, host_per_in_byte_s=0.0,
                                  host_per_out_byte_s=4.0e-9)
     recs = tmp_path / "board.jsonl"
-    n = _synthetic_records(recs, truth, with_device_time)
+    n = _synthetic_records(recs, truth, with_device_time, resnet18_schedule_sample)
     assert n >= 20
     assert main(["calibrate", "--profile", "emulated", str(recs), "--terms",
                  "host_call_s,host_per_out_byte_s", "--json"]) == 0
@@ -126,10 +119,10 @@ def test_profile_recovers_injected_per_byte_host_cost(tmp_path, capsys, with_dev
     assert doc["provenance"]["after"]["mape"] < 0.5
 
 
-def test_explicit_unpinnable_term_is_refused_with_records_needed(tmp_path, capsys) -> None:
+def test_explicit_unpinnable_term_is_refused_with_records_needed(tmp_path, capsys, resnet18_schedule_sample) -> None:
     truth = TimingParams().with_(host_call_s=2.0e-4, host_per_out_byte_s=4.0e-9)
     recs = tmp_path / "board.jsonl"
-    _synthetic_records(recs, truth, False)
+    _synthetic_records(recs, truth, False, resnet18_schedule_sample)
     few = tmp_path / "few.jsonl"
     few.write_text("\n".join(recs.read_text().splitlines()[:2]) + "\n")
     assert main(["calibrate", "--profile", "x", str(few), "--terms", profiles.ENV_TERMS[0] + ",host_per_insn_s"]) == 2

@@ -16,12 +16,9 @@ from codesign.calibrate import profiles
 from codesign.calibrate.metrics import mape
 from codesign.cli import main
 from codesign.evaluate.run import layer_io_bytes
-from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
-from codesign.schedule import ScheduleSpace, partition
 from codesign.tune.records import MeasureRecord
 from codesign.vta.timing import TimingParams
-from codesign.workloads import get_workload
 
 RESNET50 = SIM_DATA / "calibration" / "pynq_1x16_resnet50.log"  # real PYNQ-Z1 session, August 2019
 NOISE = 0.02  # relative sd of a synthetic measurement (the real sessions fit to ~3%)
@@ -33,22 +30,16 @@ def _profile_dir(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def good_schedules() -> list[tuple]:
+def good_schedules(resnet18_schedule_sample) -> list[tuple]:
     """(layer, hw, config, device seconds, instructions, in bytes, out bytes) of the two fastest of a
     dozen sampled schedules per ResNet-18 layer on pynq_1x16 and pynq_4x8, as a tuner would keep."""
     base = TimingParams.load()
     rows = []
-    for name in ("pynq_1x16", "pynq_4x8"):
-        hw = HwConfig.resolve(name)
-        offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
-        for layer, _count in offloaded:
-            space = ScheduleSpace(layer, hw)
-            valid = space.valid_indices()
-            sample = [space.get(int(valid[k])) for k in range(0, len(valid), max(1, len(valid) // 12))]
-            timed = sorted(((*profiles._device_seconds(layer, c, hw, base), c.index, c) for c in sample),
-                           key=lambda r: r[0])
-            for dev, n, _i, config in timed[:2]:
-                rows.append((layer, hw, config, dev, n, *layer_io_bytes(layer)))
+    for layer, hw, sample in resnet18_schedule_sample:
+        timed = sorted(((*profiles._device_seconds(layer, c, hw, base), c.index, c) for c in sample),
+                       key=lambda r: r[0])
+        for dev, n, _i, config in timed[:2]:
+            rows.append((layer, hw, config, dev, n, *layer_io_bytes(layer)))
     return rows
 
 
