@@ -8,13 +8,17 @@ import json
 import sys
 from typing import Any
 
+import numpy as np
+from tqdm import tqdm
+
 from codesign import tune
 from codesign.analysis.roofline import roofline
 from codesign.errors import ConfigError, InvalidSchedule
 from codesign.evaluate.compiler import compile_layer
-from codesign.evaluate.run import random_inputs
+from codesign.evaluate.run import measure, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
+from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import unsupported_reason
 from codesign.workloads import get_workload, parse_layer
 
@@ -23,7 +27,9 @@ Show the AutoTVM schedule space of a layer on a VTA hardware config: the templat
 (conv2d_packed.vta or dense_packed.vta), the knobs with their candidates in AutoTVM order, the
 space size and how many configs pass VTA's validity rules (SRAM capacity per virtual thread,
 2-D DMA patterns, padding, micro-op capacity, instruction field ranges, micro-op dst hazard,
-virtual-thread divisibility). A layer VTA cannot run (channels not a multiple of the block,
+virtual-thread divisibility). --schedules vta shows the vta family's space instead (the template's
+tiles with any loop order, weight-stationary residency, 2 threads on any axis; docs/schedules.md),
+which contains every template schedule. A layer VTA cannot run (channels not a multiple of the block,
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 
 Every supported layer shows its roofline: the fastest any schedule could be (every MAC on the
@@ -42,6 +48,7 @@ examples:
   codesign space --layer dense:16,512,2048 --hw pynq_1x16 --exhaustive
   codesign space --workload resnet18 --hw pynq_4x8
   codesign space --layer conv2d:1,512,7,7,512,3,3,1,1 --hw pynq_1x16 --exhaustive --json | jq .best
+  codesign space --layer conv2d:1,512,7,7,512,3,3,1,1 --schedules vta --exhaustive --json
   codesign space --layer conv2d:1,64,14,14,64,3,3,1,1 --exhaustive --save-program best.vtaprog
   codesign simulate best.vtaprog                    # run that program (random int8 inputs embedded)
 """
@@ -57,6 +64,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--hw", metavar="CONFIG", default="pynq_1x16_i8w8a32_15_15_18_17",
                    help="hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON file "
                         "(default: %(default)s)")
+    p.add_argument("--schedules", choices=FAMILIES, default="autotvm",
+                   help="schedule family: the AutoTVM templates' space or the vta family's larger space "
+                        "(loop orders, weight residency, threads on any axis; docs/schedules.md) (default: %(default)s)")
     p.add_argument("--exhaustive", action="store_true",
                    help="time every valid config in timing mode and report the best")
     p.add_argument("--save-program", metavar="FILE",
@@ -70,9 +80,17 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def _exhaustive(layer: Any, hw: Any, space: Any, progress: bool) -> dict[str, Any]:
-    """Best of every valid config in timing mode (`codesign.tune.exhaustive`), and the fraction of
-    the roofline (`bound_call_seconds`, the same operator-call seconds) it reaches."""
-    config, seconds = tune.exhaustive(layer, hw, progress=progress)
+    """Best of every valid config in timing mode (`codesign.tune.exhaustive`; the vta family:
+    `measure` of each valid config), and the fraction of the roofline (`bound_call_seconds`, the
+    same operator-call seconds) it reaches."""
+    if space.family == "autotvm":
+        config, seconds = tune.exhaustive(layer, hw, progress=progress)
+    else:
+        valid = space.valid_indices()
+        times = [measure(layer, space.get(int(i)), hw).seconds
+                 for i in tqdm(valid, desc=layer.name, disable=not progress, leave=False)]
+        best = int(np.argmin(times))
+        config, seconds = space.get(int(valid[best])), times[best]
     return {"knobs": config.knobs, "index": int(config.index), "seconds": float(seconds),
             "roofline_fraction": roofline(layer, hw).bound_call_seconds / float(seconds)}
 
@@ -85,14 +103,15 @@ def _batch_hint(layer: Any, hw: Any) -> str | None:
     return f"give the layer batch {fixed.batch} (a multiple of BATCH={hw.batch}): --layer {fixed.spec}"
 
 
-def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, path: str) -> dict[str, Any]:
+def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, path: str,
+                  family: str = "autotvm") -> dict[str, Any]:
     if not info["valid"]:
         if info["unsupported"]:  # say why (as `tune` does), not only that nothing is valid
             hint = _batch_hint(layer, hw)
             raise InvalidSchedule(f"--layer {layer.spec} cannot run on {hw.name}: {info['unsupported']}"
                                   + (f"; {hint}" if hint else ""))
         raise InvalidSchedule(f"layer {layer.name} on {hw.name}: no valid schedule to compile")
-    space = get_space(layer, hw)
+    space = get_space(layer, hw, family)
     if index is None:
         index = info["best"]["index"] if info.get("best") else int(space.valid_indices()[0])
     if not 0 <= index < space.size:
@@ -106,9 +125,9 @@ def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, 
     return {"path": path, "index": index, "n_insns": program.n_insns}
 
 
-def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
+def _layer_summary(layer: Any, hw: Any, family: str = "autotvm") -> dict[str, Any]:
     out: dict[str, Any] = {"layer": layer.name, "spec": layer.spec, "template": layer.template,
-                           "hw": hw.name, "macs": layer.macs}
+                           "schedules": family, "hw": hw.name, "macs": layer.macs}
     reason = layer.structural_reason(hw)
     if reason is not None:
         out.update(size=0, valid=0, unsupported=reason, knobs={})
@@ -116,7 +135,7 @@ def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
         if hint:
             out["hint"] = hint
         return out
-    space = get_space(layer, hw)
+    space = get_space(layer, hw, family)
     out.update(size=space.size, valid=space.n_valid, unsupported=unsupported_reason(layer, hw),
                knobs={k.name: [list(c) if k.kind == "sp" else c for c in k.candidates] for k in space.knobs})
     out["roofline"] = roofline(layer, hw).to_dict()
@@ -125,7 +144,7 @@ def _layer_summary(layer: Any, hw: Any) -> dict[str, Any]:
 
 def _print_layer(info: dict[str, Any]) -> None:
     print(f"layer     {info['layer']}  ({info['spec']})")
-    print(f"template  {info['template']}   hw {info['hw']}")
+    print(f"template  {info['template']}   schedules {info['schedules']}   hw {info['hw']}")
     if info["unsupported"] and not info["size"]:
         print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
         if info.get("hint"):
@@ -135,7 +154,7 @@ def _print_layer(info: dict[str, Any]) -> None:
     print(f"size      {info['size']}   valid {info['valid']} ({pct:.1f}%)")
     if info["unsupported"]:
         print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
-    print("knobs (AutoTVM define order; candidate position = index digit):")
+    print(f"knobs ({'AutoTVM ' if info['schedules'] == 'autotvm' else ''}define order; candidate position = index digit):")
     for name, cands in info["knobs"].items():
         shown = " ".join(str(c).replace(" ", "") for c in cands)
         print(f"  {name:<11} {len(cands):>3}  {shown}")
@@ -158,13 +177,13 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
         layer = parse_layer(args.layer)
-        info = _layer_summary(layer, hw)
+        info = _layer_summary(layer, hw, args.schedules)
         if args.exhaustive and info["valid"]:
-            info["best"] = _exhaustive(layer, hw, get_space(layer, hw), progress)
+            info["best"] = _exhaustive(layer, hw, get_space(layer, hw, args.schedules), progress)
         elif args.exhaustive:
             info["best"] = None
         if args.save_program:
-            info["program"] = _save_program(layer, hw, info, args.index, args.save_program)
+            info["program"] = _save_program(layer, hw, info, args.index, args.save_program, args.schedules)
         if args.json:
             print(json.dumps(info))
         else:
@@ -176,13 +195,15 @@ def run(args: argparse.Namespace) -> int:
     workload = get_workload(args.workload).for_hw(hw)
     rows = []
     for layer, count in workload.unique_layers():
-        info = _layer_summary(layer, hw)
+        info = _layer_summary(layer, hw, args.schedules)
         info["count"] = count
         if args.exhaustive:
-            info["best"] = _exhaustive(layer, hw, get_space(layer, hw), progress) if info["valid"] else None
+            info["best"] = (_exhaustive(layer, hw, get_space(layer, hw, args.schedules), progress)
+                            if info["valid"] else None)
         rows.append(info)
     if args.json:
-        print(json.dumps({"workload": workload.name, "batch": workload.batch, "hw": hw.name, "layers": rows}))
+        print(json.dumps({"workload": workload.name, "batch": workload.batch, "hw": hw.name,
+                          "schedules": args.schedules, "layers": rows}))
         return 0
     print(f"workload {workload.name} (batch {workload.batch}) on {hw.name}: {len(rows)} unique layers")
     header = f"{'layer':<38} {'count':>5} {'size':>6} {'valid':>6}"

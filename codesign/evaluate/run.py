@@ -18,7 +18,7 @@ from codesign.evaluate.blocks import compile_blocks
 from codesign.evaluate.compiler import compile_insns, compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
-from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
@@ -68,7 +68,7 @@ def resolve_config(layer: Layer, knobs: Config | dict[str, KnobValue], hw: HwCon
     reason = unsupported_reason(layer, hw)
     if reason is not None:
         raise CodesignError(f"layer {layer.name} cannot run on {hw.name}: {reason}")
-    space = _space(layer, hw)
+    space = get_space(layer, hw, family_of(knobs))
     config = knobs if hasattr(knobs, "knobs") else space.from_knobs(dict(knobs))
     why = space.why_invalid(config)
     if why is not None:

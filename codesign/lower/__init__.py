@@ -78,7 +78,7 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig) -> tuple[tuple[int, i
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G = m.n_threads, m.n_steps, m.tile.b
-    max_rows = 2 * T * K + G * T * (K + 1) + (len(m.epilogue) + 1) * T + len(u.uses)
+    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (len(m.epilogue) + 1) * T + len(u.uses)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
     epi = _epilogue(m.epilogue)
@@ -128,7 +128,8 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     axes = [lp.axis for lp in m.pair_loops]
     h_loop, w_loop = axes.index("h"), axes.index("w")
     hc, wc = pad_classes(sc[0], sc[1], sc[2], h_loop, w_loop)
-    places = [p for p in sc[0][[INP_PLACE, WGT_PLACE]].tolist() if p]  # operands loaded outside the reduction
+    placed = sc[0][[INP_PLACE, WGT_PLACE]].tolist()
+    places = [p for p in placed if p]  # operands loaded outside the reduction
     pairs, pair_class = classes(P, hc, sc[1][h_loop, 1], wc, sc[1][w_loop, 1], np.array(places, dtype=np.int64),
                                 steady, ring.load.shape[0], -1 if ring.start is None else ring.start)
     rows, counts = _rows(m, pairs, u, sc)
@@ -138,7 +139,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     periods = set((sc[1][:, 0] * sc[1][:, 1]).tolist()) | {2, 1}
     if not steady and ring.start is not None:
         periods.add(ring.load.shape[0] - ring.start)
-    loads = T * (P * K * (2 - len(places)) + sum(P // p for p in places))
+    loads = T * sum(n * (P // p if p else P * K) for n, p in zip((m.inp_loads, 1), placed))
     n_insns = loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) + 1) + ring.n_loads(P) + 3
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
                       periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))

@@ -31,10 +31,10 @@ AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
 SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci", "tco", "hin", "win",
         "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
-        "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start")
+        "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
- NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START) = range(len(SPEC))
+ NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT) = range(len(SPEC))
 
 
 @lru_cache(maxsize=1024)
@@ -60,7 +60,7 @@ def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
                    places["wgt"], *bases, m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
-                   ring_start], dtype=np.int64)
+                   ring_start, m.inp_loads], dtype=np.int64)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
 
 
@@ -109,6 +109,17 @@ def inp_access(sc, b, h, co, w, k):  # pragma: no cover - compiled
     if sc[PAD] > 0:  # a padded load is never folded (mapping.batch inp_pattern): hin rows of win pixels
         return (dram, sc[HIN] - yp0 - yp1, sc[WIN] - xp0 - xp1, sc[W], yp0, yp1, xp0, xp1)
     return (dram, sc[INP_Y], sc[INP_X], sc[INP_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def inp_part_access(sc, b, h, co, w, k, part):  # pragma: no cover - compiled
+    """INP load `part` (= batch block x TCI + channel block) of a tile loaded one block per LOAD
+    (`Mapping.inp_loads`): hin rows of win pixels at stride W, pads as the padded load."""
+    hs, ws, yp0, yp1, xp0, xp1 = window(sc, h, w)
+    chan = ((b * sc[TB] + part // sc[TCI]) * sc[C_IMG] + (co * sc[TCO]) // sc[CO_PG] * sc[CI]
+            + k * sc[TCI] + part % sc[TCI])
+    dram = sc[INP_BASE] + (chan * sc[H] + hs + yp0) * sc[W] + ws + xp0
+    return (dram, sc[HIN] - yp0 - yp1, sc[WIN] - xp0 - xp1, sc[W], yp0, yp1, xp0, xp1)
 
 
 @njit(cache=True)

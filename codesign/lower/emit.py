@@ -81,6 +81,7 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
     cols, dcols = COLS, DMA_COLS
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E = sc[ac.TB], epi.shape[1]
+    split, block = sc[ac.INP_SPLIT], sc[ac.HIN] * sc[ac.WIN]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
     gloop, rloop, epi_op, epi_imm = kern[0], kern[1], epi[0], epi[1]
     m = load.shape[0]
@@ -101,8 +102,15 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
                 if ac.loaded(sc, sc[ac.INP_PLACE], j, k):
-                    _dma(out, r, cols, dcols, ac.inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
-                    r += 1
+                    if split == 1:
+                        _dma(out, r, cols, dcols, ac.inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
+                             t * sram[0])
+                        r += 1
+                    else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
+                        for part in range(split):
+                            _dma(out, r, cols, dcols, ac.inp_part_access(sc, b, h, co, w, k, part), isa.OP_LOAD,
+                                 isa.MEM_INP, t * sram[0] + part * block)
+                            r += 1
                 if ac.loaded(sc, sc[ac.WGT_PLACE], j, k):
                     _dma(out, r, cols, dcols, ac.wgt_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
                     r += 1

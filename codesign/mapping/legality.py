@@ -49,6 +49,9 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         if inside:
             out.append(("residency_reuse", f"residency: {op.upper()} is resident at loop "
                                            f"{loops[m.level(op)].name!r} but its tile changes in loop {inside[0].name!r}"))
+    if m.inp_loads not in (1, t.b * t.ci):
+        out.append(("inp_loads", f"INP loads: {m.inp_loads} per tile, allowed 1 or one per batch x channel "
+                                 f"block ({t.b * t.ci})"))
     if m.n_threads > 2:
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
     return out

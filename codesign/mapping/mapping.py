@@ -15,6 +15,7 @@ turns it into the program. Its parts:
   the fields of one GEMM instruction, the rest of the kernel's loops are unrolled micro-ops
   (`codesign.mapping.batch` builds them from `fold_uop_loop`).
 - `epilogue`: ALU operations on the accumulator tile before its STORE (SHR, MIN, MAX today).
+- `inp_loads`: how many LOADs bring one INP tile (1, or one per batch x channel block).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class Mapping:
     inp_channels: int = 0   # input channel blocks per image in DRAM (grouped conv: all groups)
     co_per_group: int = 0   # a tile reads the input channels of group co // co_per_group
     info: tuple[tuple[str, int], ...] = ()  # program metadata (tile sizes, thread counts)
+    #: INP LOADs per load group: 1 = one (possibly padded) 2-D pattern; tile.b * tile.ci = one
+    #: load per (batch, channel) block, each hin rows of win pixels at stride W, into its slice
+    #: of the tile's inp[b][ci][hin][win] layout (tiles whose INP region is no 2-D pattern).
+    inp_loads: int = 1
 
     @cached_property
     def pair_loops(self) -> tuple[Loop, ...]:

@@ -15,6 +15,8 @@ transposed variants (docs/vta.md §7.6) are the same nest over their `schedule_v
 Geometry is always read from the layer's `ScheduleSpace` (`mapping_batch`, the one place it is
 built); configs are rejected only by the space's named validity rules, never by a check here.
 `FAMILIES` maps a template name to its producer (the one place template names are dispatched).
+`vta_mapping` is the producer of the `vta` family (`schedule.vta_space`, docs/schedules.md);
+`mapping_for` dispatches on the config's family first.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, transpose_uops
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
-from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
 from codesign.schedule.validity import first_failure
+from codesign.schedule.vta_space import N_THREADS, ORDERS, PAIR_AXES, VTHREADS, VtaSpace
 from codesign.workloads.layers import Layer
 
 CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
@@ -140,6 +143,53 @@ def transpose_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: H
     return replace(m, gemm=Kernel.from_uops(uops))
 
 
+def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, shift: int = 8) -> Mapping:
+    """The mapping of a `vta`-family config (`schedule.vta_space`): the template's tile
+    geometry with the config's loop order, WGT residency, thread axis and INP loads per tile.
+    Invalid configs raise InvalidSchedule naming the rule."""
+    space = get_space(layer, hw, "vta")
+    cfg = space.as_config(config)
+    why = space.why_invalid(cfg)
+    if why is not None:
+        raise InvalidSchedule(why)
+    return _vta_mapping(space, cfg.index, shift)
+
+
+@lru_cache(maxsize=4096)  # tuners re-measure and re-run the same configs
+def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
+    layer, hw = space.layer, space.hw
+    b = space.batch(np.array([index], dtype=np.int64))
+    g = b.t.row(0)
+    gemm, reset = b.t.kernels(0)
+    order, vt = ORDERS[int(b.order[0])], VTHREADS[int(b.vt[0])]
+    extent = {a: int(b.extent[a][0]) for a in PAIR_AXES}
+    loops = tuple(Loop(a, a, extent[a]) for a in order) + (Loop("k", "ci", g["ci_steps"]),)
+    vthreads = (Loop(f"{vt}t", vt, N_THREADS, scale=extent[vt]),) if vt else ()
+    split = bool(b.split[0])
+    tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
+                g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+    geo = geometry(layer, hw)
+    inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+    info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
+            ("order", int(b.order[0])), ("wgt_stationary", int(b.ws[0])), ("vthread", int(b.vt[0])),
+            ("hin_t", tile.hin), ("win_t", tile.win))
+    m = Mapping(
+        geo=geo, tile=tile, loops=loops, vthreads=vthreads,
+        residency=(("inp", "k"), ("wgt", "co" if b.ws[0] else "k"), ("out", order[-1])),
+        gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
+        dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
+             ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
+        inp_channels=geo.ci, co_per_group=geo.co, info=info,
+        inp_loads=tile.b * tile.ci if split else 1)
+    if layer.template == GROUP_TEMPLATE:
+        m = replace(m, inp_channels=layer.in_channels // hw.block_in,
+                    co_per_group=layer.out_channels // hw.block_out // layer.groups)
+    elif layer.template == TRANSPOSE_TEMPLATE:
+        uops = transpose_uops(layer, tile.h, tile.w, tile.ci, tile.co)
+        m = replace(m, gemm=Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64)))
+    return m
+
+
 Producer = Callable[..., Mapping]
 FAMILIES: dict[str, Producer] = {
     "conv2d_packed.vta": conv_mapping,
@@ -150,7 +200,10 @@ FAMILIES: dict[str, Producer] = {
 
 
 def mapping_for(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, shift: int = 8) -> Mapping:
-    """The `Mapping` of `layer` under `config` by its template's producer (`FAMILIES`)."""
+    """The `Mapping` of `layer` under `config`: a `vta`-family config by `vta_mapping`, an AutoTVM
+    one by its template's producer (`FAMILIES`)."""
+    if family_of(config) == "vta":
+        return vta_mapping(layer, config, hw, shift)
     template = getattr(layer, "template", None)
     if template not in FAMILIES:
         raise CodesignError(f"layer {getattr(layer, 'name', layer)!r}: template {template!r} is not "

@@ -10,8 +10,11 @@ knob lists `[1, 2]`. The first-defined knob is the least-significant index digit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
@@ -100,13 +103,25 @@ def make_knobs(layer: Layer, hw: HwConfig) -> tuple[Knob, ...]:
     return tuple(knobs)
 
 
+FAMILIES = ("autotvm", "vta")  # schedule families (`get_space(..., family=)`, `--schedules`)
+#: A knob only the `vta` family has (schedule/vta_space.py): a knob dict holding it is a vta schedule.
+VTA_MARKER_KNOB = "order"
+
+
 @dataclass(frozen=True)
 class Config:
-    """One schedule: its AutoTVM index and knob entity as a dict, e.g.
-    `{"tile_b": [1, 1], "tile_h": [1, 7], ..., "oc_nthread": 2, "h_nthread": 1}`."""
+    """One schedule: its index in its family's space and knob entity as a dict, e.g.
+    `{"tile_b": [1, 1], "tile_h": [1, 7], ..., "oc_nthread": 2, "h_nthread": 1}` (AutoTVM).
+    `family` names the space (`FAMILIES`); a knob dict of the `vta` family is recognized by its
+    knobs, so code that rebuilds a Config from (index, knobs) keeps the family."""
 
     index: int
     knobs: dict[str, KnobValue] = field(hash=False)
+    family: str = "autotvm"
+
+    def __post_init__(self) -> None:
+        if self.family == "autotvm" and VTA_MARKER_KNOB in self.knobs:
+            object.__setattr__(self, "family", "vta")
 
     def entity(self) -> list[list[str | KnobValue]]:
         """AutoTVM's `[[name, kind, value], ...]` in define order."""
@@ -117,5 +132,35 @@ class Config:
         return self.knobs[name]
 
     def to_dict(self) -> dict[str, int | dict[str, list[int] | int]]:
-        return {"index": self.index, "knobs": {k: (list(v) if isinstance(v, (list, tuple)) else v)
-                                               for k, v in self.knobs.items()}}
+        out: dict = {"index": self.index, "knobs": {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                                                    for k, v in self.knobs.items()}}
+        if self.family != "autotvm":  # AutoTVM records stay exactly as before
+            out["family"] = self.family
+        return out
+
+
+def family_of(config: Config | dict[str, KnobValue]) -> str:
+    """The schedule family of a Config or a plain knob dict (`Config.__post_init__`)."""
+    if isinstance(config, Config):
+        return config.family
+    return "vta" if isinstance(config, dict) and VTA_MARKER_KNOB in config else "autotvm"
+
+
+# -- the mixed-radix index (docs/vta.md §8: the first-defined knob is the least-significant digit) --
+def positions_of(indices: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """(n,) config indices -> (n, n_knobs) knob positions."""
+    rest = np.asarray(indices, dtype=np.int64).reshape(-1).copy()
+    out = np.empty((rest.shape[0], len(dims)), dtype=np.int64)
+    for k, d in enumerate(dims):
+        out[:, k] = rest % d
+        rest //= d
+    return out
+
+
+def index_of(positions: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """(n, n_knobs) knob positions -> (n,) config indices."""
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(dims))
+    index = np.zeros(len(pos), dtype=np.int64)
+    for j in reversed(range(len(dims))):
+        index = index * dims[j] + pos[:, j]
+    return index

@@ -1,0 +1,223 @@
+"""`VtaSpace`: the `vta` schedule family of a layer on one hardware config (docs/schedules.md).
+
+The AutoTVM templates fix one loop nest (b, h, co, w tile loops, the reduction innermost, INP and
+WGT loaded at every reduction step, virtual threads on h or co). This family keeps the tile
+geometry of `mapping.MappingBatch` and frees what the lowering (`codesign.lower`) can emit
+correctly for any nest:
+
+- `tile_b/h/w/ci/co`: the template's split knobs (divisors of the extent, `[n // f, f]`);
+- `order`: the order of the four pair loops, an index into `ORDERS` (0 = the template's);
+- `wgt_stationary`: 1 loads each weight tile once per iteration of the co loop and keeps it
+  across the loops inside it (needs the whole reduction in one tile, `ci_steps == 1`);
+- `vthread`: 2 virtual threads on axis `VTHREADS[v]` (0 = none; h and co are the template's);
+- INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
+  blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
+  (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply.
+
+Index and knobs work as in `ScheduleSpace` (mixed radix, first knob least significant), so the
+tuners and `SpaceView` walk it unchanged. Validity is the template rules of
+`schedule.validity` (SRAM per thread x threads, DMA patterns, micro-op capacity and hazard, field
+ranges) that still hold, the group/transpose rules of `schedule.templates`, and this family's
+own (`RULES`); `why_invalid` prefixes the message with the rule's name. Every valid template
+config is a point of this space (`from_template`), so the family's optimum is never worse.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.mapping.batch import MAX_DMA_FIELD, MappingBatch, geometry
+from codesign.schedule import templates
+from codesign.schedule.features import N_CONFIG_FEATURES, config_features
+from codesign.schedule.indexed import KnobSpace
+from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
+from codesign.schedule.validity import Rule, check
+from codesign.workloads.layers import Layer, parse_layer
+
+PAIR_AXES = ("b", "h", "co", "w")
+ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(PAIR_AXES))  # [0]: the template's
+VTHREADS: tuple[str | None, ...] = (None, "h", "co", "w", "b")
+N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two token-ordered slices
+TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
+#: Template rules this family replaces: INP loads split per block (pad_ci, pad_b, dma_inp), and
+#: its own thread rule (one axis, `vthread_div`) instead of the template's two knobs.
+REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max"})
+
+EXTRA_FEATURE_NAMES: tuple[str, ...] = (
+    "pos_b", "pos_h", "pos_co", "pos_w",  # position of each pair loop, 0 outermost .. 1 innermost
+    "wgt_stationary", "vt_h", "vt_co", "vt_w", "vt_b",
+    "log2_wgt_bytes_loaded",  # WGT bytes over the layer with residency
+    "log2_inp_loads",         # INP LOAD instructions over the layer
+)
+N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
+
+
+def _canonical_table() -> np.ndarray:
+    """(16, 24) bool: canonical[live bits of PAIR_AXES, order] — an order is canonical when no
+    smaller order index puts the live loops (extent > 1) in the same sequence: orders that only
+    move extent-1 loops emit the same program, and the space keeps one of them."""
+    tab = np.zeros((1 << len(PAIR_AXES), len(ORDERS)), dtype=bool)
+    for bits in range(tab.shape[0]):
+        live = {a for i, a in enumerate(PAIR_AXES) if bits >> i & 1}
+        seen: set[tuple[str, ...]] = set()
+        for p, order in enumerate(ORDERS):
+            key = tuple(a for a in order if a in live)
+            if key not in seen:
+                seen.add(key)
+                tab[bits, p] = True
+    return tab
+
+
+CANONICAL = _canonical_table()
+_POS = np.array([[order.index(a) for a in PAIR_AXES] for order in ORDERS], dtype=np.int64)  # (24, 4)
+
+
+class VtaBatch:
+    """The knob values of n configs of a `VtaSpace` and their `MappingBatch` (threads counted in
+    `oc_nthread`, so the SRAM rules see T = 1 or 2 whatever the axis)."""
+
+    def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray) -> None:
+        self.t, self.order, self.ws, self.vt = t, order, ws, vt
+        tiles = {"b": t.b_tiles, "h": t.h_tiles, "co": t.co_tiles, "w": t.w_tiles}
+        # temporal extent of each pair loop: tiles over the axis / threads on it
+        self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), N_THREADS, 1) for a in PAIR_AXES}
+        self.tiles = tiles
+        self.split = (t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]
+
+
+class VtaSpace(KnobSpace):
+    """All `vta`-family schedules of `layer` on `hw` (module docstring)."""
+
+    family = "vta"
+
+    def __init__(self, layer: Layer | str, hw: HwConfig | str) -> None:
+        self.layer = parse_layer(layer)
+        self.hw = HwConfig.resolve(hw)
+        reason = self.layer.structural_reason(self.hw)
+        if reason is not None:
+            raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
+        self.template: str = self.layer.template
+        tiles = tuple(k for k in make_knobs(self.layer, self.hw) if k.name in TILE_KNOBS)
+        self.knobs: tuple[Knob, ...] = tiles + (
+            Knob("order", "ot", tuple(range(len(ORDERS)))),
+            Knob("wgt_stationary", "ot", (0, 1)),
+            Knob("vthread", "ot", tuple(range(len(VTHREADS)))))
+        self.knob_names: tuple[str, ...] = tuple(k.name for k in self.knobs)
+        self.dims: tuple[int, ...] = tuple(len(k) for k in self.knobs)
+        self.size: int = int(np.prod(self.dims, dtype=np.int64))
+        self._geo = geometry(self.layer, self.hw)
+        self._valid: np.ndarray | None = None
+        self._values = [np.array([c[1] if k.kind == "sp" else c for c in k.candidates], dtype=np.int64)
+                        for k in self.knobs]
+
+    def __repr__(self) -> str:
+        return f"VtaSpace({self.layer.name}, {self.hw.name}, size={self.size})"
+
+    # -- geometry and validity -----------------------------------------------------------------
+    def batch(self, indices: np.ndarray) -> VtaBatch:
+        """Knob values and tile geometry of the configs `indices` (the one place they are built)."""
+        pos = self.positions_of(indices)
+        v = {k.name: self._values[j][pos[:, j]] for j, k in enumerate(self.knobs)}
+        vt = v["vthread"]
+        geo = {name: v[name] for name in TILE_KNOBS if name in v}
+        geo["oc_nthread"] = np.where(vt > 0, N_THREADS, 1)
+        t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
+        return VtaBatch(t, v["order"], v["wgt_stationary"], vt)
+
+    def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
+        return self.batch(indices).t
+
+    def rules(self, b: VtaBatch) -> list[Rule]:
+        """Every rule, in order: the template rules that still hold, the layer template's own,
+        then this family's."""
+        t, n = b.t, b.t.n
+        out = [r for r in check(t) if r.name not in REPLACED] + templates.rules(self.layer, t)
+
+        def add(name: str, ok: np.ndarray, message: Callable[[int], str]) -> None:
+            out.append(Rule(name, np.broadcast_to(np.asarray(ok, dtype=bool), (n,)), message))
+
+        axis_tiles = np.stack([b.tiles[a] if a else np.full(n, N_THREADS) for a in VTHREADS], axis=1)
+        tiles_vt = axis_tiles[np.arange(n), b.vt]
+        add("vthread_div", tiles_vt % N_THREADS == 0, lambda i: (
+            f"virtual threads: {N_THREADS} threads on axis {VTHREADS[b.vt[i]]} need an even tile count, "
+            f"got {tiles_vt[i]}"))
+        add("wgt_stationary_ci", (b.ws == 0) | (t.ci_steps == 1), lambda i: (
+            f"residency: a stationary weight tile must hold the whole reduction (tile_ci = {self._geo.ci} "
+            f"blocks), got {t.ci_steps[i]} reduction steps"))
+        inside = self._loads_per_co(b) < b.t.n_tiles // np.where(b.vt > 0, N_THREADS, 1)
+        add("wgt_stationary_reuse", (b.ws == 0) | inside, lambda i: (
+            "residency: a stationary weight tile is reused by no loop inside the co loop (the same "
+            "program as wgt_stationary=0)"))
+        live = sum((b.extent[a] > 1).astype(np.int64) << k for k, a in enumerate(PAIR_AXES))
+        live = live | (b.ws << PAIR_AXES.index("co"))  # a resident co loop's place matters even at extent 1
+        add("order_canonical", CANONICAL[live, b.order], lambda i: (
+            f"loop order: order {b.order[i]} {ORDERS[b.order[i]]} moves only extent-1 loops of a "
+            f"smaller order index (the same program)"))
+        split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
+        add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
+            f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
+        return out
+
+    @staticmethod
+    def _loads_per_co(b: VtaBatch) -> np.ndarray:
+        """Iterations of the co loop and the loops outside it: the loads of a stationary weight
+        tile per thread."""
+        pos = _POS[b.order]
+        co = pos[:, PAIR_AXES.index("co")]
+        n = np.ones_like(co)
+        for k, a in enumerate(PAIR_AXES):
+            n = n * np.where(pos[:, k] <= co, b.extent[a], 1)
+        return n
+
+    def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
+        idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
+        mask = np.ones(idx.shape[0], dtype=bool)
+        for rule in self.rules(self.batch(idx)):
+            mask &= rule.ok
+        return mask
+
+    def violations(self, config: Config | dict | list | int) -> list[tuple[str, str]]:
+        """(rule name, message) of every rule `config` breaks."""
+        cfg = self.as_config(config)
+        return [(r.name, r.message(0)) for r in self.rules(self.batch(np.array([cfg.index]))) if not r.ok[0]]
+
+    def why_invalid(self, config: Config | dict | list | int) -> str | None:
+        """'<rule>: <message>' of the first rule `config` breaks, or None if it is valid."""
+        cfg = self.as_config(config)
+        if self._valid is not None and self._valid_row(cfg.index) is not None:
+            return None
+        bad = self.violations(cfg)
+        return f"{bad[0][0]}: {bad[0][1]}" if bad else None
+
+    # -- the template's configs -------------------------------------------------------------------
+    def from_template(self, knobs: Config | dict[str, KnobValue]) -> Config:
+        """The point of this space whose mapping is the AutoTVM template's for `knobs` (same
+        tiles, order 0, WGT loaded every step, the template's thread axis)."""
+        k = dict(getattr(knobs, "knobs", knobs))
+        ont, hnt = int(k.get("oc_nthread", 1)), int(k.get("h_nthread", 1))
+        if ont * hnt > N_THREADS:
+            raise ConfigError(f"oc_nthread={ont} x h_nthread={hnt}: the template allows at most {N_THREADS} threads")
+        vt = VTHREADS.index("co") if ont > 1 else VTHREADS.index("h") if hnt > 1 else 0
+        return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
+                                "order": 0, "wgt_stationary": 0, "vthread": vt})
+
+    # -- features ---------------------------------------------------------------------------------
+    def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(n, N_FEATURES) float32: the template features of the tiles (`schedule.features`)
+        and `EXTRA_FEATURE_NAMES`."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        b = self.batch(idx)
+        t, hw = b.t, self.hw
+        pos = _POS[b.order] / (len(PAIR_AXES) - 1)
+        vt = np.stack([b.vt == VTHREADS.index(a) for a in ("h", "co", "w", "b")], axis=1)
+        wgt_loads = np.where(b.ws == 1, self._loads_per_co(b) * t.nthreads, t.n_tiles * t.ci_steps)
+        inp_loads = t.n_tiles * t.ci_steps * np.where(b.split, t.tile_b * t.tile_ci, 1)
+        extra = np.concatenate([pos, b.ws[:, None], vt,
+                                np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
+                                np.log2(np.maximum(inp_loads, 1))[:, None]], axis=1)
+        return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)

@@ -1,0 +1,169 @@
+"""The `vta` schedule family (codesign/schedule/vta_space.py): sampled valid schedules of several
+layers x hardware configs are bit-exact against NumPy, race-free (`simulate(check=True)`), and
+their block-form cycles equal the full program's; every valid AutoTVM template schedule is a
+member (the same program) so the family's optimum is never worse; invalid configs are rejected
+with the rule's name; `Config.family` keeps AutoTVM records unchanged."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from codesign.commands import space as space_cmd
+from codesign.errors import ConfigError, InvalidSchedule
+from codesign.evaluate.compiler import compile_insns, compile_layer
+from codesign.evaluate.run import measure, random_inputs, run_layer
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.families import mapping_for
+from codesign.schedule.knobs import Config
+from codesign.schedule.vta_space import N_FEATURES, ORDERS, VTHREADS, VtaSpace
+from codesign.vta import isa, timing
+from codesign.vta.simulator import simulate
+from codesign.workloads import Conv2D, Conv2DTranspose, Dense
+
+HWS = ("pynq_1x16", "pynq_4x8")
+LAYERS = (Conv2D(4, 32, 8, 8, 64, 3, 3, 1, 1),   # padded 3x3
+          Conv2D(4, 64, 8, 8, 32, 1, 1, 2, 0),   # strided 1x1
+          Conv2D(4, 64, 6, 6, 32, 3, 3, 1, 1, groups=2),
+          Conv2DTranspose(4, 16, 4, 4, 16, 4, 4, 2, 1),
+          Dense(4, 64, 64))
+
+
+def _sample(space: VtaSpace, n: int, seed: int) -> list[Config]:
+    """n valid configs, the first ones chosen to cover what the template cannot do: a
+    stationary weight tile, threads on w, INP loaded one block per LOAD."""
+    valid = space.valid_indices()
+    b = space.batch(valid)
+    picks = []
+    for want in (b.ws == 1, b.vt == VTHREADS.index("w"), b.split & (b.order > 0)):
+        hits = np.flatnonzero(want)
+        if hits.size:
+            picks.append(int(valid[hits[0]]))
+    rng = np.random.default_rng(seed)
+    picks += rng.choice(valid, size=min(n, len(valid)), replace=False).tolist()
+    return [space.get(int(i)) for i in dict.fromkeys(picks)]
+
+
+@pytest.mark.parametrize("hw_name", HWS)
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
+def test_sampled_schedules_are_bit_exact_race_free_and_block_timing_is_exact(layer, hw_name):
+    hw = HwConfig.resolve(hw_name)
+    layer = layer.with_batch(hw.batch)
+    space = get_space(layer, hw, "vta")
+    assert space.n_valid >= get_space(layer, hw).n_valid
+    data, weight = random_inputs(layer)
+    ref = layer.reference(data, weight)
+    for config in _sample(space, 4, seed=len(layer.name)):
+        assert config.family == "vta"
+        run = run_layer(layer, config, hw)  # run_layer's own fixed-seed inputs are random_inputs'
+        assert np.array_equal(run.output, ref), config.knobs
+        prog = compile_layer(layer, config, hw, data=data, weight=weight)
+        res = simulate(prog, check=True)  # raises on an SRAM access no token orders
+        assert res.tokens_left == {}
+        assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
+
+
+def test_the_family_reaches_what_the_template_cannot():
+    """A padded 3x3 conv with all input channels in one tile: INP loaded one channel block per
+    LOAD, each weight tile loaded once per co tile (the template loads it at every pair)."""
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    config = space.from_knobs({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2],
+                               "tile_co": [2, 2], "order": ORDERS.index(("b", "co", "h", "w")),
+                               "wgt_stationary": 1, "vthread": 0})
+    assert space.why_invalid(config) is None
+    assert get_space(layer, hw).why_invalid(
+        {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [2, 2],
+         "oc_nthread": 1, "h_nthread": 1}).startswith("padding: a padded conv (pad=1) needs tile_ci[1]=1")
+    insns = compile_insns(layer, config, hw).insns
+    op, mem = insns[:, isa.COL["opcode"]], insns[:, isa.COL["memory_type"]]
+    assert int(((op == isa.OP_LOAD) & (mem == isa.MEM_WGT)).sum()) == 2          # one per co tile
+    assert int(((op == isa.OP_LOAD) & (mem == isa.MEM_INP)).sum()) == 2 * 2 * 2 + 1  # pairs x ci blocks + no-op
+    data, weight = random_inputs(layer)
+    assert np.array_equal(run_layer(layer, config, hw).output, layer.reference(data, weight))
+
+
+@pytest.mark.parametrize("hw_name", HWS)
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
+def test_template_schedules_are_members_with_the_same_program(layer, hw_name):
+    hw = HwConfig.resolve(hw_name)
+    layer = layer.with_batch(hw.batch)
+    auto, vta = get_space(layer, hw), get_space(layer, hw, "vta")
+    valid = set(vta.valid_indices().tolist())
+    rng = np.random.default_rng(1)
+    for i in auto.valid_indices():
+        point = vta.from_template(auto.get(int(i)))
+        assert point.index in valid, vta.why_invalid(point)
+    for i in rng.choice(auto.valid_indices(), size=min(8, auto.n_valid), replace=False):
+        config = auto.get(int(i))
+        assert np.array_equal(compile_insns(layer, config, hw).insns,
+                              compile_insns(layer, vta.from_template(config), hw).insns)
+
+
+@pytest.mark.parametrize("layer", [Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1), Dense(1, 64, 32)], ids=lambda ly: ly.name)
+def test_best_vta_schedule_is_no_worse_than_the_best_template_schedule(layer):
+    hw = HwConfig.resolve("pynq_1x16")
+    auto, vta = get_space(layer, hw), get_space(layer, hw, "vta")
+    best_auto = min(measure(layer, auto.get(int(i)), hw).seconds for i in auto.valid_indices())
+    best_vta = min(measure(layer, vta.get(int(i)), hw).seconds for i in vta.valid_indices())
+    assert best_vta <= best_auto
+
+
+def test_invalid_configs_are_rejected_with_the_rule_name():
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)  # 2 ci blocks, 2 co blocks
+    space = get_space(layer, hw, "vta")
+    base = {"tile_b": [1, 1], "tile_h": [1, 8], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
+            "order": 0, "wgt_stationary": 0, "vthread": 0}
+    assert space.why_invalid(base) is None
+    cases = {
+        "wgt_stationary_ci": {"wgt_stationary": 1},       # 2 reduction steps
+        "vthread_div": {"vthread": VTHREADS.index("co")},  # one co tile
+        "order_canonical": {"order": 1},                   # moves extent-1 loops only
+    }
+    for rule, change in cases.items():
+        why = space.why_invalid({**base, **change})
+        assert why is not None and why.startswith(f"{rule}: "), (rule, why)
+    big = Conv2D(1, 32, 56, 56, 32, 3, 3, 1, 1)  # a 56x56 x 2-block ACC tile: 6272 > 2048 elements
+    why = get_space(big, hw, "vta").why_invalid({**base, "tile_h": [1, 56], "tile_w": [1, 56]})
+    assert why.startswith("sram_acc: SRAM capacity: acc tile 6272 elements")
+    with pytest.raises(InvalidSchedule, match="^wgt_stationary_ci: "):
+        mapping_for(layer, {**base, "wgt_stationary": 1}, hw)
+    with pytest.raises(ConfigError, match="schedule family 'nope'"):
+        get_space(layer, hw, "nope")
+
+
+def test_config_family_and_features():
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
+    auto, vta = get_space(layer, hw), get_space(layer, hw, "vta")
+    c = auto.get(int(auto.valid_indices()[0]))
+    assert c.family == "autotvm" and "family" not in c.to_dict()  # AutoTVM records unchanged
+    v = vta.get(int(vta.valid_indices()[0]))
+    assert v.family == "vta" and v.to_dict()["family"] == "vta"
+    assert Config(v.index, dict(v.knobs)).family == "vta"  # rebuilt from (index, knobs), as SpaceView does
+    feats = vta.features_batch(vta.valid_indices()[:50])
+    assert feats.shape == (min(50, vta.n_valid), N_FEATURES) and np.isfinite(feats).all()
+
+
+def test_space_cli_reports_the_vta_family(capsys):
+    def run(argv):
+        parser = argparse.ArgumentParser(prog="codesign")
+        space_cmd.register(parser.add_subparsers(dest="command"), "space")
+        args = parser.parse_args(["space", *argv])
+        assert args.func(args) == 0
+        return json.loads(capsys.readouterr().out)
+
+    spec = "conv2d:1,32,8,8,32,3,3,1,1"
+    vta = run(["--layer", spec, "--hw", "pynq_1x16", "--schedules", "vta", "--exhaustive", "--json"])
+    auto = run(["--layer", spec, "--hw", "pynq_1x16", "--exhaustive", "--json"])
+    space = get_space(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1), HwConfig.resolve("pynq_1x16"), "vta")
+    assert (vta["schedules"], vta["size"], vta["valid"]) == ("vta", space.size, space.n_valid)
+    assert auto["schedules"] == "autotvm" and vta["valid"] > auto["valid"]
+    assert vta["best"]["seconds"] <= auto["best"]["seconds"]
+    assert space.why_invalid(vta["best"]["index"]) is None
