@@ -108,7 +108,7 @@ def test_no_function_level_imports_except_heavy_libraries():
 def test_every_module_imports_on_its_own():
     # A fresh interpreter per stage entry point: a cycle hidden behind package __init__ order would
     # raise ImportError here even if the static graph missed it.
-    entries = ["codesign.workloads", "codesign.network", "codesign.cpu", "codesign.schedule", "codesign.evaluate.run", "codesign.tune",
+    entries = ["codesign.workloads", "codesign.network", "codesign.cpu", "codesign.schedule", "codesign.evaluate.run", "codesign.place", "codesign.tune",
                "codesign.pareto", "codesign.calibrate", "codesign.autotvm", "codesign.sweep.trial"]
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
     for mod in entries:

@@ -1,7 +1,8 @@
 """`codesign workloads [NAME] [--hw HW]`: the model zoo, or one network's layers with their
 multiplicities, MACs and what VTA offloads on a hardware config (and why the rest stays on the CPU).
 `--graph` lists every op of the whole network (codesign.network); `--quantize` adds its int8
-exponents and shifts and the integer reference's agreement with the float model."""
+exponents and shifts and the integer reference's agreement with the float model. `--placement`
+places every op on VTA or the board's CPU by predicted cost (codesign.place)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import ConfigError
+from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network import agreement, import_network, int_outputs, layer_of, load_model, quantize
+from codesign.place import FUSED_TIMING, chooser, plan_network
 from codesign.schedule import partition
 from codesign.workloads import ZOO, get_workload
 
@@ -28,6 +31,8 @@ examples:
   codesign workloads resnet18 --graph               # every op of the whole network: kind, shape, inputs
   codesign workloads my_net.py:build --graph --quantize --calibration x.npy --labels y.npy
                                                     # int8 exponents/shifts, integer vs float agreement
+  codesign workloads resnet18 --placement --hw pynq_1x16
+                                                    # every op on VTA or the CPU, why, predicted ms
 
 NAME is a zoo name, path/to/file.py:factory (a function returning (module, example_inputs)) or a
 .pt2 file; the same forms work for `--workload` of tune, space and sweep. A layer is offloaded when
@@ -39,7 +44,14 @@ flatten, concat) with the module's weights; zoo networks get seeded random weigh
 --quantize calibrates int8 power-of-two scales with torchao's PT2E flow on --calibration (an .npy
 of shape (N, *input shape without batch); default: the example inputs) and compares the NumPy
 integer reference with the float module on those inputs (accuracy too when --labels is given).
+
+--placement costs every op on VTA (its best template schedule, by the timing model over the
+schedule space, plus the host passes its layout needs: quantize/pack, space-to-depth or im2col of
+a stem, channel padding) and on the board's CPU (the fitted CPU model, int8), and puts it where it
+is cheaper; the CPU is --board's (default: the board of the config's TARGET, pynq-z1 for pynq).
+Totals: one request through the whole network (the padded batch when BATCH > 1).
 """
+
 
 
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
@@ -51,6 +63,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--quantize", action="store_true", help="with --graph: int8 quantization and integer-vs-float agreement")
     p.add_argument("--calibration", metavar="FILE.npy", help="calibration inputs (N, *input shape[1:]); default: example inputs")
     p.add_argument("--labels", metavar="FILE.npy", help="integer class labels (N,) of the calibration inputs")
+    p.add_argument("--placement", action="store_true", help="every op on VTA or the CPU by cost, with the reason")
+    p.add_argument("--board", default=None, help="board whose CPU runs the rest (default: the config's TARGET board)")
     p.add_argument("--seed", type=int, default=0, help="seed of a zoo network's random weights (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -150,6 +164,36 @@ def describe(name: str, hw_name: str) -> dict[str, Any]:
             "macs_cpu": total - off, "layers": layers}
 
 
+def placement(spec: str, hw_name: str, board_name: str | None = None) -> dict[str, Any]:
+    """Every op of network `spec` placed on `hw_name` or the board's CPU (timing only: shapes)."""
+    hw = HwConfig.resolve(hw_name)
+    board = Board.named(board_name) if board_name else Board.for_target(hw.TARGET)
+    module, inputs, name = load_model(spec)
+    net = import_network(module, inputs, name)
+    plan = plan_network(net, hw, board, chooser(hw))
+    doc = plan.to_json()
+    doc["fused_timing"] = FUSED_TIMING  # VTA steps timed with their epilogue (else the plain GEMM)
+    return doc
+
+
+def _print_placement(doc: dict[str, Any]) -> None:
+    print(f"{doc['network']} on {doc['hw']} + {doc['board']} ({doc['cpu']}, CPU ops in {doc['cpu_dtype']}), "
+          f"batch {doc['batch']} per request")
+    ops = doc["ops"]
+    width = max(len(r["name"]) for r in ops)
+    kw = max(len(r["kind"]) for r in ops)
+    gw = max(len(r["group"]) for r in ops)
+    print(f"{'op'.ljust(width)}  {'kind'.ljust(kw)}  where  {'ms':>8}  {'group'.ljust(gw)}  reason")
+    for r in ops:
+        print(f"{r['name'].ljust(width)}  {r['kind'].ljust(kw)}  {r['placement'].ljust(5)}  "
+              f"{r['predicted_ms']:8.3f}  {r['group'].ljust(gw)}  {r['reason']}")
+    print(f"total {doc['latency_ms']:.2f} ms per request: VTA {doc['vta_ms']:.2f} ms ({doc['vta_steps']} steps), "
+          f"CPU {doc['cpu_ms']:.2f} ms (of which host layout passes {doc['host_ms']:.2f} ms); "
+          f"{doc['throughput_ips']:.2f} images/s")
+    if not doc["fused_timing"]:
+        print("note: VTA steps are timed as plain GEMMs (the fused epilogue's timing is not in this tree)")
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.name:
         rows = [{"workload": n, "description": d} for n, (_, d) in ZOO.items()]
@@ -160,6 +204,13 @@ def run(args: argparse.Namespace) -> int:
             for r in rows:
                 print(f"{r['workload'].ljust(width)}  {r['description']}")
             print("\n`codesign workloads NAME --hw HW` shows a network's layers and what is offloaded.")
+        return 0
+    if args.placement:
+        doc = placement(args.name, args.hw, args.board)
+        if args.json:
+            print(json.dumps(doc, indent=1))
+        else:
+            _print_placement(doc)
         return 0
     if args.graph or args.quantize or args.calibration or args.labels:
         doc = graph(args.name, args.quantize, args.calibration, args.labels, args.seed)

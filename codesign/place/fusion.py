@@ -1,0 +1,117 @@
+"""Fusion groups: which ops of a network one VTA GEMM call can compute.
+
+A conv2d / linear takes with it (its bias always):
+- a ReLU (`relu`, or `clamp` with min 0 and no max) that alone consumes it: VTA's MAX 0;
+- else a residual `add` that alone consumes it, when the add's other input is ready before the
+  GEMM runs (a graph input or an earlier op's output: it is loaded into ACC), then a ReLU that
+  alone consumes the add.
+The epilogue computes ReLU last, so a GEMM whose own output goes through a ReLU before an add
+takes the ReLU only. Everything else is one op per group. `why_not_fused` says, for every relu
+and add left alone, why no GEMM took it (shown as the op's reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codesign.network.graph import Network, Op
+
+GEMM_KINDS = ("conv2d", "linear")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Ops computed by one step, in order; `head` the first. For a GEMM group, `relu` and
+    `add` / `residual` (the tensor the add reads besides the GEMM's output)."""
+
+    ops: tuple[Op, ...]
+    relu: bool = False
+    add: Op | None = None
+    residual: str | None = None
+
+    @property
+    def head(self) -> Op:
+        return self.ops[0]
+
+    @property
+    def output(self) -> str:
+        return self.ops[-1].name
+
+    @property
+    def kind(self) -> str:
+        return "+".join(op.kind for op in self.ops)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.ops)
+
+    def without_add(self) -> Group:
+        return Group(self.ops[:1])
+
+
+def _is_relu(op: Op) -> bool:
+    if op.kind == "relu":
+        return True
+    return op.kind == "clamp" and op.attrs.get("min") in (0, 0.0) and op.attrs.get("max") is None
+
+
+def _sole_user(net: Network, op: Op) -> Op | None:
+    if op.name in net.outputs:
+        return None
+    users = net.consumers(op.name)
+    return users[0] if len(users) == 1 else None
+
+
+def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
+    """(groups in execution order, {op name: why no GEMM fused it} for lone relu/add ops)."""
+    pos = {op.name: i for i, op in enumerate(net.ops)}
+    inputs = {n for n, _ in net.inputs}
+    taken: set[str] = set()
+    out: list[Group] = []
+    why: dict[str, str] = {}
+    for i, op in enumerate(net.ops):
+        if op.name in taken:
+            continue
+        if op.kind not in GEMM_KINDS:
+            out.append(Group((op,)))
+            continue
+        user = _sole_user(net, op)
+        group = Group((op,))
+        if user is not None and _is_relu(user):
+            group = Group((op, user), relu=True)
+        elif user is not None and user.kind == "add" and len(set(user.inputs)) == 2:
+            other = next(t for t in user.inputs if t != op.name)
+            if other in inputs or pos.get(other, len(pos)) < i:
+                after = _sole_user(net, user)
+                if after is not None and _is_relu(after):
+                    group = Group((op, user, after), relu=True, add=user, residual=other)
+                else:
+                    group = Group((op, user), add=user, residual=other)
+        taken.update(group.names)
+        out.append(group)
+    for op in net.ops:
+        if op.name in taken or op.kind not in ("relu", "clamp", "add"):
+            continue
+        producers = [net.op(t) for t in op.inputs if t not in inputs]
+        gemms = [p for p in producers if p.kind in GEMM_KINDS]
+        if op.kind == "add" and gemms:
+            reasons = []
+            for p in gemms:
+                other = next((t for t in op.inputs if t != p.name), p.name)
+                if _sole_user(net, p) is not op:
+                    reasons.append(f"{p.name}'s output has other consumers")
+                elif other not in inputs and pos[other] > pos[p.name]:
+                    reasons.append(f"{other} is computed after {p.name}")
+                else:
+                    reasons.append(f"{p.name} took a ReLU first")
+            why[op.name] = "not fused: " + "; ".join(reasons)
+        elif op.kind == "clamp" and not _is_relu(op):
+            why[op.name] = "not fused: a clamp with an upper bound needs MIN, the epilogue has MAX 0 only"
+        elif gemms:
+            why[op.name] = f"not fused: {gemms[0].name}'s output has other consumers"
+        else:
+            why[op.name] = "not fused: its input is not a conv2d/linear output"
+    return out, why
+
+
+__all__ = ["GEMM_KINDS", "Group", "groups"]

@@ -1,0 +1,459 @@
+"""Placement: every op of a network on VTA or the board's CPU, by predicted cost, with a reason.
+
+`plan_network` walks the fusion groups (`codesign.place.fusion`) in order. A conv2d/linear group
+is costed on VTA in each form `transforms.rewrites` offers (as is, zero-padded, space-to-depth,
+im2col): the schedule `choose(layer)` picks (timed with its fused epilogue when
+`codesign.evaluate.fused` is present) plus the host passes that form needs (packing its input,
+the rewrite); and on the CPU (`codesign.cpu`, int8: the quantized network's integer semantics,
+which is how the deployment runs CPU ops; the CPU model states when an int8 rate is assumed from
+float32). The cheaper wins. Ops VTA cannot express go to the CPU with the reason.
+
+Layouts: a tensor lives on the host as int8 NCHW ("host"), packed for VTA in DRAM ("vta":
+NCHW{b}n{bi}c, zero-padded channels/rows), or as the float32 graph input ("float"). Element-wise
+ops and pools run on the CPU in either layout (TVM's `graph_pack` keeps them packed between
+offloaded convs too); a CPU conv/linear, a flatten of a spatial tensor and a concat need the host
+layout. Every change of layout is a host step costed as a bytes-bound pass (`tensor_pass`):
+quantize (+ pack) of an input, pack, unpack, rewrite, unpack + dequantize of an output.
+
+Batch: VTA runs the padded batch (a multiple of BATCH); the CPU runs the request's own rows.
+`Plan.latency_s` is one request through the whole network; `Plan.throughput_ips` is a full padded
+batch of requests served back to back (CPU and host steps scaled by padded / request rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from codesign.cpu import ConvShape, CpuCost, layer_cost, tensor_pass
+from codesign.errors import CodesignError
+from codesign.hw.board import Board
+from codesign.hw.config import HwConfig
+from codesign.network.graph import Network, Op
+from codesign.network.layers import layer_of
+from codesign.network.quantized import QuantizedNetwork
+from codesign.place.epilogue import Epilogue, fused_reason, measure_fused
+from codesign.place.fusion import GEMM_KINDS, Group, groups
+from codesign.place.transforms import Rewrite, rewrites, round_up
+from codesign.schedule.knobs import Config
+from codesign.workloads.layers import Conv2D, Dense, Layer
+
+VTA, CPU = "vta", "cpu"
+HOST, PACKED, FLOAT = "host", "vta", "float"
+CPU_DTYPE = "int8"  # CPU ops run the integer network (bit-exact with VTA's int8 operands)
+# Host data-movement steps: costed here, their data effect is `Rewrite.vta_operands`/`vta_output`
+# and the runner's quantize/dequantize of graph inputs/outputs.
+HOST_KINDS = ("quantize", "pack", "unpack", "rewrite", "dequantize")
+# Ops any layout serves (per-channel elementwise or spatial windows).
+LAYOUT_FREE = ("relu", "clamp", "add", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")
+
+Choose = Callable[[Layer], tuple[Config, float]]
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One step of a plan: a group of ops (or a host pass) and where it runs, why, and its time.
+    `alternatives` maps each costed option ("cpu", "vta", "vta:space_to_depth", ...) to seconds
+    (the option's own time plus the host passes it needs); `transform` the VTA form's rewrite."""
+
+    name: str
+    ops: tuple[str, ...]
+    kind: str
+    placement: str
+    reason: str
+    layer: Layer | None
+    epilogue: Epilogue | None
+    predicted_s: float
+    alternatives: dict[str, float]
+    transform: str | None
+    config: Config | None = None
+    rewrite: Rewrite | None = None
+    residual: str | None = None       # the tensor a fused add reads (loaded into ACC)
+    inputs: tuple[str, ...] = ()      # tensors read
+    output: str = ""                  # tensor written
+    batch_s: float | None = None      # seconds for a full padded batch (throughput); None = predicted_s
+    group: str = ""                   # the fused group's name (its head op) for an op step
+
+    @property
+    def host(self) -> bool:
+        return self.kind in HOST_KINDS
+
+    def row(self) -> dict[str, Any]:
+        return {"name": self.name, "ops": list(self.ops), "kind": self.kind, "placement": self.placement,
+                "reason": self.reason, "predicted_ms": self.predicted_s * 1e3, "group": self.group,
+                "layer": None if self.layer is None else self.layer.spec, "transform": self.transform,
+                "config": None if self.config is None else self.config.to_dict(),
+                "epilogue": None if self.epilogue is None else dict(self.epilogue.__dict__),
+                "alternatives_ms": {k: v * 1e3 for k, v in self.alternatives.items()}}
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """Every op of `network` placed on `hw` + `board`'s CPU; `batch` = the padded batch VTA runs."""
+
+    network: Network | QuantizedNetwork
+    hw: HwConfig
+    board: Board
+    batch: int
+    steps: tuple[Step, ...]
+    cpu_dtype: str = CPU_DTYPE
+    request_batch: int = 1
+
+    @property
+    def graph(self) -> Network:
+        return self.network.network if isinstance(self.network, QuantizedNetwork) else self.network
+
+    @property
+    def latency_s(self) -> float:
+        """One request through the whole network (VTA at the padded batch)."""
+        return sum(s.predicted_s for s in self.steps)
+
+    @property
+    def batch_latency_s(self) -> float:
+        return sum(s.predicted_s if s.batch_s is None else s.batch_s for s in self.steps)
+
+    @property
+    def throughput_ips(self) -> float:
+        """Images per second when every step serves a full padded batch, one batch after another."""
+        return self.batch / self.batch_latency_s
+
+    def seconds(self, placement: str) -> float:
+        return sum(s.predicted_s for s in self.steps if s.placement == placement)
+
+    @property
+    def vta_s(self) -> float:
+        return self.seconds(VTA)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.seconds(CPU)
+
+    def step_of(self, op: str) -> Step:
+        """The step that computes op `op`."""
+        for s in self.steps:
+            if op in s.ops and not s.host:
+                return s
+        raise KeyError(op)
+
+    def summary(self) -> dict[str, Any]:
+        return {"network": self.graph.name, "hw": self.hw.name, "board": self.board.name, "cpu": self.board.cpu,
+                "cpu_dtype": self.cpu_dtype, "batch": self.batch, "request_batch": self.request_batch,
+                "latency_ms": self.latency_s * 1e3, "throughput_ips": self.throughput_ips,
+                "vta_ms": self.vta_s * 1e3, "cpu_ms": self.cpu_s * 1e3,
+                "host_ms": sum(s.predicted_s for s in self.steps if s.host) * 1e3,
+                "steps": len(self.steps), "vta_steps": sum(s.placement == VTA for s in self.steps)}
+
+    def op_rows(self) -> list[dict[str, Any]]:
+        """One row per op of the network (and per host pass), in execution order: where it runs,
+        its fused group, predicted ms (a group's time on its first op, 0 on the ops fused into it)
+        and the reason."""
+        kinds = {op.name: op.kind for op in self.graph.ops}
+        rows = []
+        for s in self.steps:
+            for i, name in enumerate(s.ops or (s.name,)):
+                rows.append({"name": name, "kind": kinds.get(name, s.kind), "placement": s.placement,
+                             "predicted_ms": s.predicted_s * 1e3 if i == 0 else 0.0, "group": s.group or s.name,
+                             "host": s.host, "transform": s.transform if i == 0 else None,
+                             "reason": s.reason if i == 0 else f"fused into {s.name} ({s.kind})"})
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.summary(), "ops": self.op_rows(), "steps": [s.row() for s in self.steps]}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3f} ms"
+
+
+# -- CPU costs ----------------------------------------------------------------------------------
+def _conv_shape(net: Network, op: Op, rows: int) -> ConvShape:
+    _, c, h, w = net.shape(op.inputs[0])
+    o, _, kh, kw = op.attrs["weight_shape"]
+    (sh, sw), (ph, pw), (dh, dw) = op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"]
+    return ConvShape(rows, c, h, w, o, kh, kw, sh, sw, (ph, pw, ph, pw), dh, dw, int(op.attrs["groups"]))
+
+
+def _per_row(shape: tuple[int, ...]) -> int:
+    return math.prod(shape[1:])
+
+
+class _Costs:
+    """CPU and host pass costs on one board, one request of `rows` rows."""
+
+    def __init__(self, net: Network, board: Board, rows: int) -> None:
+        self.net, self.board, self.rows = net, board, rows
+
+    def gemm(self, op: Op, rows: int) -> CpuCost:
+        if op.kind == "conv2d":
+            return layer_cost(_conv_shape(self.net, op, rows), self.board, CPU_DTYPE)
+        x = self.net.shape(op.inputs[0])
+        return layer_cost(Dense(rows, x[-1], int(op.attrs["weight_shape"][0])), self.board, CPU_DTYPE)
+
+    def pass_s(self, name: str, read: int, write: int, rd: str = CPU_DTYPE, wd: str = CPU_DTYPE) -> float:
+        return layer_cost(tensor_pass(name, read, write, rd, wd), self.board).seconds
+
+    def op(self, op: Op, elems: Mapping[str, int], rows: int) -> float:
+        """A non-GEMM op on the CPU: a bytes-bound pass over what it reads and writes (`elems`:
+        the elements of each input as stored, padded when packed). A reshape moves nothing."""
+        if op.kind == "flatten":
+            return 0.0
+        scale = rows / self.rows
+        read = sum(elems[t] for t in op.inputs) * scale
+        return self.pass_s(op.name, int(read), int(_per_row(op.shape) * rows))
+
+
+# -- the planner --------------------------------------------------------------------------------
+def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
+    head = group.head
+    if qnet is None:  # timing-only: the shifts do not change the schedule's time
+        return Epilogue(shift=0, bias=True, relu=group.relu, residual=(0, 0, 0) if group.add else None)
+    p = qnet.params[head.name]
+    residual = None
+    if group.add is not None:
+        a = qnet.params[group.add.name]
+        k = group.add.inputs.index(head.name)
+        residual = (a.in_shifts[k], a.in_shifts[1 - k], a.shift)
+    return Epilogue(shift=int(p.shift), bias=True, relu=group.relu, residual=residual)
+
+
+def _batched(layer: Layer, batch: int) -> Layer:
+    if isinstance(layer, Dense):
+        return Dense(batch, layer.in_features, layer.out_features)
+    return Conv2D(**{**layer._asdict(), "batch": batch})
+
+
+@dataclass(frozen=True)
+class HostPass:
+    """A layout change of `tensor` into layout `to` (or the rewrite of an op's input) on the CPU."""
+
+    kind: str
+    tensor: str
+    to: str
+    seconds: float
+
+
+@dataclass
+class _VtaOption:
+    rewrite: Rewrite
+    config: Config
+    vta_s: float
+    host: list[HostPass]  # the host passes it needs first
+
+    @property
+    def seconds(self) -> float:
+        return self.vta_s + sum(h.seconds for h in self.host)
+
+
+class _Planner:
+    def __init__(self, net: Network | QuantizedNetwork, hw: HwConfig, board: Board, choose: Choose) -> None:
+        self.qnet = net if isinstance(net, QuantizedNetwork) else None
+        self.net = net.network if isinstance(net, QuantizedNetwork) else net
+        self.hw, self.board, self.choose = hw, board, choose
+        rows = {shape[0] for _, shape in self.net.inputs} or {1}
+        self.rows = max(rows)
+        self.batch = round_up(self.rows, hw.batch)
+        self.costs = _Costs(self.net, board, self.rows)
+        self.have: dict[str, set[str]] = {n: {FLOAT} for n, _ in self.net.inputs}
+        self.packed_elems: dict[str, int] = {}  # tensor -> elements of its packed (padded) copy
+        self.steps: list[Step] = []
+
+    # -- layouts --------------------------------------------------------------------------------
+    def elems(self, tensor: str, layout: str) -> int:
+        if layout == PACKED:
+            return self.packed_elems[tensor]
+        return _per_row(self.net.shape(tensor)) * self.rows
+
+    def _scale(self) -> float:
+        return self.batch / self.rows
+
+    def _packed_size(self, tensor: str) -> int:
+        shape = self.net.shape(tensor)
+        c = round_up(shape[1], self.hw.block_in) if len(shape) > 1 else 1
+        return self.batch * c * math.prod(shape[2:])
+
+    def need(self, tensor: str, to: str) -> HostPass | None:
+        """The host pass that makes `tensor` available in layout `to`, or None when it is."""
+        have = self.have[tensor]
+        if to in have:
+            return None
+        write = self._packed_size(tensor) if to == PACKED else self.elems(tensor, HOST)
+        if have == {FLOAT}:
+            read = self.elems(tensor, HOST)
+            return HostPass("quantize", tensor, to, self.costs.pass_s(f"quantize {tensor}", read, write, "float32"))
+        src = HOST if HOST in have else PACKED
+        kind = "pack" if to == PACKED else "unpack"
+        return HostPass(kind, tensor, to, self.costs.pass_s(f"{kind} {tensor}", self.elems(tensor, src), write))
+
+    def emit_host(self, hp: HostPass, before: str) -> None:
+        have = self.have[hp.tensor]
+        src = FLOAT if have == {FLOAT} else (HOST if HOST in have else PACKED)
+        what = {"quantize": f"quantize float32 -> int8{' + pack into VTA blocks' if hp.to == PACKED else ''}",
+                "pack": "pack int8 NCHW -> VTA blocks (zero-padded to BATCH/BLOCK)",
+                "unpack": "unpack VTA blocks -> int8 NCHW",
+                "rewrite": f"{'quantize + ' if src == FLOAT else ''}host rewrite into VTA blocks"}[hp.kind]
+        self.steps.append(Step(name=f"{hp.kind}:{hp.tensor}", ops=(), kind=hp.kind, placement=CPU,
+                               reason=f"{what} ({src} -> {hp.to}) for {before}", layer=None, epilogue=None,
+                               predicted_s=hp.seconds, alternatives={}, transform=None, inputs=(hp.tensor,),
+                               output=hp.tensor, batch_s=hp.seconds * self._scale(), group=before))
+        if hp.kind == "rewrite":  # its output is the rewritten layer's input, no copy of the tensor
+            return
+        if hp.to == PACKED:
+            self.packed_elems.setdefault(hp.tensor, self._packed_size(hp.tensor))
+        have.add(hp.to)
+        if hp.kind == "quantize":
+            have.discard(FLOAT)
+
+    # -- GEMM groups ----------------------------------------------------------------------------
+    def vta_options(self, group: Group, layer: Layer, epi: Epilogue) -> tuple[list[_VtaOption], list[str]]:
+        options, why = [], []
+        x = group.head.inputs[0]
+        for rw in rewrites(_batched(layer, layer.batch), self.hw):
+            label = rw.kind or "as is"
+            reason = fused_reason(rw.layer, epi, self.hw)
+            if reason is not None:
+                why.append(f"{label}: {reason}")
+                continue
+            try:
+                config, seconds = self.choose(rw.layer)
+            except CodesignError as exc:
+                why.append(f"{label}: {exc}")
+                continue
+            if measure_fused is not None:
+                seconds = measure_fused(rw.layer, config, self.hw, epi).seconds
+            host: list[HostPass] = []
+            if rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
+                read, write = rw.host_elems()
+                src_float = self.have[x] == {FLOAT}
+                if not src_float and HOST not in self.have[x]:
+                    host.append(self.need(x, HOST))
+                host.append(HostPass("rewrite", x, PACKED, self.costs.pass_s(
+                    f"{rw.kind} {x}", read, write, "float32" if src_float else CPU_DTYPE)))
+            elif (need := self.need(x, PACKED)) is not None:
+                host.append(need)
+            if group.residual is not None and (need := self.need(group.residual, PACKED)) is not None:
+                host.append(need)
+            options.append(_VtaOption(rw, config, seconds, host))
+        return options, why
+
+    def gemm(self, group: Group) -> None:
+        head = group.head
+        layer, why_none = layer_of(self.net, head)
+        epi = _epilogue(self.qnet, group)
+        options, why = ([], [why_none]) if layer is None else self.vta_options(group, layer, epi)
+        # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
+        cost = self.costs.gemm(head, self.rows)
+        cpu_s, cpu_batch_s = cost.seconds, self.costs.gemm(head, self.batch).seconds
+        reads = [head.inputs[0]] + ([group.residual] if group.residual else [])
+        cpu_host = [h for h in (self.need(t, HOST) for t in reads) if h is not None]
+        if group.residual:
+            extra = self.costs.pass_s("residual", self.elems(group.residual, HOST), 0) - self.board_overhead()
+            cpu_s += extra
+            cpu_batch_s += extra * self._scale()
+        cpu_total = cpu_s + sum(h.seconds for h in cpu_host)
+        alternatives = {CPU: cpu_total}
+        for o in options:
+            alternatives[f"{VTA}:{o.rewrite.kind}" if o.rewrite.kind else VTA] = o.seconds
+        cpu_text = f"CPU {_ms(cpu_total)} ({CPU_DTYPE} {cost.kind}, {cost.basis})"
+        best = min(options, key=lambda o: o.seconds) if options else None
+        name, ops, kind = head.name, group.names, group.kind
+        if best is not None and best.seconds <= cpu_total:
+            for h in best.host:
+                self.emit_host(h, name)
+            form = "" if best.rewrite.kind is None else f" via {best.rewrite.describe()}"
+            host_s = sum(h.seconds for h in best.host)
+            reason = (f"VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host {_ms(host_s)}){form} "
+                      f"< {cpu_text}")
+            self.steps.append(Step(name=name, ops=ops, kind=kind, placement=VTA, reason=reason, layer=best.rewrite.layer,
+                                   epilogue=epi, predicted_s=best.vta_s, alternatives=alternatives,
+                                   transform=best.rewrite.kind, config=best.config, rewrite=best.rewrite,
+                                   residual=group.residual, inputs=tuple(reads), output=group.output,
+                                   batch_s=best.vta_s, group=name))
+            out = best.rewrite.layer.output_shape()
+            self.packed_elems[group.output] = math.prod(out)
+            self.have[group.output] = {PACKED}
+            return
+        for h in cpu_host:
+            self.emit_host(h, name)
+        if best is None:
+            reason = f"CPU {_ms(cpu_total)}: VTA cannot run it ({'; '.join(w for w in why if w)})"
+        else:
+            reason = (f"{cpu_text} < VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host "
+                      f"{_ms(best.seconds - best.vta_s)}{'' if best.rewrite.kind is None else ', ' + best.rewrite.kind})")
+        self.steps.append(Step(name=name, ops=ops, kind=kind, placement=CPU, reason=reason, layer=layer, epilogue=None,
+                               predicted_s=cpu_s, alternatives=alternatives, transform=None, residual=group.residual,
+                               inputs=tuple(reads), output=group.output, batch_s=cpu_batch_s, group=name))
+        self.have[group.output] = {HOST}
+
+    def board_overhead(self) -> float:
+        return layer_cost(tensor_pass("nothing", 0, 0), self.board).seconds
+
+    # -- other ops ------------------------------------------------------------------------------
+    def other(self, op: Op, why_not_fused: Mapping[str, str]) -> None:
+        # a flatten of (N, C, 1, 1) keeps VTA's blocks: (N/b, C/bi, 1, 1, b, bi) is the dense layout
+        layout_free = op.kind in LAYOUT_FREE or (op.kind == "flatten" and math.prod(self.net.shape(op.inputs[0])[2:]) == 1)
+        ins = list(dict.fromkeys(op.inputs))
+        if layout_free and all(PACKED in self.have[t] for t in ins):
+            layout = PACKED
+        else:
+            layout = HOST
+            for t in ins:
+                if (need := self.need(t, HOST)) is not None:
+                    self.emit_host(need, op.name)
+        elems = {t: self.elems(t, layout) for t in ins}
+        seconds = self.costs.op(op, elems, self.rows)
+        batch_s = self.costs.op(op, {t: int(e * self._scale()) for t, e in elems.items()}, self.batch) \
+            if op.kind != "flatten" else 0.0
+        why = why_not_fused.get(op.name)
+        what = {"flatten": "a reshape: no data moved",
+                "max_pool2d": "max pool", "avg_pool2d": "average pool", "adaptive_avg_pool2d": "global average pool",
+                "concat": "concatenation", "add": "residual add", "relu": "ReLU", "clamp": "clamp"}[op.kind]
+        vta_why = ("VTA's ALU here runs only GEMM epilogues (bias, shift, residual add, ReLU, clip)"
+                   + (f"; {why}" if why else ""))
+        reason = f"CPU {_ms(seconds)} ({what}, bytes-bound pass over the {layout} layout): {vta_why}"
+        if op.kind == "flatten":
+            reason = f"CPU 0 ms ({what}{'; on 1x1 pixels VTA blocks are the dense layout' if layout == PACKED else ''})"
+        self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU, reason=reason, layer=None,
+                               epilogue=None, predicted_s=seconds, alternatives={CPU: seconds}, transform=None,
+                               inputs=tuple(op.inputs), output=op.name, batch_s=batch_s, group=op.name))
+        self.have[op.name] = {layout}
+        if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
+            src = self.net.shape(ins[0])
+            padded_c = self.packed_elems[ins[0]] // (self.batch * math.prod(src[2:]))
+            self.packed_elems[op.name] = self.batch * padded_c * math.prod(self.net.shape(op.name)[2:])
+
+    def outputs(self) -> None:
+        for t in self.net.outputs:
+            have = self.have[t]
+            src = HOST if HOST in have else (PACKED if PACKED in have else FLOAT)
+            read = self.elems(t, src) if src != FLOAT else self.elems(t, HOST)
+            write = self.elems(t, HOST)
+            seconds = self.costs.pass_s(f"dequantize {t}", read, write, CPU_DTYPE, "float32")
+            what = "unpack VTA blocks + dequantize int8 -> float32" if src == PACKED else "dequantize int8 -> float32"
+            self.steps.append(Step(name=f"dequantize:{t}", ops=(), kind="dequantize", placement=CPU,
+                                   reason=f"{what} of output {t}", layer=None, epilogue=None, predicted_s=seconds,
+                                   alternatives={}, transform=None, inputs=(t,), output=t,
+                                   batch_s=seconds * self._scale()))
+
+    def run(self) -> Plan:
+        gs, why = groups(self.net)
+        for g in gs:
+            if g.head.kind in GEMM_KINDS:
+                self.gemm(g)
+            else:
+                self.other(g.head, why)
+        self.outputs()
+        return Plan(network=self.qnet or self.net, hw=self.hw, board=self.board, batch=self.batch,
+                    steps=tuple(self.steps), request_batch=self.rows)
+
+
+def plan_network(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str, choose: Choose) -> Plan:
+    """Every op of `net` placed on `hw` or `board`'s CPU by predicted cost. `choose(layer)` gives
+    the schedule of a VTA layer and its seconds (`best_template_schedule` by default in the CLI).
+    Works without weights (meta-device networks: shapes only)."""
+    board = board if isinstance(board, Board) else Board.named(board)
+    return _Planner(net, HwConfig.resolve(hw), board, choose).run()
+
+
+__all__ = ["Step", "Plan", "plan_network", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]

@@ -1,0 +1,245 @@
+"""Host rewrites that let VTA run a GEMM op it cannot take as it stands, as NumPy functions.
+
+VTA's conv needs channels in multiples of BLOCK_IN/BLOCK_OUT, the batch a multiple of BATCH and one
+symmetric padding of at most 15 (docs/vta.md §7.1, §7.4.3). A network's stem (3 input channels, a
+7x7/2 kernel) fits none of that directly; three exact rewrites make it fit:
+- `pad`: zero channels (input, weight and output) and zero batch rows. Zero input channels meet zero
+  weights; zero output channels are dropped when the host unpacks, zero rows likewise.
+- `space_to_depth`: a stride-s conv becomes a stride-1 conv over s x s pixel blocks. The kernel is
+  padded with leading zero taps to a multiple of s (K' = ceil((k + z) / s) taps per block axis),
+  channel c·s² + dy·s + dx of the new input holds pixel (s·j + dy, s·i + dx) of channel c, and the
+  host pads the image asymmetrically while it rearranges it so that VTA's conv uses padding 0
+  (3x224x224 ⊛ 7x7/2 pad 3 → 12 channels ⊛ 4x4/1 on 115x115 → 112x112).
+- `im2col`: the conv becomes a 1x1 conv over C·KH·KW channels (each output pixel's window).
+All three compute the same int32 sums as the original conv, so bias, shift, residual and ReLU
+after them are unchanged (tests/test_place_rewrite.py checks it on random int8 data).
+
+`Rewrite` carries the geometry; `vta_operands` / `vta_output` are what the network runner applies
+to an op's tensors around its VTA layer, and `host_elems` what the planner costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.workloads.layers import Conv2D, Dense, Layer
+
+PAD = "pad"
+SPACE_TO_DEPTH = "space_to_depth"
+IM2COL = "im2col"
+TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-int(n) // int(multiple)) * int(multiple)
+
+
+def pad_axis(a: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """`a` with zeros appended along `axis` up to `size` (unchanged when already that size)."""
+    extra = size - a.shape[axis]
+    if extra < 0:
+        raise ConfigError(f"cannot pad axis {axis} of shape {a.shape} down to {size}")
+    if extra == 0:
+        return a
+    widths = [(0, 0)] * a.ndim
+    widths[axis] = (0, extra)
+    return np.pad(a, widths)
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """The original conv as the network has it (square kernel, stride, padding; dilation 1)."""
+
+    batch: int
+    channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel: int
+    stride: int
+    padding: int
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding - self.kernel) // self.stride + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding - self.kernel) // self.stride + 1
+
+    @classmethod
+    def of(cls, layer: Conv2D) -> ConvGeometry:
+        if layer.kernel_h != layer.kernel_w or layer.dilation != 1 or layer.groups != 1:
+            raise ConfigError(f"{layer.name}: the host rewrites take a square kernel, dilation 1, groups 1")
+        return cls(layer.batch, layer.in_channels, layer.height, layer.width, layer.out_channels,
+                   layer.kernel_h, layer.stride, layer.padding)
+
+
+@dataclass(frozen=True)
+class S2DGeometry:
+    """Space-to-depth of a stride-s conv: `zeros` leading zero taps, `taps` per block axis, the
+    input padded by `top` (= left) rows before and cut/padded to `rows` x `cols` pixels."""
+
+    block: int
+    zeros: int
+    taps: int
+    top: int
+    rows: int
+    cols: int
+
+    @classmethod
+    def of(cls, g: ConvGeometry) -> S2DGeometry:
+        s = g.stride
+        # Leading zero taps z make padding + z a multiple of s, so each output's window starts on
+        # a block boundary (block i - (p + z) / s).
+        zeros = (-g.padding) % s
+        taps = -(-(g.kernel + zeros) // s)
+        lead = (g.padding + zeros) // s
+        return cls(s, zeros, taps, lead * s, (g.out_height + taps - 1) * s, (g.out_width + taps - 1) * s)
+
+
+def space_to_depth_input(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """NCHW int8 → (N, C·s², OH + K' - 1, OW + K' - 1): padded asymmetrically, then rearranged."""
+    sg = S2DGeometry.of(g)
+    s = sg.block
+    n, c, h, w = x.shape
+    bottom, right = sg.rows - sg.top - h, sg.cols - sg.top - w
+    xp = np.pad(x, ((0, 0), (0, 0), (sg.top, max(bottom, 0)), (sg.top, max(right, 0))))[:, :, :sg.rows, :sg.cols]
+    blocks = xp.reshape(n, c, sg.rows // s, s, sg.cols // s, s)
+    return np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 2, 4).reshape(n, c * s * s, sg.rows // s, sg.cols // s))
+
+
+def space_to_depth_weight(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """OIHW k x k → (O, I·s², K', K'): leading zero taps, then taps split by their block phase."""
+    sg = S2DGeometry.of(g)
+    s, kp = sg.block, sg.taps
+    o, i, k, _ = w.shape
+    full = np.zeros((o, i, kp * s, kp * s), dtype=w.dtype)
+    full[:, :, sg.zeros:sg.zeros + k, sg.zeros:sg.zeros + k] = w
+    blocks = full.reshape(o, i, kp, s, kp, s)
+    return np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 2, 4).reshape(o, i * s * s, kp, kp))
+
+
+def im2col_input(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """NCHW → (N, C·K·K, OH, OW): channel c·K² + ky·K + kx holds each output's window tap."""
+    k, s, p = g.kernel, g.stride, g.padding
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s][:, :, :g.out_height, :g.out_width]
+    n, c = x.shape[:2]
+    return np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * k * k, g.out_height, g.out_width))
+
+
+def im2col_weight(w: np.ndarray) -> np.ndarray:
+    o = w.shape[0]
+    return np.ascontiguousarray(w.reshape(o, -1, 1, 1))
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """How an op's VTA layer relates to the op: `kind` one of TRANSFORMS (or None: as it stands),
+    the op's own layer `original` and the VTA `layer` it runs as."""
+
+    kind: str | None
+    original: Layer
+    layer: Layer
+
+    @property
+    def reshapes_input(self) -> bool:
+        return self.kind in (SPACE_TO_DEPTH, IM2COL)
+
+    def host_elems(self) -> tuple[int, int]:
+        """(int8 elements the host reads, int8 elements it writes) to build the VTA input."""
+        written = math.prod(self.layer.data_shape())
+        if self.kind == IM2COL:
+            g = ConvGeometry.of(self.original)
+            return g.batch * g.channels * g.kernel ** 2 * g.out_height * g.out_width, written
+        return math.prod(self.original.data_shape()), written
+
+    def describe(self) -> str:
+        if self.kind is None:
+            return "as is"
+        o, v = self.original, self.layer
+        if self.kind == SPACE_TO_DEPTH:
+            g = ConvGeometry.of(o)
+            sg = S2DGeometry.of(g)
+            return (f"space-to-depth {sg.block}x{sg.block}: {g.channels}x{g.height}x{g.width} ⊛ {g.kernel}x{g.kernel}/{g.stride} "
+                    f"-> {g.channels * sg.block ** 2} (padded {v.in_channels}) channels ⊛ {sg.taps}x{sg.taps}/1 on "
+                    f"{v.height}x{v.width}, pad 0")
+        if self.kind == IM2COL:
+            g = ConvGeometry.of(o)
+            return (f"im2col: {g.channels}x{g.kernel}x{g.kernel} windows -> 1x1 conv over {g.channels * g.kernel ** 2} "
+                    f"(padded {v.in_channels}) channels on {v.height}x{v.width}")
+        return f"zero padding {o.spec} -> {v.spec}"
+
+    # -- what the runner applies ------------------------------------------------------------
+    def vta_operands(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None,
+                     residual: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The op's int8 input, weight, int32 bias and residual in the VTA layer's shapes."""
+        v = self.layer
+        if self.kind == SPACE_TO_DEPTH:
+            g = ConvGeometry.of(self.original)
+            x, w = space_to_depth_input(x, g), space_to_depth_weight(w, g)
+        elif self.kind == IM2COL:
+            g = ConvGeometry.of(self.original)
+            x, w = im2col_input(x, g), im2col_weight(w)
+        if isinstance(v, Dense):
+            x = pad_axis(pad_axis(x, 0, v.batch), 1, v.in_features)
+            w = pad_axis(pad_axis(w, 0, v.out_features), 1, v.in_features)
+            out = v.out_features
+        else:
+            x = pad_axis(pad_axis(x, 0, v.batch), 1, v.in_channels)
+            w = pad_axis(pad_axis(w, 0, v.out_channels), 1, v.in_channels // v.groups)
+            out = v.out_channels
+        if bias is not None:
+            bias = pad_axis(np.asarray(bias), 0, out)
+        if residual is not None:
+            residual = pad_axis(pad_axis(residual, 0, v.batch), 1, out)
+        return x, w, bias, residual
+
+    def vta_output(self, y: np.ndarray) -> np.ndarray:
+        """The VTA layer's output cut back to the op's (rows and channels)."""
+        o = self.original
+        n, c = (o.batch, o.out_features) if isinstance(o, Dense) else (o.batch, o.out_channels)
+        return np.ascontiguousarray(y[:n, :c])
+
+
+def _padded(layer: Layer, hw: HwConfig) -> Layer:
+    b = round_up(layer.batch, hw.batch)
+    if isinstance(layer, Dense):
+        return Dense(b, round_up(layer.in_features, hw.block_in), round_up(layer.out_features, hw.block_out))
+    g = layer.groups
+    if g > 1:  # grouped: per-group channels must be block multiples; padding them changes the grouping
+        return Conv2D(**{**layer._asdict(), "batch": b})
+    return Conv2D(**{**layer._asdict(), "batch": b, "in_channels": round_up(layer.in_channels, hw.block_in),
+                     "out_channels": round_up(layer.out_channels, hw.block_out)})
+
+
+def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
+    """The VTA forms of `layer` worth costing: as is (padded to BATCH / BLOCK multiples when it is
+    not one already), and, for a conv whose input channels are not a BLOCK_IN multiple (a stem),
+    space-to-depth (stride > 1) and im2col."""
+    out: list[Rewrite] = []
+    padded = _padded(layer, hw)
+    out.append(Rewrite(None if padded == layer else PAD, layer, padded))
+    if (isinstance(layer, Conv2D) and layer.in_channels % hw.block_in and layer.groups == 1 and layer.dilation == 1
+            and layer.kernel_h == layer.kernel_w and layer.kernel_h > 1):
+        g = ConvGeometry.of(layer)
+        b = round_up(g.batch, hw.batch)
+        o = round_up(g.out_channels, hw.block_out)
+        if g.stride > 1:
+            sg = S2DGeometry.of(g)
+            c = round_up(g.channels * sg.block ** 2, hw.block_in)
+            out.append(Rewrite(SPACE_TO_DEPTH, layer,
+                               Conv2D(b, c, sg.rows // sg.block, sg.cols // sg.block, o, sg.taps, sg.taps, 1, 0)))
+        c = round_up(g.channels * g.kernel ** 2, hw.block_in)
+        out.append(Rewrite(IM2COL, layer, Conv2D(b, c, g.out_height, g.out_width, o, 1, 1, 1, 0)))
+    return out
+
+
+__all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "TRANSFORMS", "ConvGeometry", "S2DGeometry", "Rewrite", "rewrites",
+           "space_to_depth_input", "space_to_depth_weight", "im2col_input", "im2col_weight", "pad_axis", "round_up"]
