@@ -60,7 +60,7 @@ def test_layer_plot_groups_many_layers(tmp_path):
               {"config": "b", "latency_ms": 6.0, "batch": 1, "layers": layers[:30]}]
     pts, names, per_design, note = layer_bars(points, max_layers=16)
     assert len(names) == 16 and names[-1] == "other (25 layers)"
-    assert "the 25 smallest of 40 layers summed as 'other'" in note
+    assert "the 25 smallest of 40 VTA layers summed as 'other'" in note
     # nothing is lost: every design's bars still add up to its per-layer total
     for p, ms in zip(pts, per_design):
         assert sum(ms.values()) == pytest.approx(sum(x["seconds"] * 1e3 for x in p["layers"]))

@@ -1,4 +1,4 @@
-"""Sweep pieces without Ray workers: one trial's evaluation (per-image latency at BATCH > 1,
+"""Sweep pieces without Ray workers: one trial's evaluation (per-request latency at BATCH > 1,
 infeasible configs never simulated, schedule transfer between configs) and the searcher filter."""
 
 from __future__ import annotations
@@ -26,14 +26,18 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_batch_config_reports_per_image_latency(board, tmp_path):
+def test_batch_config_serves_a_request_in_its_padded_batch_time(board, tmp_path):
     hw = HwConfig.from_name("pynq_2x8_i8w8a32_15_15_16_17")  # BATCH 2: the network runs 2 images
     wl = Workload("tiny", ((LAYER, 3),))
     r = evaluate_hw(hw, board, wl, tuner="random", budget=3, seed=0, records_path=tmp_path / "rec.jsonl")
     assert r["feasible"] and r["batch"] == 2
     (layer,) = r["layers"]
     assert layer["layer"].startswith("conv2d_2x32x8x8")  # the layer was tuned at batch 2
-    assert r["latency_ms"] == pytest.approx(layer["seconds"] * 3 / 2 * 1e3, rel=1e-12)
+    # One request waits for the whole padded batch (before: the batch's time / 2, per image of a full batch).
+    batch_ms = layer["seconds"] * 3 * 1e3
+    assert r["latency_ms"] == pytest.approx(batch_ms, rel=1e-12)
+    assert r["throughput_ips"] == pytest.approx(2 / (batch_ms * 1e-3), rel=1e-12)
+    assert r["scope"] == "offloaded layers" and r["cpu_ms"] is None
     assert r["energy_j"] == pytest.approx(r["power_w"] * r["latency_ms"] * 1e-3, rel=1e-12)
     recs = _lines(tmp_path / "rec.jsonl")
     assert len(recs) == 3 and {x["hw"] for x in recs} == {hw.name}

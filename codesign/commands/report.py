@@ -14,12 +14,16 @@ examples:
   codesign report runs/sweep --json       # the pareto.json object, for scripts
   codesign report runs/sweep --sort area  # order the table by another objective
 
-columns: latency is per inference (per image when BATCH > 1); area is the mean utilization of
+columns: latency_ms is one request (one image) through the whole network: the VTA steps with their
+tuned schedules plus the CPU steps (vta_ms + cpu_ms); a BATCH=N design serves a request in its
+padded batch's time, and throughput_ips is images per second with full batches (pareto.json
+`objective_info` says what each objective measures; a workload given only as layers counts the
+layers VTA offloads, cpu_ms '-'); area is the mean utilization of
 LUT, FF, BRAM18 and DSP (docs/resources.md), followed by each resource's utilization; power is
 board power at the simulated module activity; energy = power x latency; clock says whether a VTA
 build is known to run at the design's clock on this board ('verified') or not ('unverified':
 timing closure is not modelled, so its latency is optimistic). A '*' marks designs at verified
-clocks that dominate a stock configuration on all three objectives; designs that beat a stock
+clocks that dominate a stock configuration on every objective; designs that beat a stock
 config only at an unverified clock are listed separately.
 """
 
@@ -27,14 +31,16 @@ config only at an unverified clock are listed separately.
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p = sub.add_parser(
         "report", help=summary,
-        description="Print the Pareto front (latency, area, power) written by `codesign sweep` to "
-                    "DIR/pareto.json, with the designs that dominate the stock VTA configs.",
+        description="Print the Pareto front (default objectives: latency per request, area, power) written "
+                    "by `codesign sweep` to DIR/pareto.json, with the designs that dominate the stock VTA "
+                    "configs and each front design's steps on the CPU beside its steps on VTA.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dir", metavar="DIR", help="sweep directory (or a pareto.json file)")
     p.add_argument("--json", action="store_true", help="print the pareto.json object as one JSON document")
-    p.add_argument("--sort", default="latency_ms", choices=("latency_ms", "area", "power_w", "energy_j"),
-                   help="table order (default: latency_ms)")
+    p.add_argument("--sort", default="latency_ms",
+                   choices=("latency_ms", "throughput_ips", "area", "power_w", "energy_j", "cpu_ms", "vta_ms"),
+                   help="table order, best first (default: latency_ms)")
     p.set_defaults(func=run)
 
 
@@ -52,10 +58,31 @@ def _clock(point: dict[str, Any]) -> str:
     return "verified" if flag is True else "unverified" if flag is False else "unknown"
 
 
+def _steps_line(point: dict[str, Any], limit: int = 6) -> str | None:
+    """`config: VTA 41.2 ms in 17 steps | CPU 30.1 ms in 4 steps: name 25.0, ...` (None: no plan)."""
+    steps = point.get("steps") or []
+    if not steps:
+        return None
+    parts = []
+    for where in ("vta", "cpu"):
+        mine = [s for s in steps if s.get("placement") == where]
+        total = sum(float(s["ms"]) for s in mine)
+        text = f"{where.upper()} {total:.2f} ms in {len(mine)} steps"
+        if where == "cpu" and mine:
+            top = sorted(mine, key=lambda s: -float(s["ms"]))
+            text += ": " + ", ".join(f"{s['name']} ({s.get('kind', '?')}) {float(s['ms']):.2f}" for s in top[:limit])
+            if len(top) > limit:
+                text += f", +{len(top) - limit} more"
+        parts.append(text)
+    return f"  {point['config']}: " + " | ".join(parts)
+
+
 def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
-    points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, p.get(sort, 0)))
+    flip = -1.0 if sort == "throughput_ips" else 1.0  # best first
+    points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, flip * (p.get(sort) or 0)))
     dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
-    header = ["", "config", "latency_ms", "area", "power_w", "energy_j", "LUT", "FF", "BRAM18", "DSP", "clock"]
+    header = ["", "config", "latency_ms", "throughput_ips", "vta_ms", "cpu_ms", "area", "power_w", "energy_j",
+              "LUT", "FF", "BRAM18", "DSP", "clock"]
     measured = any("measured_latency_ms" in p for p in points)  # `codesign sweep --confirm` ran
     if measured:
         header.insert(3, "measured_ms")
@@ -63,6 +90,7 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     for p in points:
         rows.append([
             "*" if p["config"] in dominators else "", str(p["config"]), _fmt(p["latency_ms"], ".3f"),
+            _fmt(p.get("throughput_ips"), ".2f"), _fmt(p.get("vta_ms"), ".3f"), _fmt(p.get("cpu_ms"), ".3f"),
             _fmt(p["area"], ".3f"), _fmt(p["power_w"], ".3f"), _fmt(p.get("energy_j"), ".4f"),
             _pct(p, "lut"), _pct(p, "ff"), _pct(p, "bram18"), _pct(p, "dsp"),
             _clock(p),
@@ -74,10 +102,22 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in rows]
     ref = doc["reference_point"]
+    objectives = doc.get("objectives") or list(ref)
     out = [f"Pareto front: {len(points)} designs"
-           + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else ""), *lines]
+           + (f" of {doc['n_evaluated']} evaluated" if doc.get("n_evaluated") else "")
+           + f" on {', '.join(_direction(k, doc) for k in objectives)}", *lines]
     if dominators & {p["config"] for p in points}:
         out.append("*: dominates a stock config at a verified clock (listed below)")
+    for info in doc.get("objective_info") or []:
+        if info.get("measures"):
+            out.append(f"{info['key']}: {info['measures']}")
+    scopes = doc.get("scopes") or sorted({str(p["scope"]) for p in points if p.get("scope")})
+    if scopes:
+        out.append(f"latency counts: {', '.join(scopes)}")
+    steps = [line for line in (_steps_line(p) for p in points) if line]
+    if steps:
+        out.append("steps of one request (CPU beside VTA, slowest CPU steps named):")
+        out.extend(steps)
     out.append("")
     board = doc.get("board") or {}
     if board.get("status"):
@@ -117,6 +157,11 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
                    "known to close timing at on this board; timing closure is not modelled, so treat their "
                    "latency as optimistic (`codesign sweep --verified-clocks-only` leaves them out)")
     return "\n".join(out)
+
+
+def _direction(key: str, doc: dict[str, Any]) -> str:
+    info = {o.get("key"): o for o in doc.get("objective_info") or []}.get(key) or {}
+    return f"{key} ({info.get('direction', 'min')})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """`codesign sweep`: the co-design outer loop (Ray Tune over hardware configs, inner schedule tuning
-of every layer per config) and its Pareto front of latency, area and power."""
+of every layer per config) and its Pareto front (default: latency per request, area, power)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from codesign.errors import ConfigError
 from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import resolve_space_path
 from codesign.pareto.io import read_pareto_json
+from codesign.pareto.objectives import CATALOG, DEFAULT_OBJECTIVES, parse_objectives
 from codesign.paths import SPACES
 from codesign.sweep.confirm import DEFAULT_RETUNE, run_confirm
 from codesign.sweep.options import (
@@ -38,9 +39,11 @@ Explore VTA hardware configs for a workload. Each Ray Tune trial is one hardware
 checked against the board's resources and clocks (infeasible ones are never simulated), every
 unique layer of the workload is schedule-tuned on it (--tuner auto: every valid schedule when that
 fits --exhaustive-budget, else --budget measurements per layer warm-started from the best schedules
-of earlier trials), and the trial reports network latency per image, area
-(mean utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of the three is kept
-in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
+of earlier trials), and the trial reports the latency of one request through the whole network
+(the VTA steps with their tuned schedules and the CPU steps on the board's CPU; a BATCH=4 design
+serves a request in its padded batch's time), images per second at full batches, area (mean
+utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of
+--objectives (default latency, area, power) is kept in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
 every schedule measurement, and PNG plots are written at the end.
 """
 
@@ -51,6 +54,7 @@ examples:
   codesign sweep --workload mobilenet --trials 8 --budget 10 --out runs/mobilenet
   codesign sweep --workload my_net.py:build --trials 8      # build() returns (module, example_inputs)
   codesign sweep --search motpe --tuner xgb --out runs/motpe --seed 1
+  codesign sweep --objectives latency,throughput,area --out runs/serving   # maximize images/s too
   codesign sweep hw_configs/spaces/pynq-z1-small.yaml --search exhaustive --out runs/exh
   codesign sweep --resume runs/sweep              # continue an interrupted sweep (Ctrl-C is safe)
   codesign sweep --address 10.0.0.5:6379          # run the trials on an existing Ray cluster
@@ -99,6 +103,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--search", default=None, choices=SEARCHES,
                    help=f"outer search algorithm (default: {DEFAULT_SEARCH}: on a 256-config PYNQ-Z1 space it reached "
                         "0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
+    p.add_argument("--objectives", default=None, metavar="A,B[,C]",
+                   help="what the Pareto front optimizes, comma-separated (default: "
+                        f"{','.join(DEFAULT_OBJECTIVES)}): "
+                        + "; ".join(f"{o.name} = {o.key} ({o.direction}imize)" for o in CATALOG.values()))
     p.add_argument("--seed", type=int, default=None,
                    help=f"seed of the outer search and inner tuners (default: {DEFAULT_SEED})")
     p.add_argument("--address", default=None, metavar="RAY_ADDRESS",
@@ -141,7 +149,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 # and --max-concurrent may change on resume; --address/--json/--out/--confirm* are about this run only.
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
-                   "profile": "--profile", "hparams": "--hparam", "resources": "--resources"}
+                   "profile": "--profile", "hparams": "--hparam", "resources": "--resources",
+                   "objectives": "--objectives"}
 
 
 def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
@@ -153,6 +162,8 @@ def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
         given = getattr(args, {"exhaustive_s": "exhaustive_budget", "hparams": "hparam"}.get(key, key))
         if key == "hparams" and given is not None:
             given = parse_hparams(given)
+        if key == "objectives" and given is not None:
+            given = list(parse_objectives(given))
         if key == "resources":
             if given is not None:
                 bad.extend(_resources_change(given, opts.resource_model()))
@@ -192,7 +203,8 @@ def _options(args: argparse.Namespace, resume: bool) -> SweepOptions:
     given = {"trials": trials, "budget": args.budget, "tuner": args.tuner, "exhaustive_s": args.exhaustive_budget,
              "search": search, "seed": args.seed, "max_concurrent": args.max_concurrent,
              "verified_clocks_only": args.verified_clocks_only, "profile": args.profile,
-             "hparams": parse_hparams(args.hparam or []) or None, "resources": resources_json(args.resources)}
+             "hparams": parse_hparams(args.hparam or []) or None, "resources": resources_json(args.resources),
+             "objectives": parse_objectives(args.objectives) if args.objectives else None}
     return SweepOptions(**{k: v for k, v in given.items() if v is not None or k == "trials"})
 
 

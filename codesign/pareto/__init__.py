@@ -11,12 +11,21 @@ from codesign.pareto.io import (
     stock_comparison,
     write_pareto_json,
 )
-from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
+from codesign.pareto.objectives import (
+    CATALOG,
+    DEFAULT_OBJECTIVES,
+    OBJECTIVES,
+    describe,
+    directions,
+    dominates,
+    objective_values,
+    parse_objectives,
+)
 from codesign.pareto.point import design_point
 from codesign.pareto.reference import REFERENCE_RULE, reference_point, space_power_bound
 
 __all__ = [
-    "OBJECTIVES", "PARETO_FILE", "REFERENCE_RULE", "ParetoFront",
+    "CATALOG", "DEFAULT_OBJECTIVES", "OBJECTIVES", "PARETO_FILE", "describe", "directions", "parse_objectives", "REFERENCE_RULE", "ParetoFront",
     "design_point", "dominates", "hypervolume", "hypervolume_history", "objective_values", "read_pareto_json", "reference_point",
     "space_power_bound", "stock_comparison", "write_pareto_json",
 ]

@@ -1,4 +1,5 @@
-"""Incremental non-dominated set over named objectives, all minimized."""
+"""Incremental non-dominated set over named objectives (each minimized or maximized:
+`codesign.pareto.objectives`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.pareto.hypervolume import hypervolume
-from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
+from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values, sign
 
 
 class ParetoFront:
@@ -56,8 +57,8 @@ class ParetoFront:
         return hypervolume(self._values, reference_point, self.objectives)
 
     def sorted_points(self, key: str | None = None) -> list[dict[str, Any]]:
-        key = key or self.objectives[0]
-        return sorted(self._points, key=lambda p: (p[key], *objective_values(p, self.objectives)))
+        key = key or self.objectives[0]  # best first
+        return sorted(self._points, key=lambda p: (sign(key) * p[key], *objective_values(p, self.objectives)))
 
     def __len__(self) -> int:
         return len(self._points)

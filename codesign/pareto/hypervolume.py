@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from codesign.errors import ConfigError
-from codesign.pareto.objectives import OBJECTIVES, objective_values
+from codesign.pareto.objectives import OBJECTIVES, objective_values, sign
 
 
 def _as_vectors(points: Sequence[Any], objectives: Sequence[str]) -> list[tuple[float, ...]]:
@@ -28,7 +28,7 @@ def _as_reference(ref: dict[str, float] | Sequence[float], objectives: Sequence[
         missing = [o for o in objectives if o not in ref]
         if missing:
             raise ConfigError(f"reference point misses objective {missing[0]!r}")
-        return tuple(float(ref[o]) for o in objectives)
+        return tuple(sign(o) * float(ref[o]) for o in objectives)  # signed like the points
     return tuple(float(x) for x in ref)
 
 
@@ -96,8 +96,9 @@ def _hv(points: list[tuple[float, ...]], ref: tuple[float, ...]) -> float:
 
 def hypervolume(points: Sequence[Any], reference_point: dict[str, float] | Sequence[float],
                 objectives: Sequence[str] = OBJECTIVES) -> float:
-    """Exact hypervolume dominated by `points` (dicts with the objective keys, or vectors) and
-    bounded by `reference_point` (dict by objective name, or a vector in objective order)."""
+    """Exact hypervolume dominated by `points` (dicts with the objective keys, or signed vectors:
+    smaller is better) and bounded by `reference_point` (dict by objective name with values as
+    measured, or a signed vector in objective order)."""
     ref = _as_reference(reference_point, objectives)
     vecs = _as_vectors(points, objectives)
     for v in vecs:

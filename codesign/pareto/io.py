@@ -11,11 +11,15 @@ from codesign import fileio
 from codesign.errors import ConfigError
 from codesign.pareto.front import ParetoFront
 from codesign.pareto.hypervolume import hypervolume
-from codesign.pareto.objectives import OBJECTIVES, dominates, objective_values
+from codesign.pareto.objectives import OBJECTIVES, describe, dominates, objective_values, raw_values
 from codesign.pareto.reference import REFERENCE_RULE
 
 PARETO_FILE = "pareto.json"
-FORMAT_VERSION = 1
+# 2: objectives may be maximized (throughput); `objective_info` says what each one measures;
+# latency_ms is one request through the whole network (version 1: per image, VTA layers only).
+FORMAT_VERSION = 2
+OLD_LATENCY = ("version 1 file: latency per image of a full batch, counting only the layers VTA "
+               "offloads (CPU ops not included)")
 
 
 def stock_comparison(front: ParetoFront | Iterable[dict[str, Any]], stock_points: Iterable[dict[str, Any]],
@@ -42,7 +46,7 @@ def stock_comparison(front: ParetoFront | Iterable[dict[str, Any]], stock_points
         unverified = [p for p in dom if p.get("clock_verified") is False] if verified_only else []
         verified = [p for p in dom if not any(p is u for u in unverified)]
         out[str(s.get("config"))] = {
-            "objectives": dict(zip(objectives, sv)),
+            "objectives": dict(zip(objectives, raw_values(s, objectives))),
             "clock_verified": s.get("clock_verified"),
             "dominated_by": [p.get("config") for p in verified],
             "dominated_by_unverified": [p.get("config") for p in unverified],
@@ -59,6 +63,7 @@ def pareto_document(front: ParetoFront, *, reference_point: dict[str, float],
     doc: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "objectives": list(front.objectives),
+        "objective_info": describe(front.objectives),
         "n_evaluated": front.n_seen,
         "points": front.sorted_points(),
         "hypervolume": hypervolume(front.values(), reference_point, front.objectives),
@@ -122,6 +127,12 @@ def read_pareto_json(path: str | Path) -> dict[str, Any]:
         except ConfigError as exc:
             raise ConfigError(f"{file}: points[{i}]: {exc}") from None
     doc.setdefault("objectives", list(objectives))
+    if "objective_info" not in doc:
+        info = describe(objectives)
+        for o in info:
+            if o["key"] == "latency_ms":
+                o["measures"] = OLD_LATENCY
+        doc["objective_info"] = info
     doc.setdefault("stock", [])
     if "stock_comparison" not in doc:
         doc["stock_comparison"] = stock_comparison(doc["points"], doc["stock"], objectives)

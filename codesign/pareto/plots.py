@@ -7,11 +7,14 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from codesign.pareto.objectives import OBJECTIVES
+from codesign.pareto.objectives import BY_KEY, OBJECTIVES
 from codesign.plotting import pyplot, save_figure
 
-_LABELS = {"latency_ms": "latency (ms)", "area": "area (mean utilization of LUT/FF/BRAM/DSP)",
-           "power_w": "power (W)"}
+
+def axis_label(key: str) -> str:
+    """The axis label of an objective key (what it measures, with its unit)."""
+    found = BY_KEY.get(key)
+    return found.label if found is not None else key
 
 
 def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
@@ -25,7 +28,8 @@ def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
 def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable[dict[str, Any]] = (),
                  stock_points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
                  title: str = "") -> Any:
-    """One panel per objective pair (latency-area, latency-power, area-power): every evaluated
+    """One panel per objective pair (latency-area, latency-power, area-power; latency is one
+    request through the whole network, `codesign.pareto.objectives`): every evaluated
     design in grey, the front in colour (filled: clock verified on the board; hollow: unverified,
     its latency rests on timing closure nobody has shown), stock configs as labelled stars."""
     plt = pyplot()
@@ -41,7 +45,7 @@ def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable
         bad = [p for p in pts if p.get("clock_verified") is False]
         if ok:
             ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=28, c="tab:blue", zorder=3,
-                       label="Pareto front, verified clock" if bad else "Pareto front (3-D)")
+                       label="Pareto front, verified clock" if bad else f"Pareto front ({len(objectives)}-D)")
         if bad:
             ax.scatter([p[x] for p in bad], [p[y] for p in bad], s=28, facecolors="none", edgecolors="tab:blue",
                        zorder=3, label="Pareto front, unverified clock")
@@ -49,8 +53,8 @@ def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable
             ax.scatter([s[x]], [s[y]], marker="*", s=160, c="tab:red", zorder=4)
             ax.annotate(str(s.get("config", "stock")).replace("_i8w8a32", ""), (s[x], s[y]), fontsize=7,
                         xytext=(4, 4), textcoords="offset points")
-        ax.set_xlabel(_LABELS.get(x, x))
-        ax.set_ylabel(_LABELS.get(y, y))
+        ax.set_xlabel(axis_label(x))
+        ax.set_ylabel(axis_label(y))
         ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=8, loc="best")
     if title:
@@ -76,4 +80,4 @@ def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv
     return save_figure(fig, path)
 
 
-__all__ = ["front_figure", "plot_front", "plot_hypervolume"]
+__all__ = ["axis_label", "front_figure", "plot_front", "plot_hypervolume"]

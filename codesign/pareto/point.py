@@ -15,8 +15,9 @@ def design_point(hw: HwConfig, board: Board, latency_ms: float, activity: dict[s
                  **extra: Any) -> dict[str, Any]:
     """{config, latency_ms, area, power_w, energy_j, resources, activity, hw, ...extra}.
 
-    `latency_ms` is the per-inference latency (per image for BATCH > 1); `activity` the busy
-    fractions {"load", "compute", "store"} over the run; energy = power x latency.
+    `latency_ms` is the time of one request (for BATCH > 1: of its padded batch; what it counts is
+    the caller's `scope`); `activity` the busy fractions {"load", "compute", "store"} over it;
+    energy = power x latency.
     """
     res = resources or estimate(hw, board)
     model = power_model or default_model()

@@ -7,7 +7,7 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.hw.power import default_model
-from codesign.pareto.objectives import OBJECTIVES
+from codesign.pareto.objectives import OBJECTIVES, sign
 
 MARGIN = 1.1
 REFERENCE_RULE = (
@@ -15,9 +15,10 @@ REFERENCE_RULE = (
     "latency_ms: the evaluated stock configs (the space's `stock` list; all evaluated points only "
     "if no stock config was evaluated); area: 1.0, the largest utilization a feasible design can "
     "have; power_w: the largest board power of any usable config of the space at full activity "
-    "(load = compute = store = 1) and of the stock points. Everything but latency depends only on "
-    "the space and the power model, and the stock latencies only on the workload and the inner "
-    "tuning options, so runs of the same sweep share the reference point."
+    "(load = compute = store = 1) and of the stock points; energy_j: the stock points, like latency; a maximized "
+    "objective (throughput_ips): the smallest stock value / 1.1. Everything but latency and "
+    "throughput depends only on the space and the power model, and the stock latencies only on the "
+    "workload and the inner tuning options, so runs of the same sweep share the reference point."
 )
 
 
@@ -35,7 +36,8 @@ def space_power_bound(space: Any, power_model: Any = None) -> float:
 def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any = None, power_model: Any = None,
                     points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
                     margin: float = MARGIN) -> dict[str, float]:
-    """Per objective: margin x the worst of its bounds (see REFERENCE_RULE)."""
+    """Per objective: margin x the worst of its bounds, or the worst / margin for a maximized
+    objective (see REFERENCE_RULE). Values as measured (not signed)."""
     stock = [p for p in stock_points if p is not None]
     evaluated = list(points)
     ref: dict[str, float] = {}
@@ -49,7 +51,10 @@ def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any =
             candidates = [float(p[name]) for p in evaluated if p.get(name) is not None]
         if not candidates:
             raise ConfigError(f"reference point: no stock or evaluated value for objective {name!r}")
-        ref[name] = margin * max(candidates)
+        if sign(name) < 0:  # maximized: below the smallest value
+            ref[name] = min(candidates) / margin
+        else:
+            ref[name] = margin * max(candidates)
     return ref
 
 

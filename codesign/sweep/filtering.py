@@ -23,16 +23,19 @@ from codesign.fileio import append_jsonl
 from codesign.hw.config import HwConfig
 from codesign.hw.space import HwSpace
 from codesign.sweep.rows import TrialRow
-from codesign.sweep.trial import OBJECTIVES, infeasible_result
+from codesign.sweep.trial import OBJECTIVES, infeasible_result, searcher_metrics
 
 SKIPPED_FILE = "skipped.jsonl"
 MAX_TRIES = 25  # suggestions per trial before falling back to an unevaluated feasible config
 
 
 class FeasibleSearch(Searcher):
+    objectives: tuple[str, ...] = OBJECTIVES  # point keys in the inner searcher's metric order (older pickles)
+
     def __init__(self, inner: Searcher, space: HwSpace, out_dir: str | None = None, seed: int = 0,
-                 max_tries: int = MAX_TRIES) -> None:
+                 max_tries: int = MAX_TRIES, objectives: tuple[str, ...] = OBJECTIVES) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
+        self.objectives = tuple(objectives)  # point keys, in the inner searcher's metric order
         self.inner = inner
         self.space = space
         self.out_dir = out_dir
@@ -64,7 +67,7 @@ class FeasibleSearch(Searcher):
         """Objectives of configs already evaluated in this directory (a resume that Ray's own
         state cannot restore): the searcher is not spent on them again."""
         for row in rows:
-            objectives = row.objectives()
+            objectives = row.objectives(self.objectives)
             if row.ok and row.config and objectives is not None:
                 self.known.setdefault(row.config, objectives)
 
@@ -83,7 +86,7 @@ class FeasibleSearch(Searcher):
         if name not in self.known:
             res = infeasible_result(hw, reason, self.space.board, name=name,
                                     resources=self.space.estimate(hw) if hw is not None else None)
-            self.known[name] = {k: float(res[k]) for k in OBJECTIVES}
+            self.known[name] = searcher_metrics(res, self.objectives)
             if self.out_dir is not None and name not in self.logged:
                 self.logged.add(name)
                 append_jsonl(Path(self.out_dir) / SKIPPED_FILE,
@@ -137,8 +140,8 @@ class FeasibleSearch(Searcher):
         name = self.config_of.pop(trial_id, None)
         waiting = self.pending.pop(name, []) if name is not None else []
         objectives = None
-        if result and not error and all(k in result for k in OBJECTIVES):
-            objectives = {k: float(result[k]) for k in OBJECTIVES}
+        if result and not error and all(k in result for k in self.objectives):
+            objectives = {k: float(result[k]) for k in self.objectives}
             self.known[name] = objectives  # type: ignore[index]
         if sub is not None:
             self.inner.on_trial_complete(sub, result, error)

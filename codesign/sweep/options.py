@@ -11,6 +11,7 @@ from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_json
 from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
+from codesign.pareto.objectives import OBJECTIVES, parse_objectives
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
@@ -55,8 +56,11 @@ class SweepOptions:
     # file's coefficients, verified clocks, path and sha256), so a resume uses the same numbers
     # even if the file changed or is gone; None = the shipped coefficients.
     resources: dict[str, Any] | None = None
+    # What the front optimizes (`--objectives`): point keys, codesign.pareto.objectives.CATALOG.
+    objectives: tuple[str, ...] = OBJECTIVES
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "objectives", parse_objectives(self.objectives, "objectives"))
         if self.search not in SEARCHES:
             raise ConfigError(f"--search {self.search!r}: allowed: {', '.join(SEARCHES)}")
         if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
@@ -78,6 +82,7 @@ class SweepOptions:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["layers"] = [list(e) for e in self.layers] if self.layers else None
+        out["objectives"] = list(self.objectives)
         return out
 
     @classmethod

@@ -20,6 +20,7 @@ from codesign.fileio import append_jsonl
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
+from codesign.pareto.objectives import OBJECTIVES, describe
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
 from codesign.sweep.rows import TRIALS_FILE, TrialRow, read_trials
 from codesign.sweep.state import RecordsLog, unpack_lines
@@ -39,8 +40,8 @@ def design_points(rows: list[TrialRow]) -> list[dict[str, Any]]:
     return out
 
 
-def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...],
-                 power_bound: float) -> tuple[Any, dict[str, float], list[dict], list[float]]:
+def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...], power_bound: float,
+                 objectives: tuple[str, ...] = OBJECTIVES) -> tuple[Any, dict[str, float], list[dict], list[float]]:
     """(front, reference point, stock points, hypervolume after each trial) of the finished trials.
 
     Reference point: `codesign.pareto.reference_point`'s rule. The space's power bound is computed
@@ -49,8 +50,9 @@ def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...],
     """
     points = design_points(rows)
     stock = [p for p in points if p["config"] in stock_names]
-    ref = reference_point([*stock, {"config": "space power bound", "power_w": power_bound}], points=points)
-    front = ParetoFront()
+    ref = reference_point([*stock, {"config": "space power bound", "power_w": power_bound}], points=points,
+                          objectives=objectives)
+    front = ParetoFront(objectives)
     history: list[float] = []
     by_trial = {p["trial_id"]: p for p in points}
     for row in rows:
@@ -64,12 +66,15 @@ def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...],
 
 
 def write_pareto(out_dir: str | Path, rows: list[TrialRow], *, stock_names: tuple[str, ...],
-                 power_bound: float) -> dict[str, Any]:
-    """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document."""
-    front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound)
+                 power_bound: float, objectives: tuple[str, ...] = OBJECTIVES) -> dict[str, Any]:
+    """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document.
+    `scopes`: what the designs' latency counts (`codesign.sweep.trial` SCOPE_*)."""
+    front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound,
+                                              objectives=objectives)
     ok = [r for r in rows if r.ok]
     extra = {"trials": len(ok), "feasible_trials": sum(1 for r in ok if r.feasible),
-             "configs": len({r.config for r in ok})}
+             "configs": len({r.config for r in ok}),
+             "scopes": sorted({str(r.scope) for r in ok if r.feasible and r.scope})}
     space_copy = Path(out_dir) / SPACE_COPY
     if (Path(out_dir) / OPTIONS_FILE).exists():
         # Which resource model scored the sweep and which clocks it verifies, for `codesign report`.
@@ -90,8 +95,9 @@ class SweepCallback(tune.Callback):
     callbacks into its experiment state, so only plain settings are kept across pickling."""
 
     def __init__(self, out_dir: str, total: int, *, stock_names: tuple[str, ...], power_bound: float,
-                 progress: bool = True, hub: Any = None) -> None:
+                 progress: bool = True, hub: Any = None, objectives: tuple[str, ...] = OBJECTIVES) -> None:
         self.out_dir = str(out_dir)
+        self.objectives = tuple(objectives)
         self.stock_names = tuple(stock_names)
         self.power_bound = float(power_bound)
         self.total = int(total)
@@ -161,13 +167,15 @@ class SweepCallback(tune.Callback):
             return None  # already recorded (a trial re-run after an interrupt)
         data = {"trial_id": tid, "number": len(self._rows), "status": status, "timestamp": time.time(), **result}
         data.setdefault("params", dict(trial.config))
+        data["objective_info"] = describe(self.objectives)  # what the sweep optimizes, on every line
         # Failures Ray Tune retried (a lost worker or node); an error row's last failure was not retried.
         data["retries"] = max(0, int(getattr(trial, "num_failures", 0) or 0) - (status == "error"))
         row = TrialRow.from_json(data)
         append_jsonl(Path(self.out_dir) / TRIALS_FILE, row.to_json())
         self._rows = [r for r in self._rows if r.trial_id != tid] + [row]
         # No feasible design yet (the first trials were infeasible): no front, no reference point.
-        summary = (write_pareto(self.out_dir, self._rows, stock_names=self.stock_names, power_bound=self.power_bound)
+        summary = (write_pareto(self.out_dir, self._rows, stock_names=self.stock_names, power_bound=self.power_bound,
+                                objectives=self.objectives)
                    if design_points(self._rows) else None)
         if self._bar is not None:
             self._bar.update(1)
@@ -181,9 +189,9 @@ class SweepCallback(tune.Callback):
             if not self._rows or not design_points(self._rows):
                 return
             summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
-                                   power_bound=self.power_bound)
+                                   power_bound=self.power_bound, objectives=self.objectives)
         best = min((p["latency_ms"] for p in summary["points"]), default=math.inf)
         text = f"front {len(summary['points'])}, hv {summary['hypervolume']:.4g}"
         if math.isfinite(best):
-            text = f"best {best:.2f} ms, " + text
+            text = f"best {best:.2f} ms/request, " + text
         self._bar.set_postfix_str(text)

@@ -15,8 +15,8 @@ TRIALS_FILE = "trials.jsonl"
 # Keys of a row that are about the run, not the design (a cached result does not copy them).
 RUN_KEYS = ("trial_id", "number", "status", "timestamp", "params", "retries", "node")
 # Fields of a row that go into pareto.json points (per-layer results compacted).
-POINT_KEYS = ("config", "latency_ms", "area", "power_w", "energy_j", "resources", "activity", "hw", "batch",
-              "clock_verified", "trial_id")
+POINT_KEYS = ("config", "latency_ms", "throughput_ips", "area", "power_w", "energy_j", "vta_ms", "cpu_ms", "scope", "scope_note",
+              "resources", "activity", "hw", "batch", "clock_verified", "trial_id")
 LAYER_POINT_KEYS = ("layer", "count", "seconds", "knobs")
 
 
@@ -35,7 +35,12 @@ class TrialRow:
     params: dict[str, Any] | None = None
     reason: str | None = None  # why a design is infeasible
     error: str | None = None
-    latency_ms: float | None = None  # per image
+    latency_ms: float | None = None  # one request (a BATCH=N design: its padded batch's time)
+    throughput_ips: float | None = None  # images per second with full batches
+    vta_ms: float | None = None  # of latency_ms: the steps on VTA
+    cpu_ms: float | None = None  # of latency_ms: the steps on the CPU (None: not costed, scope "offloaded layers")
+    scope: str | None = None  # what latency_ms counts (codesign.sweep.trial SCOPE_*)
+    scope_note: str | None = None  # why a design is costed as its offloaded layers only
     area: float | None = None
     power_w: float | None = None
     energy_j: float | None = None
@@ -46,6 +51,8 @@ class TrialRow:
     clock_verified: bool | None = None
     layers: list[dict[str, Any]] = field(default_factory=list)  # best schedule per unique layer
     unsupported: list[dict[str, Any]] = field(default_factory=list)  # layers left on the CPU, with the reason
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the network plan: every step, VTA and CPU
+    objective_info: list[dict[str, Any]] = field(default_factory=list)  # what the sweep's objectives measure
     measurements: int = 0
     wall_s: float | None = None
     cached: bool = False  # the result of an earlier trial of the same config
@@ -62,15 +69,16 @@ class TrialRow:
         """A finished feasible design (a point of the front's candidates)."""
         return self.ok and self.feasible and self.config is not None
 
-    def objectives(self) -> dict[str, float] | None:
-        """The searcher's objectives (None for an error row)."""
-        values = {k: getattr(self, k) for k in OBJECTIVES}
+    def objectives(self, objectives: tuple[str, ...] = OBJECTIVES) -> dict[str, float] | None:
+        """The searcher's objectives (None for an error row, or a row without one of them)."""
+        values = {k: getattr(self, k, None) for k in objectives}
         return None if any(v is None for v in values.values()) else {k: float(v) for k, v in values.items()}
 
     def point(self) -> dict[str, Any]:
         """The pareto.json point of this design."""
         point = {k: getattr(self, k) for k in POINT_KEYS}
         point["layers"] = [{k: lay[k] for k in LAYER_POINT_KEYS} for lay in self.layers]
+        point["steps"] = [dict(st) for st in self.steps]
         return point
 
     def result_json(self) -> dict[str, Any]:
@@ -92,7 +100,7 @@ class TrialRow:
         names = {f.name for f in fields(cls)} - {"extra"}
         known = {k: v for k, v in data.items() if k in names}
         known["trial_id"] = str(known.get("trial_id"))
-        for key in ("layers", "unsupported"):
+        for key in ("layers", "unsupported", "steps", "objective_info"):
             known[key] = list(known.get(key) or [])
         known["retries"] = int(known.get("retries") or 0)
         known["feasible"] = bool(known.get("feasible"))

@@ -315,7 +315,8 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
     import ray
     from ray import tune
 
-    plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out))
+    plan = build_search(opts.search, hw_space, trials=opts.trials, seed=opts.seed, out_dir=str(out),
+                        objectives=opts.objectives)
     planned = plan.num_samples
     stock_names = tuple(hw.name for hw in hw_space.stock_configs())
     power_bound = space_power_bound(hw_space)
@@ -326,7 +327,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
         ctx = trial_context(opts, hw_space, hub)
         trainable = tune.with_resources(tune.with_parameters(sweep_trial, ctx=ctx), {"cpu": 1})
         cbs = [SweepCallback(str(out), plan.num_samples, stock_names=stock_names, power_bound=power_bound,
-                             progress=progress, hub=hub), *(callbacks or [])]
+                             progress=progress, hub=hub, objectives=opts.objectives), *(callbacks or [])]
         exp_path = out / RAY_DIR / EXPERIMENT
         interrupted = False
         if resume and continuation:
@@ -360,7 +361,7 @@ def _run_locked(out: Path, opts: SweepOptions, hw_space: HwSpace, *, resume: boo
             more = _continuation(opts, hw_space, out, planned - done)
             if more is not None:
                 cbs[0] = SweepCallback(str(out), planned, stock_names=stock_names, power_bound=power_bound,
-                                       progress=progress, hub=hub)
+                                       progress=progress, hub=hub, objectives=opts.objectives)
                 tuner_obj = tune.Tuner(
                     trainable, param_space=more.param_space,
                     tune_config=tune.TuneConfig(search_alg=more.search_alg, num_samples=more.num_samples,
@@ -399,7 +400,7 @@ def trial_context(opts: SweepOptions, hw_space: HwSpace, state: Any) -> TrialCon
                          params=params, hparams=opts.hparams)
     # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
     return TrialContext(space=hw_space, workload=workload_from_options(opts), tuning=tuning,
-                        checked=opts.search != "grid", state=state)
+                        checked=opts.search != "grid", state=state, objectives=opts.objectives)
 
 
 def _start_hub(out: Path) -> Any:
@@ -421,7 +422,8 @@ def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int
     grid/exhaustive points not evaluated yet."""
     rows = read_trials(out)
     if opts.search in ("grid", "exhaustive"):
-        plan = build_search(opts.search, hw_space, trials=None, seed=opts.seed, out_dir=str(out))
+        plan = build_search(opts.search, hw_space, trials=None, seed=opts.seed, out_dir=str(out),
+                            objectives=opts.objectives)
         seen = {tuple(sorted(r.params.items())) for r in rows if r.ok and r.params}
         points = [p for p in plan.search_alg._points_to_evaluate if tuple(sorted(p.items())) not in seen]
         if not points:
@@ -432,7 +434,8 @@ def _continuation(opts: SweepOptions, hw_space: HwSpace, out: Path, missing: int
         plan.search_alg = BasicVariantGenerator(points_to_evaluate=points[:n], random_state=opts.seed)
         plan.num_samples = n
         return plan
-    plan = build_search(opts.search, hw_space, trials=missing, seed=opts.seed + len(rows), out_dir=str(out))
+    plan = build_search(opts.search, hw_space, trials=missing, seed=opts.seed + len(rows), out_dir=str(out),
+                        objectives=opts.objectives)
     plan.search_alg.preload(rows)
     return plan
 
@@ -458,7 +461,7 @@ def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_
     if unreadable:
         print(f"codesign sweep: note: {out / TRIALS_FILE}: skipped {unreadable} unreadable line(s) (cut by an "
               f"interrupted write); the front uses the {len(rows)} readable trial(s)", file=sys.stderr)
-    doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound)
+    doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound, objectives=opts.objectives)
     plots = write_plots(out, rows, doc)
     result = SweepResult(out, opts, rows, doc, plots, planned, wall_s)
     if not result.complete and opts.search in ("nsga2", "motpe", "random"):

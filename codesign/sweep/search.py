@@ -9,9 +9,9 @@ from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.hw.space import HwSpace
+from codesign.pareto.objectives import OBJECTIVES, directions
 from codesign.sweep.filtering import FeasibleSearch
 from codesign.sweep.options import DEFAULT_TRIALS
-from codesign.sweep.trial import OBJECTIVES
 
 EXHAUSTIVE_MAX = 2000  # points; beyond this an enumeration is not a "small space" any more
 
@@ -64,7 +64,7 @@ def stock_points(space: Any) -> list[dict[str, Any]]:
 
 
 def build_search(search: str, space: HwSpace, *, trials: int | None, seed: int,
-                 out_dir: str | None = None) -> SearchPlan:
+                 out_dir: str | None = None, objectives: tuple[str, ...] = OBJECTIVES) -> SearchPlan:
     """The Ray Tune search algorithm for `search`. nsga2/motpe/random are Optuna samplers behind
     Ray's OptunaSearch, wrapped in `FeasibleSearch` so trials go only to new feasible configs;
     grid/exhaustive are explicit point lists. The space's stock configs come first."""
@@ -99,8 +99,9 @@ def build_search(search: str, space: HwSpace, *, trials: int | None, seed: int,
     else:
         sampler = optuna.samplers.RandomSampler(seed=seed)  # uniform choice per parameter
     first = stock_points(space)[:n]
-    inner = OptunaSearch(_optuna_space(space), metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
+    # Each objective's direction (throughput is maximized) is the searcher's mode for it.
+    inner = OptunaSearch(_optuna_space(space), metric=list(objectives), mode=directions(objectives),
                          sampler=sampler, points_to_evaluate=first or None)
-    alg = FeasibleSearch(inner, space, out_dir, seed=seed)
+    alg = FeasibleSearch(inner, space, out_dir, seed=seed, objectives=tuple(objectives))
     # The param space lives in the searcher; Ray must not get a second one.
     return SearchPlan({}, alg, n)

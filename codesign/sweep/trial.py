@@ -1,5 +1,6 @@
 """One sweep trial = one hardware config: feasibility, inner schedule tuning of every layer, and the
-three objectives (latency, area, power) plus energy, resources and per-layer results.
+objectives (`codesign.pareto.objectives`: latency per request, area, power, throughput, energy)
+plus resources and per-layer results.
 
 `evaluate_hw` is plain Python (no Ray) so tests and benchmarks can call it directly; `sweep_trial`
 is the Ray Tune function trainable around it.
@@ -43,6 +44,12 @@ from codesign.workloads.networks import Workload
 INFEASIBLE_LATENCY_MS = 1.0e6
 INFEASIBLE_POWER_W = 1.0e3
 INFEASIBLE_AREA = 1.0e3
+INFEASIBLE_THROUGHPUT_IPS = 0.0
+INFEASIBLE_ENERGY_J = 1.0e3  # what the searcher sees when energy is an objective (the row keeps None)
+# What `latency_ms` counts (`scope` of a result): the whole network from its graph (VTA and CPU
+# steps of the network plan), or -- a workload known only as layers -- the layers VTA offloads.
+SCOPE_NETWORK = "whole network"
+SCOPE_LAYERS = "offloaded layers"
 WARM_START_MAX = 8  # knob settings handed to the inner tuner from earlier trials' records
 RECORDS_FILE = "records.jsonl"
 
@@ -74,6 +81,14 @@ class TrialContext:
     tuning: InnerTuning
     checked: bool = False
     state: Any = None
+    objectives: tuple[str, ...] = OBJECTIVES  # point keys the searcher optimizes (`--objectives`)
+
+
+def searcher_metrics(result: dict[str, Any], objectives: tuple[str, ...] = OBJECTIVES) -> dict[str, float]:
+    """The objectives the searcher is told (an infeasible design's energy is None in its row: the
+    searcher gets a penalty instead)."""
+    return {k: float(INFEASIBLE_ENERGY_J if k == "energy_j" and result.get(k) is None else result[k])
+            for k in objectives}
 
 
 def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name: str | None = None, *,
@@ -85,7 +100,7 @@ def infeasible_result(hw: HwConfig | None, reason: str, board: Any = None, name:
         "config": name or (hw.name if hw is not None else "invalid"),
         "hw": hw.to_dict() if hw is not None else None, "feasible": False, "reason": reason,
         "latency_ms": INFEASIBLE_LATENCY_MS, "area": INFEASIBLE_AREA, "power_w": INFEASIBLE_POWER_W,
-        "energy_j": None, "layers": [], "unsupported": [], "measurements": 0,
+        "throughput_ips": INFEASIBLE_THROUGHPUT_IPS, "energy_j": None, "layers": [], "unsupported": [], "measurements": 0,
     }
     if hw is not None and board is not None:
         res = resources or estimate(hw, board)
@@ -207,8 +222,9 @@ def evaluate_hw(
     coefficients: ResourceCoefficients | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
-    `codesign.pareto.design_point` (config, latency_ms per image, area, power_w, energy_j,
-    resources with utilization, activity, hw) plus feasible/reason, batch, `layers` (best schedule
+    `codesign.pareto.design_point` (config, latency_ms of one request, throughput_ips, area,
+    power_w, energy_j, resources with utilization, activity, hw, scope: what latency counts, steps)
+    plus feasible/reason, batch, `layers` (best schedule
     per unique layer), `unsupported` (layers left out, with the reason) and measurements. A config
     that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped).
     `records_path`: a records file the measurements are appended to (tests, benchmarks; a sweep
@@ -229,54 +245,86 @@ def evaluate_hw(
             writer.close()
 
 
+class LayerTuner:
+    """The trial's inner tuning, once per layer (memoized): what the network plan's `choose` asks
+    for, and what the per-layer rows of the result are made of."""
+
+    def __init__(self, hw: HwConfig, tuning: InnerTuning, records: RecordWriter | RecordList | None,
+                 warm_records: list[MeasureRecord] | None) -> None:
+        self.hw, self.tuning, self.records = hw, tuning, records
+        self.warm = warm_records or []
+        self.results: dict[Layer, tuple[TuneResult, Measurement | None]] = {}
+        self.measurements = 0
+
+    def tune(self, layer: Layer) -> tuple[TuneResult, Measurement | None]:
+        """(the tuning result, the winner's measurement; None when no schedule ran)."""
+        if layer not in self.results:
+            res = _tune(layer, self.hw, self.tuning, writer=self.records, records=self.warm)
+            self.measurements += int(res.measurements)
+            best = _best_measurement(layer, self.hw, res, self.tuning.params) if res.best is not None else None
+            self.results[layer] = (res, best)
+        return self.results[layer]
+
+    def row(self, layer: Layer, count: int) -> dict[str, Any]:
+        """The result's per-layer row of a tuned layer run `count` times per batch."""
+        res, best = self.results[layer]
+        assert res.best is not None and best is not None
+        seconds = float(best.seconds)
+        return {"layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
+                "knobs": plain_knobs(res.best.knobs), "index": int(res.best.index),
+                "measurements": int(res.measurements),
+                "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0}
+
+
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, tuning: InnerTuning, *,
                     records: RecordWriter | RecordList | None = None, warm_records: list[MeasureRecord] | None = None,
-                    power_model: PowerModel | None = None, start: float | None = None) -> dict[str, Any]:
+                    power_model: PowerModel | None = None, start: float | None = None,
+                    scope_note: str | None = None) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search).
-    `records`: where each measurement goes (a file's `RecordWriter`, a `RecordList`, or nowhere)."""
+    `records`: where each measurement goes (a file's `RecordWriter`, a `RecordList`, or nowhere).
+
+    The workload is costed as the layers VTA offloads (`scope` "offloaded layers", `scope_note`
+    why): one request = one padded batch of them."""
     start = time.perf_counter() if start is None else start
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
     offloaded, cpu = partition(wl, hw)
     # Layers this config cannot run are listed with the reason and left out of the latency.
     unsupported = [{"layer": layer.name, "count": count, "reason": why} for layer, count, why in cpu]
+    tuner = LayerTuner(hw, tuning, records, warm_records)
     layers: list[dict[str, Any]] = []
     total_s = 0.0
     total_cycles = 0.0
     busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
-    measurements = 0
     for layer, count in offloaded:
-        res = _tune(layer, hw, tuning, writer=records, records=warm_records or [])
-        measurements += int(res.measurements)
-        if res.best is None:  # every measured schedule failed: the layer cannot run here
+        res, best = tuner.tune(layer)
+        if best is None:  # every measured schedule failed: the layer cannot run here
             unsupported.append({"layer": layer.name, "count": count,
                                 "reason": f"no schedule ran in {res.measurements} measurements"})
             continue
-        best = _best_measurement(layer, hw, res, tuning.params)
-        seconds = float(best.seconds)
-        total_s += seconds * count
+        total_s += float(best.seconds) * count
         total_cycles += float(best.cycles) * count
         for k in busy:
             busy[k] += float(best.busy.get(k, 0)) * count
-        layers.append({
-            "layer": layer.name, "count": count, "seconds": seconds, "cycles": int(best.cycles),
-            "knobs": plain_knobs(res.best.knobs), "index": int(res.best.index),
-            "measurements": int(res.measurements),
-            "gops": 2.0 * layer.macs / seconds / 1e9 if seconds > 0 else 0.0,
-        })
+        layers.append(tuner.row(layer, count))
 
     if not layers:
         reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
         result = infeasible_result(hw, f"no layer of {workload.name} runs on this config ({reasons})", board,
                                    resources=resources)
-        return {**result, "unsupported": unsupported, "measurements": measurements,
+        return {**result, "unsupported": unsupported, "measurements": tuner.measurements,
                 "wall_s": time.perf_counter() - start}
 
     activity = activity_from_busy(busy, total_cycles)  # time-weighted over layers (one clock)
-    latency_ms = total_s / wl.batch * 1e3  # per image
-    point = design_point(hw, board, latency_ms, activity, power_model=power_model, resources=resources)
+    # One request waits for its padded batch: the batch's time, whoever else rides in it.
+    latency_ms = total_s * 1e3
+    point = design_point(hw, board, latency_ms, activity, power_model=power_model, resources=resources,
+                         throughput_ips=wl.batch / total_s, vta_ms=total_s * 1e3, cpu_ms=None,
+                         scope=SCOPE_LAYERS, steps=[])
+    if scope_note:
+        point["scope_note"] = scope_note
     return {
         **point, "feasible": True, "reason": None, "batch": wl.batch, "layers": layers,
-        "unsupported": unsupported, "measurements": measurements, "wall_s": time.perf_counter() - start,
+        "unsupported": unsupported, "measurements": tuner.measurements, "wall_s": time.perf_counter() - start,
     }
 
 
@@ -334,7 +382,7 @@ def sweep_trial(config: dict[str, Any], ctx: TrialContext) -> None:
     result["node"] = ray.get_runtime_context().get_node_id()  # which Ray node ran it
     # Ray flattens nested dicts in its own loggers; the full result also travels as one JSON string
     # so the driver callback writes exactly what the trial computed.
-    metrics = {k: result[k] for k in OBJECTIVES}
+    metrics = searcher_metrics(result, ctx.objectives)
     metrics.update(feasible=bool(result["feasible"]), config=result["config"], payload=json.dumps(result),
                    records=pack_records(records))
     tune.report(metrics)
