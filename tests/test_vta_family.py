@@ -17,10 +17,11 @@ from codesign.errors import ConfigError, InvalidSchedule
 from codesign.evaluate.compiler import compile_insns, compile_layer
 from codesign.evaluate.run import measure, random_inputs, run_layer
 from codesign.hw.config import HwConfig
+from codesign.mapping.batch import GEMM_LOOPS
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config
-from codesign.schedule.vta_space import N_FEATURES, ORDERS, VTHREADS, VtaSpace
+from codesign.schedule.vta_space import FOLD_PAIRS, N_FEATURES, ORDERS, VTHREADS, VtaSpace
 from codesign.vta import isa, timing
 from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D, Conv2DTranspose, Dense
@@ -35,11 +36,11 @@ LAYERS = (Conv2D(4, 32, 8, 8, 64, 3, 3, 1, 1),   # padded 3x3
 
 def _sample(space: VtaSpace, n: int, seed: int) -> list[Config]:
     """n valid configs, the first ones chosen to cover what the template cannot do: a
-    stationary weight tile, threads on w, INP loaded one block per LOAD."""
+    stationary weight tile, threads on w, INP loaded one block per LOAD, a chosen micro-op fold."""
     valid = space.valid_indices()
     b = space.batch(valid)
     picks = []
-    for want in (b.ws == 1, b.vt == VTHREADS.index("w"), b.split & (b.order > 0)):
+    for want in (b.ws == 1, b.vt == VTHREADS.index("w"), b.split & (b.order > 0), b.fold > 0):
         hits = np.flatnonzero(want)
         if hits.size:
             picks.append(int(valid[hits[0]]))
@@ -75,7 +76,7 @@ def test_the_family_reaches_what_the_template_cannot():
     space = get_space(layer, hw, "vta")
     config = space.from_knobs({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2],
                                "tile_co": [2, 2], "order": ORDERS.index(("b", "co", "h", "w")),
-                               "wgt_stationary": 1, "vthread": 0})
+                               "wgt_stationary": 1, "vthread": 0, "uop_fold": 0})
     assert space.why_invalid(config) is None
     assert get_space(layer, hw).why_invalid(
         {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [2, 2],
@@ -119,7 +120,7 @@ def test_invalid_configs_are_rejected_with_the_rule_name():
     layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)  # 2 ci blocks, 2 co blocks
     space = get_space(layer, hw, "vta")
     base = {"tile_b": [1, 1], "tile_h": [1, 8], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
-            "order": 0, "wgt_stationary": 0, "vthread": 0}
+            "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0}
     assert space.why_invalid(base) is None
     cases = {
         "wgt_stationary_ci": {"wgt_stationary": 1},       # 2 reduction steps
@@ -167,3 +168,35 @@ def test_space_cli_reports_the_vta_family(capsys):
     assert auto["schedules"] == "autotvm" and vta["valid"] > auto["valid"]
     assert vta["best"]["seconds"] <= auto["best"]["seconds"]
     assert space.why_invalid(vta["best"]["index"]) is None
+
+
+def test_every_valid_uop_fold_of_a_tile_is_bit_exact_and_folds_the_chosen_loops():
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    data, weight = random_inputs(layer)
+    ref = layer.reference(data, weight)
+    tiles = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [1, 2],
+             "order": 0, "wgt_stationary": 0, "vthread": 0}
+    folds = [f for f in range(1, len(FOLD_PAIRS) + 1) if space.why_invalid({**tiles, "uop_fold": f}) is None]
+    assert len(folds) >= 5
+    cycles = set()
+    for f in folds:
+        config = space.from_knobs({**tiles, "uop_fold": f})
+        m = mapping_for(layer, config, hw)
+        out_loop, in_loop = (GEMM_LOOPS[j] for j in FOLD_PAIRS[f - 1])
+        ext = {"k_o.inner": 2, "w": 8, "dj": 3, "di": 3, "co": 2, "h": 2}  # the tile's GEMM loops
+        assert (m.gemm.iter_out, m.gemm.iter_in) == (ext[out_loop], ext[in_loop])
+        assert m.gemm.size == np.prod(list(ext.values())) // (ext[out_loop] * ext[in_loop])  # the rest unrolled
+        assert np.array_equal(run_layer(layer, config, hw).output, ref)
+        cycles.add(measure(layer, config, hw).cycles)
+    assert len(cycles) > 1  # the fold changes the timing
+    why = space.why_invalid({**tiles, "uop_fold": FOLD_PAIRS.index((0, 1)) + 1})  # k_o.inner, w: the template's
+    assert why.startswith("uop_fold_live: ")
+
+
+@pytest.mark.parametrize("layer", [Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1), Conv2D(1, 64, 6, 6, 32, 3, 3, 1, 1, groups=2),
+                                   Dense(1, 64, 64)], ids=lambda ly: ly.name)
+def test_two_pass_valid_indices_equal_the_full_mask(layer):
+    space = VtaSpace(layer, HwConfig.resolve("pynq_1x16"))
+    assert np.array_equal(space.valid_indices(), np.flatnonzero(space.valid_mask()))

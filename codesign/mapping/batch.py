@@ -162,6 +162,22 @@ def knob_arrays(knobs: dict[str, KnobValue], kind: str) -> dict[str, np.ndarray]
     return out
 
 
+def dst_hazard(ext: np.ndarray, dst: np.ndarray, unrolled: np.ndarray) -> np.ndarray:
+    """(n,) bool: in the mixed-radix stream over the `unrolled` loops (outer to inner) a dst
+    index repeats one of the previous two (docs/vta.md §3.9, §7.4.4). Consecutive dst indices
+    change by D_m = s_m when only the innermost loop m advances and by
+    D_j = s_j - sum_{k>j}(e_k - 1) s_k when loop j carries. A carry step is always preceded and
+    followed by a plain innermost step, so the rule is exactly: every D != 0 and D_j + D_m != 0."""
+    L = ext.shape[1]
+    span = np.where(unrolled, (ext - 1) * dst, 0)
+    inner_span = np.cumsum(span[:, ::-1], axis=1)[:, ::-1] - span   # sum over k > j
+    d = dst - inner_span
+    last = np.where(unrolled.any(axis=1), L - 1 - np.argmax(unrolled[:, ::-1], axis=1), 0)
+    d_m = np.take_along_axis(d, last[:, None], axis=1)[:, 0]
+    bad = unrolled & ((d == 0) | ((d + d_m[:, None] == 0) & (np.arange(L) != last[:, None])))
+    return bad.any(axis=1)
+
+
 class MappingBatch:
     """Tile geometry of n configs as int64 arrays of shape (n,) (see module docstring)."""
 
@@ -231,20 +247,29 @@ class MappingBatch:
         iter_out = np.where(folded_out, ext, 1).prod(axis=1)
         iter_in = np.where(folded_in, ext, 1).prod(axis=1)
         n_uops = np.where(unrolled, ext, 1).prod(axis=1)
-        # dst hazard (docs/vta.md §3.9, §7.4.4): within the unrolled kernel (a mixed-radix counter
-        # over the unrolled loops) consecutive dst indices change by D_m = s_m when only the
-        # innermost loop m advances and by D_j = s_j - sum_{k>j}(e_k - 1) s_k when loop j
-        # carries. A carry step is always preceded and followed by a plain innermost step, so
-        # the "differs from the previous two" rule is exactly: every D != 0 and D_j + D_m != 0.
-        span = np.where(unrolled, (ext - 1) * dst, 0)
-        inner_span = np.cumsum(span[:, ::-1], axis=1)[:, ::-1] - span   # sum over k > j
-        d = dst - inner_span
-        last = np.where(unrolled.any(axis=1), loops.shape[1] - 1 - np.argmax(unrolled[:, ::-1], axis=1), 0)
-        d_m = np.take_along_axis(d, last[:, None], axis=1)[:, 0]
-        bad = unrolled & ((d == 0) | ((d + d_m[:, None] == 0) & (np.arange(loops.shape[1]) != last[:, None])))
-        hazard = bad.any(axis=1)
+        # dst hazard within the unrolled kernel (`dst_hazard`)
         return {"loops": loops, "iter_out": iter_out, "iter_in": iter_in, "n_uops": n_uops,
-                "hazard": hazard, "roles": np.where(folded_out, 1, np.where(folded_in, 2, np.where(unrolled, 3, 0)))}
+                "hazard": dst_hazard(ext, dst, unrolled),
+                "roles": np.where(folded_out, 1, np.where(folded_in, 2, np.where(unrolled, 3, 0)))}
+
+    @staticmethod
+    def fold_pair(loops: np.ndarray, out: np.ndarray, inn: np.ndarray) -> dict[str, np.ndarray]:
+        """A chosen fold over (n, L, 4) loop tables: loop `out[i]` is iter_out, `inn[i]` iter_in
+        (indices into the L loops, out < inn), the other live loops unrolled in table order. The
+        dst hazard is that of the whole GEMM stream (iter_out, iter_in, then the kernel), since a
+        folded loop with dst factor 0 may now sit right outside a short kernel."""
+        ext, dst = loops[..., 0], loops[..., 1]
+        n, L = ext.shape
+        idx = np.broadcast_to(np.arange(L), (n, L))
+        live = ext > 1
+        is_out, is_in = idx == out[:, None], idx == inn[:, None]
+        unrolled = live & ~is_out & ~is_in
+        take = lambda sel: np.where(sel, ext, 1).prod(axis=1)  # noqa: E731 - three uses below
+        stream = np.argsort(np.where(is_out, -2, np.where(is_in, -1, idx)), axis=1, kind="stable")
+        s_ext, s_dst = np.take_along_axis(ext, stream, axis=1), np.take_along_axis(dst, stream, axis=1)
+        return {"loops": loops, "iter_out": take(is_out), "iter_in": take(is_in), "n_uops": take(unrolled),
+                "hazard": dst_hazard(s_ext, s_dst, s_ext > 1),
+                "roles": np.where(is_out, 1, np.where(is_in, 2, np.where(unrolled, 3, 0)))}
 
     # -- one config's geometry as plain ints (the compile hot path of the tuners) ----------------
     ROW_SCALARS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "nthreads",

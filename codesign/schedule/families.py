@@ -158,24 +158,27 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
 @lru_cache(maxsize=4096)  # tuners re-measure and re-run the same configs
 def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     layer, hw = space.layer, space.hw
-    b = space.batch(np.array([index], dtype=np.int64))
-    g = b.t.row(0)
-    gemm, reset = b.t.kernels(0)
-    order, vt = ORDERS[int(b.order[0])], VTHREADS[int(b.vt[0])]
-    extent = {a: int(b.extent[a][0]) for a in PAIR_AXES}
+    b, rows = space.valid_table()
+    r = rows.get(index)
+    if r is None:  # pragma: no cover - the caller checked validity; kept for direct use
+        b, r = space.batch(np.array([index], dtype=np.int64)), 0
+    g = b.t.row(r)
+    gemm, reset = b.t.kernels(r)
+    order, vt, ws = ORDERS[int(b.order[r])], VTHREADS[int(b.vt[r])], int(b.ws[r])
+    extent = {a: int(b.extent[a][r]) for a in PAIR_AXES}
     loops = tuple(Loop(a, a, extent[a]) for a in order) + (Loop("k", "ci", g["ci_steps"]),)
     vthreads = (Loop(f"{vt}t", vt, N_THREADS, scale=extent[vt]),) if vt else ()
-    split = bool(b.split[0])
+    split = bool(b.split[r])
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     geo = geometry(layer, hw)
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
-            ("order", int(b.order[0])), ("wgt_stationary", int(b.ws[0])), ("vthread", int(b.vt[0])),
+            ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
             ("hin_t", tile.hin), ("win_t", tile.win))
     m = Mapping(
         geo=geo, tile=tile, loops=loops, vthreads=vthreads,
-        residency=(("inp", "k"), ("wgt", "co" if b.ws[0] else "k"), ("out", order[-1])),
+        residency=(("inp", "k"), ("wgt", "co" if ws else "k"), ("out", order[-1])),
         gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
         dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),

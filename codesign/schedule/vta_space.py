@@ -10,6 +10,11 @@ correctly for any nest:
 - `wgt_stationary`: 1 loads each weight tile once per iteration of the co loop and keeps it
   across the loops inside it (needs the whole reduction in one tile, `ci_steps == 1`);
 - `vthread`: 2 virtual threads on axis `VTHREADS[v]` (0 = none; h and co are the template's);
+- `uop_fold`: which two loops of the GEMM micro-op kernel (`mapping.batch.GEMM_LOOPS`) become the
+  instruction's iter_out / iter_in fields, the rest unrolled into micro-ops: 0 = the template's
+  `fold_uop_loop` (the two outermost live loops), k = the pair `FOLD_PAIRS[k - 1]` (both live,
+  not the template's pair; the dst hazard is checked over the whole GEMM stream). Fewer loop
+  iterations cost less loop overhead, bigger kernels more micro-op cache and loads;
 - INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
   blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
   (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply.
@@ -31,7 +36,7 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.mapping.batch import MAX_DMA_FIELD, MappingBatch, geometry
+from codesign.mapping.batch import GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch, geometry
 from codesign.schedule import templates
 from codesign.schedule.features import N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
@@ -44,6 +49,9 @@ ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(PAIR_AXES))  
 VTHREADS: tuple[str | None, ...] = (None, "h", "co", "w", "b")
 N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two token-ordered slices
 TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
+#: This family's rules that depend on the loop order or the residency (`valid_indices`).
+ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical"})
+FOLD_PAIRS: tuple[tuple[int, int], ...] = tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2))
 #: Template rules this family replaces: INP loads split per block (pad_ci, pad_b, dma_inp), and
 #: its own thread rule (one axis, `vthread_div`) instead of the template's two knobs.
 REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max"})
@@ -53,6 +61,7 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "wgt_stationary", "vt_h", "vt_co", "vt_w", "vt_b",
     "log2_wgt_bytes_loaded",  # WGT bytes over the layer with residency
     "log2_inp_loads",         # INP LOAD instructions over the layer
+    "uop_fold_chosen",        # 1: the GEMM fold is a chosen pair, 0: the template's
 )
 N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
 
@@ -81,8 +90,9 @@ class VtaBatch:
     """The knob values of n configs of a `VtaSpace` and their `MappingBatch` (threads counted in
     `oc_nthread`, so the SRAM rules see T = 1 or 2 whatever the axis)."""
 
-    def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray) -> None:
-        self.t, self.order, self.ws, self.vt = t, order, ws, vt
+    def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray,
+                 fold: np.ndarray, fold_ok: np.ndarray) -> None:
+        self.t, self.order, self.ws, self.vt, self.fold, self.fold_ok = t, order, ws, vt, fold, fold_ok
         tiles = {"b": t.b_tiles, "h": t.h_tiles, "co": t.co_tiles, "w": t.w_tiles}
         # temporal extent of each pair loop: tiles over the axis / threads on it
         self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), N_THREADS, 1) for a in PAIR_AXES}
@@ -106,7 +116,8 @@ class VtaSpace(KnobSpace):
         self.knobs: tuple[Knob, ...] = tiles + (
             Knob("order", "ot", tuple(range(len(ORDERS)))),
             Knob("wgt_stationary", "ot", (0, 1)),
-            Knob("vthread", "ot", tuple(range(len(VTHREADS)))))
+            Knob("vthread", "ot", tuple(range(len(VTHREADS)))),
+            Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))))
         self.knob_names: tuple[str, ...] = tuple(k.name for k in self.knobs)
         self.dims: tuple[int, ...] = tuple(len(k) for k in self.knobs)
         self.size: int = int(np.prod(self.dims, dtype=np.int64))
@@ -127,7 +138,28 @@ class VtaSpace(KnobSpace):
         geo = {name: v[name] for name in TILE_KNOBS if name in v}
         geo["oc_nthread"] = np.where(vt > 0, N_THREADS, 1)
         t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
-        return VtaBatch(t, v["order"], v["wgt_stationary"], vt)
+        fold = v["uop_fold"]
+        fold_ok = fold == 0
+        chosen = fold > 0
+        if chosen.any() and self.template != templates.TRANSPOSE_TEMPLATE:  # its kernel is no loop nest
+            pair = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[fold]
+            live = t.gemm["loops"][..., 0] > 1
+            rows = np.arange(t.n)
+            roles = t.gemm["roles"]
+            fold_ok = fold_ok | (live[rows, pair[:, 0]] & live[rows, pair[:, 1]]
+                                 & ~((roles[rows, pair[:, 0]] == 1) & (roles[rows, pair[:, 1]] == 2)))
+            fp = MappingBatch.fold_pair(t.gemm["loops"], pair[:, 0], pair[:, 1])
+            t.gemm = {k: (np.where(chosen[:, None] if fp[k].ndim == 2 else chosen, fp[k], t.gemm[k])
+                          if k != "loops" else t.gemm[k]) for k in t.gemm}
+        return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok)
+
+    def valid_table(self) -> tuple[VtaBatch, dict[int, int]]:
+        """The `batch` of every valid config, built once, and each valid index's row in it (the
+        producer reads one config's geometry as a row lookup)."""
+        if not hasattr(self, "_table"):
+            valid = self.valid_indices()
+            self._table = (self.batch(valid), {int(i): r for r, i in enumerate(valid.tolist())})
+        return self._table
 
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         return self.batch(indices).t
@@ -158,6 +190,10 @@ class VtaSpace(KnobSpace):
         add("order_canonical", CANONICAL[live, b.order], lambda i: (
             f"loop order: order {b.order[i]} {ORDERS[b.order[i]]} moves only extent-1 loops of a "
             f"smaller order index (the same program)"))
+        add("uop_fold_live", b.fold_ok, lambda i: (
+            f"micro-op fold: pair {b.fold[i]} folds GEMM loops "
+            f"{[GEMM_LOOPS[j] for j in FOLD_PAIRS[b.fold[i] - 1]]}, which needs both loops of extent > 1 "
+            "and not the template's own fold (uop_fold=0); a transposed conv's kernel is not folded"))
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
         add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
             f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
@@ -173,6 +209,34 @@ class VtaSpace(KnobSpace):
         for k, a in enumerate(PAIR_AXES):
             n = n * np.where(pos[:, k] <= co, b.extent[a], 1)
         return n
+
+    def valid_indices(self) -> np.ndarray:
+        """Sorted valid indices, in two passes: the rules that ignore the loop order and the
+        residency (`ORDER_RULES` aside) over the configs with order = wgt_stationary = 0 (1/48 of
+        the space), then every rule over the survivors x all orders and residencies."""
+        if self._valid is None:
+            j_order, j_ws = self.knob_names.index("order"), self.knob_names.index("wgt_stationary")
+            core_dims = [1 if j in (j_order, j_ws) else d for j, d in enumerate(self.dims)]
+            n_core = int(np.prod(core_dims, dtype=np.int64))
+            survivors = []
+            chunk = 1 << 17
+            for start in range(0, n_core, chunk):
+                pos = np.stack(np.unravel_index(np.arange(start, min(start + chunk, n_core)), core_dims[::-1])[::-1],
+                               axis=1)
+                idx = self.index_of(pos)
+                ok = np.ones(len(idx), dtype=bool)
+                for rule in self.rules(self.batch(idx)):
+                    if rule.name not in ORDER_RULES:
+                        ok &= rule.ok
+                survivors.append(pos[ok])
+            pos = np.concatenate(survivors) if survivors else np.zeros((0, len(self.dims)), dtype=np.int64)
+            grid = np.array([(o, w) for o in range(self.dims[j_order]) for w in range(self.dims[j_ws])], dtype=np.int64)
+            full = np.repeat(pos, len(grid), axis=0)
+            full[:, j_order], full[:, j_ws] = np.tile(grid[:, 0], len(pos)), np.tile(grid[:, 1], len(pos))
+            idx = np.sort(self.index_of(full))
+            self._valid = idx[self.valid_mask(idx)] if len(idx) else idx
+            self._valid.setflags(write=False)
+        return self._valid
 
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
@@ -204,7 +268,7 @@ class VtaSpace(KnobSpace):
             raise ConfigError(f"oc_nthread={ont} x h_nthread={hnt}: the template allows at most {N_THREADS} threads")
         vt = VTHREADS.index("co") if ont > 1 else VTHREADS.index("h") if hnt > 1 else 0
         return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
-                                "order": 0, "wgt_stationary": 0, "vthread": vt})
+                                "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0})
 
     # -- features ---------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -219,5 +283,5 @@ class VtaSpace(KnobSpace):
         inp_loads = t.n_tiles * t.ci_steps * np.where(b.split, t.tile_b * t.tile_ci, 1)
         extra = np.concatenate([pos, b.ws[:, None], vt,
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
-                                np.log2(np.maximum(inp_loads, 1))[:, None]], axis=1)
+                                np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None]], axis=1)
         return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)
