@@ -148,11 +148,14 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     geometry with the config's loop order, WGT residency, thread axis and INP loads per tile.
     Invalid configs raise InvalidSchedule naming the rule."""
     space = get_space(layer, hw, "vta")
-    cfg = space.as_config(config)
-    why = space.why_invalid(cfg)
-    if why is not None:
-        raise InvalidSchedule(why)
-    return _vta_mapping(space, cfg.index, shift)
+    index = space.valid_index_of(config)  # the fast path: a valid Config of this space
+    if index is None:
+        cfg = space.as_config(config)
+        why = space.why_invalid(cfg)
+        if why is not None:
+            raise InvalidSchedule(why)
+        index = cfg.index
+    return _vta_mapping(space, index, shift)
 
 
 @lru_cache(maxsize=4096)  # tuners re-measure and re-run the same configs

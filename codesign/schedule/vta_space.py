@@ -159,7 +159,27 @@ class VtaSpace(KnobSpace):
         if not hasattr(self, "_table"):
             valid = self.valid_indices()
             self._table = (self.batch(valid), {int(i): r for r, i in enumerate(valid.tolist())})
+            pos = self.positions_of(valid)
+            self._row_values = [tuple(int(self._values[j][p]) for j, p in enumerate(row)) for row in pos.tolist()]
         return self._table
+
+    def valid_index_of(self, config: Config | dict | list | int) -> int | None:
+        """`config.index` when `config` is a valid Config of this space (its knobs are those of
+        the index), else None (then `as_config` + `why_invalid` decide). Tuners measure Configs
+        the space built, so this skips rebuilding them."""
+        index = getattr(config, "index", None)
+        knobs = getattr(config, "knobs", None)
+        if not isinstance(index, int) or not isinstance(knobs, dict):
+            return None
+        row = self.valid_table()[1].get(index)
+        if row is None or len(knobs) != len(self.knob_names):
+            return None
+        try:
+            values = tuple(int(v[-1]) if isinstance(v, (list, tuple)) else int(v)
+                           for v in (knobs[n] for n in self.knob_names))
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+        return index if values == self._row_values[row] else None
 
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         return self.batch(indices).t
