@@ -200,3 +200,14 @@ def test_every_valid_uop_fold_of_a_tile_is_bit_exact_and_folds_the_chosen_loops(
 def test_two_pass_valid_indices_equal_the_full_mask(layer):
     space = VtaSpace(layer, HwConfig.resolve("pynq_1x16"))
     assert np.array_equal(space.valid_indices(), np.flatnonzero(space.valid_mask()))
+
+
+def test_a_config_is_mapped_from_its_knobs_when_its_index_is_stale():
+    """The producer's fast path trusts a Config's index only when its knobs are that index's."""
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    a, b = (space.get(int(i)) for i in space.valid_indices()[[0, -1]])
+    stale = Config(a.index, dict(b.knobs))
+    assert space.valid_index_of(a) == a.index and space.valid_index_of(stale) is None
+    assert np.array_equal(compile_insns(layer, stale, hw).insns, compile_insns(layer, b, hw).insns)
