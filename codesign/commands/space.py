@@ -206,18 +206,18 @@ def run(args: argparse.Namespace) -> int:
                           "schedules": args.schedules, "layers": rows}))
         return 0
     print(f"workload {workload.name} (batch {workload.batch}) on {hw.name}: {len(rows)} unique layers")
-    header = f"{'layer':<38} {'count':>5} {'size':>6} {'valid':>6}"
+    header = f"{'layer':<38} {'count':>5} {'size':>8} {'valid':>7}"
     header += f" {'roof ms':>9}"
     if args.exhaustive:
-        header += f" {'best ms':>9} {'index':>6} {'%roof':>6}"
+        header += f" {'best ms':>9} {'index':>8} {'%roof':>6}"
     print(header)
     for info in rows:
-        line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>6} {info['valid']:>6}"
+        line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>8} {info['valid']:>7}"
         if "roofline" in info:
             line += f" {info['roofline']['bound_call_seconds'] * 1e3:>9.4f}"
         if args.exhaustive and info.get("best"):
             b = info["best"]
-            line += f" {b['seconds'] * 1e3:>9.4f} {b['index']:>6} {100 * b['roofline_fraction']:>5.1f}%"
+            line += f" {b['seconds'] * 1e3:>9.4f} {b['index']:>8} {100 * b['roofline_fraction']:>5.1f}%"
         if info["unsupported"]:
             line += f"  CPU: {info['unsupported']}"
         print(line)
