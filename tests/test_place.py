@@ -141,3 +141,25 @@ def test_workloads_placement_cli_lists_every_op_with_where_why_and_ms(capsys):
     assert ops["conv2d"]["placement"] == "vta" and ops["relu"]["group"] == "conv2d"
     assert doc["latency_ms"] == pytest.approx(sum(r["predicted_ms"] for r in doc["ops"]))
     assert doc["latency_ms"] == pytest.approx(doc["vta_ms"] + doc["cpu_ms"])
+
+
+def test_a_quantized_network_gets_its_shifts_in_each_epilogue_and_the_same_placement(resnet18, plan18):
+    from codesign.network import load_model, quantize
+
+    module, inputs, name = load_model("resnet18")
+    qnet = quantize(module, inputs, None, name)
+    plan = plan_network(qnet, HW, "pynq-z1", chooser(HW))
+    assert plan.network is qnet and plan.graph.name == "resnet18"
+    for step in (s for s in plan.steps if s.placement == VTA):
+        head = qnet.params[step.ops[0]]
+        assert step.epilogue.shift == head.shift and step.epilogue.bias
+        if step.residual is not None:
+            add = next(qnet.network.op(n) for n in step.ops if qnet.network.op(n).kind == "add")
+            k = add.inputs.index(step.ops[0])
+            p = qnet.params[add.name]
+            assert step.epilogue.residual == (p.in_shifts[k], p.in_shifts[1 - k], p.shift)
+            assert step.residual == add.inputs[1 - k]
+    # timing does not depend on the values: the shapes-only plan places and costs the same
+    assert [(s.name, s.placement, s.transform) for s in plan.steps] == \
+        [(s.name, s.placement, s.transform) for s in plan18.steps]
+    assert plan.latency_s == pytest.approx(plan18.latency_s)

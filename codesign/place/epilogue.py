@@ -1,5 +1,6 @@
-"""The fused-epilogue seam placement costs VTA steps through: `codesign.evaluate.fused` (Epilogue,
-fused_reason, measure_fused) when it is in the tree. Until it lands, the same `Epilogue` value is
+"""The seams placement costs VTA steps through: `codesign.evaluate.fused` (Epilogue, fused_reason,
+measure_fused) and `codesign.evaluate.pool` (pools on VTA's ALU: pool_of, pool_reason,
+measure_pool) when they are in the tree (`pools` is None otherwise: pools stay on the CPU). Until it lands, the same `Epilogue` value is
 defined here, `fused_reason` is the plain layer's `unsupported_reason` plus the shift rule, and
 `measure_fused` is None: a VTA step is then costed by the plain layer's schedule time (the ACC load
 of a residual and the ALU MAX/ADD passes it adds are not counted; `FUSED_TIMING` says which)."""
@@ -19,6 +20,13 @@ except ModuleNotFoundError as exc:  # pragma: no cover - only before evaluate/fu
     if exc.name != "codesign.evaluate.fused":
         raise
     _fused = None
+
+try:
+    pools = importlib.import_module("codesign.evaluate.pool")
+except ModuleNotFoundError as exc:  # pragma: no cover - only before evaluate/pool.py is on main
+    if exc.name != "codesign.evaluate.pool":
+        raise
+    pools = None
 
 if _fused is not None:
     Epilogue, fused_reason, measure_fused = _fused.Epilogue, _fused.fused_reason, _fused.measure_fused
@@ -47,4 +55,4 @@ else:
         return None
 
 
-__all__ = ["Epilogue", "fused_reason", "measure_fused", "FUSED_TIMING"]
+__all__ = ["Epilogue", "fused_reason", "measure_fused", "FUSED_TIMING", "pools"]

@@ -22,21 +22,23 @@ batch of requests served back to back (CPU and host steps scaled by padded / req
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from codesign.cpu import ConvShape, CpuCost, layer_cost, tensor_pass
-from codesign.errors import CodesignError
+from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network.graph import Network, Op
 from codesign.network.layers import layer_of
-from codesign.network.quantized import QuantizedNetwork
-from codesign.place.epilogue import Epilogue, fused_reason, measure_fused
+from codesign.network.quantized import QParams, QuantizedNetwork, _pool_factors
+from codesign.place.epilogue import Epilogue, fused_reason, measure_fused, pools
 from codesign.place.fusion import GEMM_KINDS, Group, groups
 from codesign.place.transforms import Rewrite, rewrites, round_up
+from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
 from codesign.workloads.layers import Conv2D, Dense, Layer
 
@@ -75,6 +77,7 @@ class Step:
     output: str = ""                  # tensor written
     batch_s: float | None = None      # seconds for a full padded batch (throughput); None = predicted_s
     group: str = ""                   # the fused group's name (its head op) for an op step
+    pool: Any = None                  # a pool on VTA's ALU: its `codesign.evaluate.pool.Pool`
 
     @property
     def host(self) -> bool:
@@ -188,8 +191,9 @@ class _Costs:
     def gemm(self, op: Op, rows: int) -> CpuCost:
         if op.kind == "conv2d":
             return layer_cost(_conv_shape(self.net, op, rows), self.board, CPU_DTYPE)
-        x = self.net.shape(op.inputs[0])
-        return layer_cost(Dense(rows, x[-1], int(op.attrs["weight_shape"][0])), self.board, CPU_DTYPE)
+        x = self.net.shape(op.inputs[0])  # (N, ..., IN): every leading position is a row of the GEMM
+        gemm_rows = rows * math.prod(x[1:-1])
+        return layer_cost(Dense(gemm_rows, x[-1], int(op.attrs["weight_shape"][0])), self.board, CPU_DTYPE)
 
     def pass_s(self, name: str, read: int, write: int, rd: str = CPU_DTYPE, wd: str = CPU_DTYPE) -> float:
         return layer_cost(tensor_pass(name, read, write, rd, wd), self.board).seconds
@@ -321,7 +325,11 @@ class _Planner:
                 why.append(f"{label}: {exc}")
                 continue
             if measure_fused is not None:
-                seconds = measure_fused(rw.layer, config, self.hw, epi).seconds
+                fused = self.fused_time(rw.layer, config, epi)
+                if isinstance(fused, str):
+                    why.append(f"{label}: {fused}")
+                    continue
+                config, seconds = fused
             host: list[HostPass] = []
             if rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
                 read, write = rw.host_elems()
@@ -336,6 +344,28 @@ class _Planner:
                 host.append(need)
             options.append(_VtaOption(rw, config, seconds, host))
         return options, why
+
+    def fused_time(self, layer: Layer, config: Config, epi: Epilogue) -> tuple[Config, float] | str:
+        """(config, seconds) of `layer` with its epilogue: the chosen config when it carries the
+        epilogue, else the fastest config of its space that does (the fused operands need SRAM the
+        plain schedule may have used), or why none does."""
+        try:
+            return config, measure_fused(layer, config, self.hw, epi).seconds
+        except InvalidSchedule as exc:
+            first = str(exc)
+        space = get_space(layer, self.hw, getattr(config, "family", "autotvm"))
+        best: tuple[float, Config] | None = None
+        for i in space.valid_indices():
+            c = space.get(int(i))
+            try:
+                t = measure_fused(layer, c, self.hw, epi).seconds
+            except InvalidSchedule:
+                continue
+            if best is None or t < best[0]:
+                best = (t, c)
+        if best is None:
+            return f"no schedule has room for the fused epilogue ({first})"
+        return best[1], best[0]
 
     def gemm(self, group: Group) -> None:
         head = group.head
@@ -390,32 +420,83 @@ class _Planner:
         return layer_cost(tensor_pass("nothing", 0, 0), self.board).seconds
 
     # -- other ops ------------------------------------------------------------------------------
+    def _pool_params(self, op: Op) -> QParams:
+        """The pool's integer parameters: the quantized network's, else (timing only) the ones
+        `network.quantized.plan` would give its window (a multiply when it is not 2^p)."""
+        if self.qnet is not None:
+            return self.qnet.params.get(op.name, QParams())
+        if op.kind == "max_pool2d":
+            return QParams()
+        if op.kind == "avg_pool2d":
+            count = int(op.attrs["divisor"])
+        else:
+            h, w = self.net.shape(op.inputs[0])[2:]
+            oh, ow = op.attrs["output_size"]
+            count = (h // oh) * (w // ow)
+        mul, shift = _pool_factors(count)
+        return QParams(shift=shift, mul=mul)
+
+    def vta_pool(self, op: Op) -> tuple[Any, float, list[HostPass]] | str:
+        """(pool, VTA seconds, host passes it needs) of a pool op on VTA's ALU, or why not."""
+        if pools is None:
+            return "pools on VTA's ALU are not lowered in this tree"
+        pool, why = pools.pool_of(self.net, op, self._pool_params(op))
+        if pool is None:
+            return why
+        # the packed input carries zero-padded channels and rows: the pool runs on all of them
+        pool = dataclasses.replace(pool, batch=self.batch, channels=round_up(pool.channels, self.hw.block_in))
+        why = pools.pool_reason(pool, self.hw)
+        if why is not None:
+            return why
+        need = self.need(op.inputs[0], PACKED)
+        return pool, pools.measure_pool(pool, self.hw).seconds, [need] if need is not None else []
+
     def other(self, op: Op, why_not_fused: Mapping[str, str]) -> None:
         # a flatten of (N, C, 1, 1) keeps VTA's blocks: (N/b, C/bi, 1, 1, b, bi) is the dense layout
         layout_free = op.kind in LAYOUT_FREE or (op.kind == "flatten" and math.prod(self.net.shape(op.inputs[0])[2:]) == 1)
         ins = list(dict.fromkeys(op.inputs))
-        if layout_free and all(PACKED in self.have[t] for t in ins):
-            layout = PACKED
-        else:
-            layout = HOST
-            for t in ins:
-                if (need := self.need(t, HOST)) is not None:
-                    self.emit_host(need, op.name)
+        layout = PACKED if layout_free and all(PACKED in self.have[t] for t in ins) else HOST
+        cpu_host = [h for h in (self.need(t, HOST) for t in ins) if h is not None] if layout == HOST else []
         elems = {t: self.elems(t, layout) for t in ins}
         seconds = self.costs.op(op, elems, self.rows)
         batch_s = self.costs.op(op, {t: int(e * self._scale()) for t, e in elems.items()}, self.batch) \
             if op.kind != "flatten" else 0.0
-        why = why_not_fused.get(op.name)
+        cpu_total = seconds + sum(h.seconds for h in cpu_host)
         what = {"flatten": "a reshape: no data moved",
                 "max_pool2d": "max pool", "avg_pool2d": "average pool", "adaptive_avg_pool2d": "global average pool",
                 "concat": "concatenation", "add": "residual add", "relu": "ReLU", "clamp": "clamp"}[op.kind]
-        vta_why = ("VTA's ALU here runs only GEMM epilogues (bias, shift, residual add, ReLU, clip)"
-                   + (f"; {why}" if why else ""))
-        reason = f"CPU {_ms(seconds)} ({what}, bytes-bound pass over the {layout} layout): {vta_why}"
+        cpu_text = f"CPU {_ms(cpu_total)} ({what}, bytes-bound pass over the {layout} layout)"
+        if op.kind in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"):
+            vta = self.vta_pool(op)
+            if isinstance(vta, str):
+                vta_why = f"VTA cannot run it: {vta}"
+            else:
+                pool, vta_s, host = vta
+                vta_total = vta_s + sum(h.seconds for h in host)
+                alternatives = {CPU: cpu_total, VTA: vta_total}
+                if vta_total <= cpu_total:
+                    for h in host:
+                        self.emit_host(h, op.name)
+                    reason = f"VTA {_ms(vta_total)} ({pool.kind} pool on the ALU, host {_ms(vta_total - vta_s)}) < {cpu_text}"
+                    self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=VTA, reason=reason,
+                                           layer=None, epilogue=None, predicted_s=vta_s, alternatives=alternatives,
+                                           transform=None, inputs=tuple(op.inputs), output=op.name, batch_s=vta_s,
+                                           group=op.name, pool=pool))
+                    self.have[op.name] = {PACKED}
+                    self.packed_elems[op.name] = pool.batch * pool.channels * pool.out_h * pool.out_w
+                    return
+                vta_why = f"VTA {_ms(vta_total)} ({pool.kind} pool on the ALU, host {_ms(vta_total - vta_s)})"
+            reason = f"{cpu_text} {'<' if vta_why.startswith('VTA ') else '-'} {vta_why}"
+        else:
+            why = why_not_fused.get(op.name)
+            reason = (f"{cpu_text}: VTA's ALU runs {what} only inside a conv/dense epilogue"
+                      + (f" ({why})" if why else ""))
         if op.kind == "flatten":
             reason = f"CPU 0 ms ({what}{'; on 1x1 pixels VTA blocks are the dense layout' if layout == PACKED else ''})"
+        for h in cpu_host:
+            self.emit_host(h, op.name)
         self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU, reason=reason, layer=None,
-                               epilogue=None, predicted_s=seconds, alternatives={CPU: seconds}, transform=None,
+                               epilogue=None, predicted_s=seconds, alternatives={CPU: cpu_total}, transform=None,
                                inputs=tuple(op.inputs), output=op.name, batch_s=batch_s, group=op.name))
         self.have[op.name] = {layout}
         if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
