@@ -30,6 +30,7 @@ from typing import Any
 
 from codesign.cpu import ConvShape, CpuCost, layer_cost, tensor_pass
 from codesign.errors import CodesignError, InvalidSchedule
+from codesign.evaluate.run import measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network.graph import Network, Op
@@ -44,6 +45,9 @@ from codesign.workloads.layers import Conv2D, Dense, Layer
 
 VTA, CPU = "vta", "cpu"
 HOST, PACKED, FLOAT = "host", "vta", "float"
+# Timing-only plans (no quantization): the epilogue's SHR amounts are unknown; nonzero ones keep
+# every optional ALU step (the time of a quantized network's epilogue is at most this).
+TIMING_SHIFT = 8
 CPU_DTYPE = "int8"  # CPU ops run the integer network (bit-exact with VTA's int8 operands)
 # Host data-movement steps: costed here, their data effect is `Rewrite.vta_operands`/`vta_output`
 # and the runner's quantize/dequantize of graph inputs/outputs.
@@ -211,8 +215,8 @@ class _Costs:
 # -- the planner --------------------------------------------------------------------------------
 def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
     head = group.head
-    if qnet is None:  # timing-only: the shifts do not change the schedule's time
-        return Epilogue(shift=0, bias=True, relu=group.relu, residual=(0, 0, 0) if group.add else None)
+    if qnet is None:  # timing-only: every optional ALU step present (nonzero shifts), an upper bound
+        return Epilogue(shift=TIMING_SHIFT, bias=True, relu=group.relu, residual=(1, 0, 1) if group.add else None)
     p = qnet.params[head.name]
     residual = None
     if group.add is not None:
@@ -325,7 +329,7 @@ class _Planner:
                 why.append(f"{label}: {exc}")
                 continue
             if measure_fused is not None:
-                fused = self.fused_time(rw.layer, config, epi)
+                fused = self.fused_time(rw.layer, config, seconds, epi)
                 if isinstance(fused, str):
                     why.append(f"{label}: {fused}")
                     continue
@@ -345,12 +349,14 @@ class _Planner:
             options.append(_VtaOption(rw, config, seconds, host))
         return options, why
 
-    def fused_time(self, layer: Layer, config: Config, epi: Epilogue) -> tuple[Config, float] | str:
-        """(config, seconds) of `layer` with its epilogue: the chosen config when it carries the
-        epilogue, else the fastest config of its space that does (the fused operands need SRAM the
-        plain schedule may have used), or why none does."""
+    def fused_time(self, layer: Layer, config: Config, seconds: float, epi: Epilogue) -> tuple[Config, float] | str:
+        """(config, seconds) of `layer` with its epilogue: the chooser's seconds plus what the
+        epilogue adds to that config in the timing model (the chooser's figure may be a board
+        measurement); when the chosen config has no SRAM room for the fused operands, the fastest
+        config of its space that has (model seconds); or why none has."""
         try:
-            return config, measure_fused(layer, config, self.hw, epi).seconds
+            extra = measure_fused(layer, config, self.hw, epi).seconds - measure(layer, config, self.hw).seconds
+            return config, seconds + extra
         except InvalidSchedule as exc:
             first = str(exc)
         space = get_space(layer, self.hw, getattr(config, "family", "autotvm"))
@@ -466,6 +472,7 @@ class _Planner:
                 "max_pool2d": "max pool", "avg_pool2d": "average pool", "adaptive_avg_pool2d": "global average pool",
                 "concat": "concatenation", "add": "residual add", "relu": "ReLU", "clamp": "clamp"}[op.kind]
         cpu_text = f"CPU {_ms(cpu_total)} ({what}, bytes-bound pass over the {layout} layout)"
+        alternatives = {CPU: cpu_total}
         if op.kind in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"):
             vta = self.vta_pool(op)
             if isinstance(vta, str):
@@ -473,7 +480,7 @@ class _Planner:
             else:
                 pool, vta_s, host = vta
                 vta_total = vta_s + sum(h.seconds for h in host)
-                alternatives = {CPU: cpu_total, VTA: vta_total}
+                alternatives[VTA] = vta_total
                 if vta_total <= cpu_total:
                     for h in host:
                         self.emit_host(h, op.name)
@@ -486,7 +493,7 @@ class _Planner:
                     self.packed_elems[op.name] = pool.batch * pool.channels * pool.out_h * pool.out_w
                     return
                 vta_why = f"VTA {_ms(vta_total)} ({pool.kind} pool on the ALU, host {_ms(vta_total - vta_s)})"
-            reason = f"{cpu_text} {'<' if vta_why.startswith('VTA ') else '-'} {vta_why}"
+            reason = f"{cpu_text}{'; ' if vta_why.startswith('VTA cannot') else ' < '}{vta_why}"
         else:
             why = why_not_fused.get(op.name)
             reason = (f"{cpu_text}: VTA's ALU runs {what} only inside a conv/dense epilogue"
@@ -496,7 +503,7 @@ class _Planner:
         for h in cpu_host:
             self.emit_host(h, op.name)
         self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU, reason=reason, layer=None,
-                               epilogue=None, predicted_s=seconds, alternatives={CPU: cpu_total}, transform=None,
+                               epilogue=None, predicted_s=seconds, alternatives=alternatives, transform=None,
                                inputs=tuple(op.inputs), output=op.name, batch_s=batch_s, group=op.name))
         self.have[op.name] = {layout}
         if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
