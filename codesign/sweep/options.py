@@ -58,6 +58,11 @@ class SweepOptions:
     resources: dict[str, Any] | None = None
     # What the front optimizes (`--objectives`): point keys, codesign.pareto.objectives.CATALOG.
     objectives: tuple[str, ...] = OBJECTIVES
+    # The workload's graph, shapes only (`codesign.sweep.network.network_to_json`), taken once when
+    # the sweep starts: every trial costs the whole network. None: its offloaded layers only, and
+    # `network_note` says why (a graph op the network IR has no kind for; a layers-only workload).
+    network: dict[str, Any] | None = None
+    network_note: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objectives", parse_objectives(self.objectives, "objectives"))

@@ -37,7 +37,8 @@ from codesign.hw.space import HwSpace
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.lock import SweepLock
-from codesign.sweep.options import SPACE_COPY, SweepOptions, load_space
+from codesign.sweep.network import network_from_json, network_to_json, timing_network
+from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions, load_space
 from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
 from codesign.sweep.rows import TRIALS_FILE, TrialRow
@@ -92,6 +93,14 @@ class SweepResult:
 
 
 # -- workloads in the options file ----------------------------------------------------------------
+def _network_options(workload: str | Workload) -> tuple[dict[str, Any] | None, str | None]:
+    """(the workload's graph as JSON, None) or (None, why the sweep costs only its offloaded layers)."""
+    if not isinstance(workload, str):
+        return None, "the workload was given as layers, without its network graph"
+    net, why = timing_network(workload)
+    return (network_to_json(net), None) if net is not None else (None, why)
+
+
 def _workload_options(workload: str | Workload) -> tuple[str, tuple[tuple[str, int], ...] | None]:
     """Workload name and its layer list (specs and counts)."""
     if isinstance(workload, str):
@@ -225,7 +234,9 @@ def prepare(space: str | Path, workload: Any, out_dir: Path, options: SweepOptio
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, out_dir / SPACE_COPY)
     name, layers = _workload_options(workload)
-    opts = dataclasses.replace(options, space=SPACE_COPY, workload=name, layers=layers)
+    network, note = _network_options(workload)
+    opts = dataclasses.replace(options, space=SPACE_COPY, workload=name, layers=layers, network=network,
+                               network_note=note)
     opts.save(out_dir)
     return opts, hw_space
 
@@ -399,8 +410,10 @@ def trial_context(opts: SweepOptions, hw_space: HwSpace, state: Any) -> TrialCon
     tuning = InnerTuning(tuner=opts.tuner, budget=opts.budget, seed=opts.seed, exhaustive_s=opts.exhaustive_s,
                          params=params, hparams=opts.hparams)
     # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
+    network = network_from_json(opts.network, f"{OPTIONS_FILE} network") if opts.network else None
     return TrialContext(space=hw_space, workload=workload_from_options(opts), tuning=tuning,
-                        checked=opts.search != "grid", state=state, objectives=opts.objectives)
+                        checked=opts.search != "grid", state=state, objectives=opts.objectives,
+                        network=network, scope_note=None if network is not None else opts.network_note)
 
 
 def _start_hub(out: Path) -> Any:

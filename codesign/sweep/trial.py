@@ -17,17 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesign.errors import CodesignError
 from codesign.evaluate.run import Measurement, measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.hw.power import PowerModel, activity_from_busy
 from codesign.hw.resources import ResourceCoefficients, Resources, estimate, infeasible_reason
 from codesign.hw.space import HwSpace
+from codesign.network.graph import Network
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
+from codesign.place import plan_network
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
+from codesign.sweep.network import cpu_gemms, step_rows, vta_layer_counts
 from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
 from codesign.sweep.state import pack_records
 from codesign.tune import RecordWriter, tune_layer
@@ -82,6 +86,10 @@ class TrialContext:
     checked: bool = False
     state: Any = None
     objectives: tuple[str, ...] = OBJECTIVES  # point keys the searcher optimizes (`--objectives`)
+    # The workload's graph (shapes only; `codesign.sweep.network`): a trial costs the whole network.
+    # None: the workload is costed as its offloaded layers, `scope_note` says why.
+    network: Network | None = None
+    scope_note: str | None = None
 
 
 def searcher_metrics(result: dict[str, Any], objectives: tuple[str, ...] = OBJECTIVES) -> dict[str, float]:
@@ -220,6 +228,7 @@ def evaluate_hw(
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S,
     hparams: dict[str, str] | None = None,
     coefficients: ResourceCoefficients | None = None,
+    network: Network | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms of one request, throughput_ips, area,
@@ -228,7 +237,8 @@ def evaluate_hw(
     per unique layer), `unsupported` (layers left out, with the reason) and measurements. A config
     that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped).
     `records_path`: a records file the measurements are appended to (tests, benchmarks; a sweep
-    trial keeps them in memory for the driver)."""
+    trial keeps them in memory for the driver). `network`: the workload's graph; given, the
+    result is the whole network's plan (`scope` "whole network"), else its offloaded layers."""
     start = time.perf_counter()
     resources = estimate(hw, board, coefficients)
     reason = infeasible_reason(hw, board, resources)
@@ -239,7 +249,7 @@ def evaluate_hw(
     writer = RecordWriter(records_path) if records_path is not None else None
     try:
         return evaluate_usable(hw, board, workload, resources, tuning, records=writer, warm_records=warm_records,
-                               power_model=power_model, start=start)
+                               power_model=power_model, start=start, network=network)
     finally:
         if writer is not None:
             writer.close()
@@ -279,13 +289,17 @@ class LayerTuner:
 def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: Resources, tuning: InnerTuning, *,
                     records: RecordWriter | RecordList | None = None, warm_records: list[MeasureRecord] | None = None,
                     power_model: PowerModel | None = None, start: float | None = None,
-                    scope_note: str | None = None) -> dict[str, Any]:
+                    network: Network | None = None, scope_note: str | None = None) -> dict[str, Any]:
     """`evaluate_hw` of a config already known to fit the board (checked once, by the search).
     `records`: where each measurement goes (a file's `RecordWriter`, a `RecordList`, or nowhere).
 
-    The workload is costed as the layers VTA offloads (`scope` "offloaded layers", `scope_note`
-    why): one request = one padded batch of them."""
+    With the workload's `network` graph the result is its network plan (`evaluate_plan`). A
+    workload given as layers only is costed as the layers VTA offloads (`scope` "offloaded
+    layers", `scope_note` why): one request = one padded batch of them."""
     start = time.perf_counter() if start is None else start
+    if network is not None:
+        return evaluate_plan(hw, board, network, resources, LayerTuner(hw, tuning, records, warm_records),
+                             power_model=power_model, start=start)
     wl = workload.for_hw(hw)  # BATCH > 1 runs the network on that many images at once
     offloaded, cpu = partition(wl, hw)
     # Layers this config cannot run are listed with the reason and left out of the latency.
@@ -328,6 +342,49 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     }
 
 
+def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resources, tuner: LayerTuner, *,
+                  power_model: PowerModel | None = None, start: float | None = None) -> dict[str, Any]:
+    """One request through the whole network on `hw` + the board's CPU: the network plan
+    (`codesign.place.plan_network`) with `choose` = this trial's inner tuning of each layer the
+    plan asks about (the rewritten stem, the padded dense, ...). `latency_ms` is the plan's
+    latency, `throughput_ips` its images per second at full batches, `vta_ms`/`cpu_ms` its parts
+    (host passes are CPU steps); `layers` the plan's VTA layers with their tuned schedules,
+    `unsupported` the convs/denses it leaves on the CPU with the reason, `steps` every step."""
+    start = time.perf_counter() if start is None else start
+
+    def choose(layer: Layer) -> tuple[Config, float]:
+        res, best = tuner.tune(layer)
+        if best is None or res.best is None:
+            raise CodesignError(f"no schedule of {layer.name} ran in {res.measurements} measurements")
+        return res.best, float(best.seconds)
+
+    plan = plan_network(network, hw, board, choose)
+    counts = vta_layer_counts(plan)
+    unsupported = cpu_gemms(plan)
+    if not counts:
+        reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
+        result = infeasible_result(hw, f"no layer of {network.name} runs on VTA on this config ({reasons})", board,
+                                   resources=resources)
+        return {**result, "unsupported": unsupported, "measurements": tuner.measurements,
+                "wall_s": time.perf_counter() - start}
+    busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
+    for layer, count in counts.items():
+        best = tuner.results[layer][1]
+        assert best is not None
+        for k in busy:
+            busy[k] += float(best.busy.get(k, 0)) * count
+    # Busy fractions over the whole request: VTA idles while the CPU steps run.
+    activity = activity_from_busy(busy, plan.latency_s * hw.clock_hz)
+    point = design_point(hw, board, plan.latency_s * 1e3, activity, power_model=power_model, resources=resources,
+                         throughput_ips=plan.throughput_ips, vta_ms=plan.vta_s * 1e3, cpu_ms=plan.cpu_s * 1e3,
+                         scope=SCOPE_NETWORK, steps=step_rows(plan))
+    return {
+        **point, "feasible": True, "reason": None, "batch": plan.batch,
+        "layers": [tuner.row(layer, count) for layer, count in counts.items()],
+        "unsupported": unsupported, "measurements": tuner.measurements, "wall_s": time.perf_counter() - start,
+    }
+
+
 # -- the Ray Tune trainable ------------------------------------------------------------------------
 def _lookup(state: Any, config: str) -> tuple[dict[str, Any] | None, list[MeasureRecord]]:
     """The driver's `SweepState.lookup` (a Ray actor's, or a plain object's in tests)."""
@@ -364,7 +421,7 @@ def run_trial(params: dict[str, Any], ctx: TrialContext) -> tuple[dict[str, Any]
         result = infeasible_result(hw, reason, space.board, resources=space.estimate(hw))
     else:
         result = evaluate_usable(hw, space.board, ctx.workload, space.estimate(hw), ctx.tuning, records=sink,
-                                 warm_records=warm)
+                                 warm_records=warm, network=ctx.network, scope_note=ctx.scope_note)
     result["cached"] = False
     return result, sink.records
 
