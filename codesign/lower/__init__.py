@@ -20,7 +20,7 @@ from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
 from codesign.mapping.legality import violations
-from codesign.mapping.mapping import AluOp, Mapping
+from codesign.mapping.mapping import SOURCES, AluOp, Mapping
 from codesign.vta import isa
 from codesign.vta.program import DramAllocator
 
@@ -48,37 +48,53 @@ class PairBlocks:
 
 
 def regions(m: Mapping, hw: HwConfig) -> list[tuple[str, int, int, str]]:
-    """(name, bytes, alignment, role) of the data, weight and output regions, in DRAM order."""
-    return _regions(m.geo, m.inp_channels, hw)
+    """(name, bytes, alignment, role) of the data, weight and output regions, then those of a
+    fused epilogue (bias: int32 ACC blocks; residual: int8 in the output's layout, read as INP
+    blocks; identity: one WGT block), in DRAM order."""
+    return _regions(m.geo, m.inp_channels, hw, m.has_bias, m.has_residual)
 
 
-def _regions(g: Geometry, inp_channels: int, hw: HwConfig) -> list[tuple[str, int, int, str]]:
+def _regions(g: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, residual: bool = False
+             ) -> list[tuple[str, int, int, str]]:
     n_in, n_w, n_out = (g.b * inp_channels * g.height * g.width, g.co * g.ci * g.kh * g.kw,
                         g.b * g.co * g.out_h * g.out_w)
-    return [("data", n_in * hw.inp_elem_bytes, hw.inp_elem_bytes, "input"),
-            ("weight", n_w * hw.wgt_elem_bytes, hw.wgt_elem_bytes, "input"),
-            ("output", n_out * hw.out_elem_bytes, hw.out_elem_bytes, "output")]
+    out = [("data", n_in * hw.inp_elem_bytes, hw.inp_elem_bytes, "input"),
+           ("weight", n_w * hw.wgt_elem_bytes, hw.wgt_elem_bytes, "input"),
+           ("output", n_out * hw.out_elem_bytes, hw.out_elem_bytes, "output")]
+    if bias:
+        out.append(("bias", g.co * hw.acc_elem_bytes, hw.acc_elem_bytes, "input"))
+    if residual:
+        out += [("residual", n_out * hw.inp_elem_bytes, hw.inp_elem_bytes, "input"),
+                ("identity", hw.wgt_elem_bytes, hw.wgt_elem_bytes, "input")]
+    return out
 
 
-def dram_bases(m: Mapping, hw: HwConfig) -> tuple[tuple[int, int, int], int]:
-    """Element offsets of data/weight/output and of the uop region: `DramAllocator` places them
-    (the one allocator; `compile_layer` allocates the same regions with their data)."""
-    return _bases(m.geo, m.inp_channels, hw)
+#: element width of each region's DMA (the bias is read as ACC, the residual as INP blocks)
+_ELEM = {"data": "inp", "weight": "wgt", "output": "out", "bias": "acc", "residual": "inp", "identity": "wgt"}
+
+
+def dram_bases(m: Mapping, hw: HwConfig) -> tuple[tuple[int, ...], int]:
+    """Element offsets of data/weight/output (then bias/residual/identity of a fused epilogue, 0
+    when absent) and of the uop region: `DramAllocator` places them (the one allocator;
+    `compile_layer` allocates the same regions with their data)."""
+    return _bases(m.geo, m.inp_channels, hw, m.has_bias, m.has_residual)
 
 
 @lru_cache(maxsize=256)
-def _bases(geo: Geometry, inp_channels: int, hw: HwConfig) -> tuple[tuple[int, int, int], int]:
+def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, residual: bool = False
+           ) -> tuple[tuple[int, ...], int]:
     alloc = DramAllocator()
-    addrs = [alloc.alloc(*r).addr for r in _regions(geo, inp_channels, hw)]
+    base = {r[0]: alloc.alloc(*r).addr // getattr(hw, f"{_ELEM[r[0]]}_elem_bytes")
+            for r in _regions(geo, inp_channels, hw, bias, residual)}
     uop = alloc.alloc("uop", 0, isa.UOP_BYTES, "uop").addr
-    widths = (hw.inp_elem_bytes, hw.wgt_elem_bytes, hw.out_elem_bytes)
-    return tuple(a // w for a, w in zip(addrs, widths)), uop // isa.UOP_BYTES
+    names = ("data", "weight", "output") + (("bias", "residual", "identity") if bias or residual else ())
+    return tuple(base.get(n, 0) for n in names), uop // isa.UOP_BYTES
 
 
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G = m.n_threads, m.n_steps, m.tile.b
-    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (len(m.epilogue) + 1) * T + len(u.uses)
+    max_rows = (1 + m.inp_loads) * T * (K + 1) + G * T * (K + 1) + (2 * len(m.epilogue) + 1) * T + len(u.uses) + 1
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
     epi = _epilogue(m.epilogue)
@@ -89,8 +105,10 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
 
 @lru_cache(maxsize=64)
 def _epilogue(ops: tuple[AluOp, ...]) -> np.ndarray:
-    """(2, E) ALU opcodes and immediates of an epilogue (read-only, shared)."""
-    epi = np.array([[ALU_OPS[a.op] for a in ops], [a.imm for a in ops]], dtype=np.int64).reshape(2, -1)
+    """(3, E) ALU opcodes, immediates and sources (0 imm, 1 bias, 2 residual GEMM) of an
+    epilogue (read-only, shared)."""
+    epi = np.array([[ALU_OPS.get(a.op, 0) for a in ops], [a.imm for a in ops],
+                    [SOURCES.index(a.src) for a in ops]], dtype=np.int64).reshape(3, -1)
     epi.setflags(write=False)
     return epi
 
@@ -140,7 +158,10 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     if not steady and ring.start is not None:
         periods.add(ring.load.shape[0] - ring.start)
     loads = T * sum(n * (P // p if p else P * K) for n, p in zip((m.inp_loads, 1), placed))
-    n_insns = loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) + 1) + ring.n_loads(P) + 3
+    if m.has_residual:  # the residual tile per pair and thread, the identity block once
+        loads += P * T + 1
+    n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) + int(m.has_bias) + 1)
+               + ring.n_loads(P) + 3)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
                       periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))
 

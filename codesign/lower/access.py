@@ -12,7 +12,8 @@ block co0) and the reduction step k:
     WGT   (co0·CI + k·tile_ci)·KH·KW
     OUT   ((b0·CO + co0)·OH + h0)·OW + w0
 
-and an operand is loaded at (j, k) when the index of its residency loop or of a loop outside it
+(a fused residual tile is read like OUT from the residual region, the bias as tile_co contiguous
+ACC blocks from co0·tile_co), and an operand is loaded at (j, k) when the index of its residency loop or of a loop outside it
 changed (always, when it is the reduction loop). The functions are compiled: the emitter calls
 them per instruction (`emit`), and `pad_classes` per loop index.
 """
@@ -24,17 +25,19 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from codesign.mapping.mapping import Loop, Mapping, inner_products
+from codesign.mapping.mapping import Loop, Mapping, fused_slots, inner_products
 
 AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
 # Scalars of `spec`, in this order.
 SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci", "tco", "hin", "win",
         "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
-        "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split")
+        "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
+        "bias_base", "res_base", "id_base", "bias_sram", "res_sram", "res_pitch", "id_sram")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
- NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT) = range(len(SPEC))
+ NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
+ BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_SRAM, RES_PITCH, ID_SRAM) = range(len(SPEC))
 
 
 @lru_cache(maxsize=1024)
@@ -47,10 +50,13 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
     return table
 
 
-def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(scalars `SPEC`, pair loop table, thread loop table) of `m`; `bases` are the element offsets
-    of the data, weight and output regions, `ring_start` the micro-op ring's period start (`uops`)."""
+    of the data, weight and output regions (then of the bias, residual and identity regions of a
+    fused epilogue), `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
+    fs = fused_slots(m)
+    fused = (tuple(bases[3:6]) + (0, 0, 0))[:3]
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0 when j % place == 0), 0: loaded at every reduction step
@@ -59,8 +65,8 @@ def spec(m: Mapping, bases: tuple[int, int, int], ring_start: int = -1) -> tuple
     sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
-                   places["wgt"], *bases, m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
-                   ring_start, m.inp_loads], dtype=np.int64)
+                   places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
+                   ring_start, m.inp_loads, *fused, fs.bias, fs.res, fs.res_pitch, fs.ident], dtype=np.int64)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
 
 
@@ -132,6 +138,19 @@ def wgt_access(sc, b, h, co, w, k):  # pragma: no cover - compiled
 def out_access(sc, b, h, co, w):  # pragma: no cover - compiled
     dram = sc[OUT_BASE] + ((b * sc[TB] * sc[CO] + co * sc[TCO]) * sc[OH] + h * sc[TH]) * sc[OW] + w * sc[TW]
     return (dram, sc[OUT_Y], sc[OUT_X], sc[OUT_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def res_access(sc, b, h, co, w):  # pragma: no cover - compiled
+    """LOAD INP of the residual tile: the output tile's own pattern, from the residual region."""
+    dram = sc[RES_BASE] + ((b * sc[TB] * sc[CO] + co * sc[TCO]) * sc[OH] + h * sc[TH]) * sc[OW] + w * sc[TW]
+    return (dram, sc[OUT_Y], sc[OUT_X], sc[OUT_ST], 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def bias_access(sc, co):  # pragma: no cover - compiled
+    """LOAD ACC of the tile's tile_co bias blocks (contiguous in the bias region)."""
+    return (sc[BIAS_BASE] + co * sc[TCO], 1, sc[TCO], sc[TCO], 0, 0, 0, 0)
 
 
 @njit(cache=True)

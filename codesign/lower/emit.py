@@ -5,7 +5,9 @@ K reduction steps k and G batch blocks b per tile (G = tile_b; the GEMMs run onc
 
     for k: for t: LOAD INP(t, k), LOAD WGT(t, k)   [the operands loaded here, `access`]
            for t: (k == 0: for b: GEMM reset(t, b)); for b: GEMM(t, k, b)
-    for t: the epilogue's ALU ops over the thread's ACC slice
+    [residual: for t: LOAD INP residual(t) (+ LOAD WGT identity, pair 0 only)]
+    for t: the epilogue's steps over the thread's ACC slice ([LOAD ACC bias(t)] ALU ..., the
+           residual GEMM between its ALU ops)
     for t: STORE(t)
     ... after the last pair: LOAD INP no-op, LOAD UOP no-op, FINISH (docs/vta.md §2.6, §5.4)
 
@@ -15,7 +17,10 @@ load group (j, k, t) writes thread t's INP/WGT slice, so its first load pops g2l
 GEMM that last read that slice (T groups earlier; none for the first T groups) and its last load
 pushes l2g for the GEMM (b = 0) that reads it; the epilogue's last op pushes g2s for the STORE
 reading the ACC slice, the STORE pushes s2g for the reset of the next pair of that thread, which
-overwrites the slice. Counts balance: the final no-op pops the last store's s2g and the l2g of
+overwrites the slice. A fused residual (docs/vta.md §7.8) is one more load group per thread after
+the reduction, with the same tokens as a reduction step (its GEMM pops l2g and pushes g2l; the
+last pair's push nothing); LOAD ACC of the bias runs on the compute module, in order, without
+tokens. Counts balance: the final no-op pops the last store's s2g and the l2g of
 its own LOAD, so the FIFOs are empty at FINISH.
 
 `emit` writes the rows of any list of pairs: all pairs are the program, one member per class of
@@ -83,7 +88,12 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
     G, E = sc[ac.TB], epi.shape[1]
     split, block = sc[ac.INP_SPLIT], sc[ac.HIN] * sc[ac.WIN]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
-    gloop, rloop, epi_op, epi_imm = kern[0], kern[1], epi[0], epi[1]
+    gloop, rloop, epi_op, epi_imm, epi_src = kern[0], kern[1], epi[0], epi[1], epi[2]
+    res = 0
+    for o in range(E):
+        if epi_src[o] == 2:
+            res = 1
+    last_k = K - 1 + res  # the residual load group is one more reduction step (docs/vta.md §7.8)
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
@@ -132,20 +142,50 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                             out[r, cols[_POP_N]] = 1 if (b == 0 and j != 0) else 0  # s2g
                         else:
                             out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
-                            out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (j == P - 1 and k == K - 1)) else 0
+                            out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (j == P - 1 and k == last_k)) else 0
                         r += 1
                         use += 1
-        for _t in range(T):
+        if res:  # load group K: the residual tile of each thread (+ the identity block, once)
+            for t in range(T):
+                first = r
+                b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
+                _dma(out, r, cols, dcols, ac.res_access(sc, b, h, co, w), isa.OP_LOAD, isa.MEM_INP,
+                     sc[ac.RES_SRAM] + t * sc[ac.RES_PITCH])
+                r += 1
+                if j == 0 and t == 0:
+                    _dma(out, r, cols, dcols, (sc[ac.ID_BASE], 1, 1, 1, 0, 0, 0, 0), isa.OP_LOAD, isa.MEM_WGT,
+                         sc[ac.ID_SRAM])
+                    r += 1
+                out[first, cols[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
+                out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
+        for t in range(T):
             for o in range(E):
+                src = epi_src[o]
+                if src == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
+                    _dma(out, r, cols, dcols, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
+                         sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
+                    r += 1
                 kid = uses[use]
-                r = _kernel_use(out, r, cols, isa.OP_ALU, load[u, use], bgn[u, use], sizes[kid], uop_dram[kid])
-                out[r, cols[_LOOP0]] = 1
-                out[r, cols[_LOOP0 + 1]] = sram[2]
-                out[r, cols[_LOOP0 + 3]] = 1
-                out[r, cols[_LOOP0 + 5]] = 1
-                out[r, cols[_IMM_ON]] = 1
-                out[r, cols[_AOP]] = epi_op[o]
-                out[r, cols[_IMM]] = epi_imm[o]
+                r = _kernel_use(out, r, cols, isa.OP_GEMM if src == 2 else isa.OP_ALU, load[u, use], bgn[u, use],
+                                sizes[kid], uop_dram[kid])
+                if src == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
+                    out[r, cols[_LOOP0]] = G
+                    out[r, cols[_LOOP0 + 1]] = sc[ac.TH] * sc[ac.TW]
+                    out[r, cols[_LOOP0 + 2]] = sc[ac.TCO] * sc[ac.TH] * sc[ac.TW]
+                    out[r, cols[_LOOP0 + 3]] = 1
+                    out[r, cols[_AOP]] = epi_op[o]
+                else:  # one uop over the thread's ACC tile (the residual GEMM: INP tile, one WGT block)
+                    out[r, cols[_LOOP0]] = 1
+                    out[r, cols[_LOOP0 + 1]] = sram[2]
+                    out[r, cols[_LOOP0 + 3]] = 1
+                    out[r, cols[_LOOP0 + 5]] = 1
+                    if src == 2:
+                        out[r, cols[_POP_P]] = 1  # l2g
+                        out[r, cols[_PUSH_P]] = 0 if j == P - 1 else 1  # g2l
+                    else:
+                        out[r, cols[_IMM_ON]] = 1
+                        out[r, cols[_AOP]] = epi_op[o]
+                        out[r, cols[_IMM]] = epi_imm[o]
                 out[r, cols[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
                 r += 1
                 use += 1

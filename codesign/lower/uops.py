@@ -2,7 +2,8 @@
 
 One kernel per runtime call site, per virtual thread t (thread slices differ only by their SRAM
 offsets, docs/vta.md §7.3 cthread): G resets and G GEMMs (one per batch block), one per epilogue
-ALU op. Kernels are placed in the micro-op SRAM by the runtime's ring cache (`UopQueue::Push`):
+step (an immediate ALU op or the residual GEMM: 1 uop over the tile; the bias ADD: one uop per
+output channel block of the tile, docs/vta.md §7.8). Kernels are placed in the micro-op SRAM by the runtime's ring cache (`UopQueue::Push`):
 loaded by one LOAD UOP the first time they are used, reloaded only after being evicted.
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from codesign.mapping.batch import Kernel
-from codesign.mapping.mapping import Mapping
+from codesign.mapping.mapping import Mapping, fused_slots
 
 
 @njit(cache=True)
@@ -150,7 +151,8 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
     validity rule `uop_capacity`)."""
     T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
-    sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + [1] * E, dtype=np.int64), T)
+    epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue]
+    sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + epi, dtype=np.int64), T)
     uses, first = use_order(T, K, G, E)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
     dram_off = np.zeros(len(sizes), dtype=np.int64)
@@ -162,11 +164,20 @@ def uop_array(m: Mapping, first: np.ndarray) -> np.ndarray:
     """The DRAM micro-op array: the kernels (each thread's SRAM slice and batch block shifted)
     in first-use order."""
     tl, G = m.tile, m.tile.b
-    acc_b, inp_b = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win
+    acc_b, inp_b, hw_ = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win, tl.h * tl.w
+    fs = fused_slots(m)
     kernels: list[Kernel] = []
     for t in range(m.n_threads):
         dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
         kernels += [m.reset.shifted(dsh + b * acc_b, 0, 0) for b in range(G)]
         kernels += [m.gemm.shifted(dsh + b * acc_b, ssh + b * inp_b, wsh) for b in range(G)]
-        kernels += [Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0))] * len(m.epilogue)
+        for a in m.epilogue:
+            if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
+                kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]
+                                                          for c in range(tl.co)], dtype=np.int64)))
+            elif a.src == "residual":
+                kernels.append(Kernel.from_uops(np.array([[dsh, fs.res + t * fs.res_pitch, fs.ident]],
+                                                         dtype=np.int64)))
+            else:
+                kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))
     return np.concatenate([kernels[kid].uops for kid in first])

@@ -8,7 +8,7 @@ space's, with its message."""
 from __future__ import annotations
 
 from codesign.hw.config import HwConfig
-from codesign.mapping.mapping import AXES, DEPENDS, Mapping
+from codesign.mapping.mapping import AXES, DEPENDS, Mapping, fused_slots
 
 
 def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
@@ -54,4 +54,22 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
                                  f"block ({t.b * t.ci})"))
     if m.n_threads > 2:
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
+    if m.has_bias or m.has_residual:
+        out += _fused(m, hw)
+    return out
+
+
+def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
+    """The fused epilogue's SRAM room and block shapes (docs/vta.md §7.8)."""
+    out: list[tuple[str, str]] = []
+    fs = fused_slots(m)
+    if m.has_residual and hw.block_in != hw.block_out:
+        out.append(("fused_blocks", f"fused residual: the residual tile is loaded as INP blocks, which needs "
+                                    f"BLOCK_IN == BLOCK_OUT (got {hw.block_in} and {hw.block_out})"))
+    for buf, need, depth, what in (("acc", fs.acc_need, hw.acc_depth, "ACC tile + bias blocks"),
+                                   ("inp", fs.inp_need, hw.inp_depth, "INP tile + residual tile"),
+                                   ("wgt", fs.wgt_need, hw.wgt_depth, "WGT tile + identity block")):
+        if need > depth:
+            out.append((f"fused_sram_{buf}", f"SRAM capacity: fused epilogue: {what} x {m.n_threads} "
+                                             f"thread(s) = {need} > {buf.upper()} depth {depth}"))
     return out

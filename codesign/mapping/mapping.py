@@ -14,14 +14,19 @@ turns it into the program. Its parts:
 - `gemm` / `reset`: the micro-op kernels; their `iter_out`/`iter_in` are the loops folded into
   the fields of one GEMM instruction, the rest of the kernel's loops are unrolled micro-ops
   (`codesign.mapping.batch` builds them from `fold_uop_loop`).
-- `epilogue`: ALU operations on the accumulator tile before its STORE (SHR, MIN, MAX today).
+- `epilogue`: the steps on the accumulator tile before its STORE, in order: ALU operations with an
+  immediate (SHR, MIN, MAX, ADD; the templates' requantization), and the two fused steps `fuse`
+  adds (docs/vta.md §7.8): the bias (`AluOp("add", src="bias")`: LOAD ACC of the tile's int32 bias
+  blocks, ALU ADD broadcast over the pixels) and the residual (`AluOp("gemm", lb,
+  src="residual")`: LOAD INP of the int8 residual tile, GEMM with 2^lb·identity accumulating onto
+  the tile). The SRAM slots they use follow from the tile alone (`fused_slots`).
 - `inp_loads`: how many LOADs bring one INP tile (1, or one per batch x channel block).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from codesign.mapping.batch import Geometry, Kernel
@@ -40,10 +45,18 @@ class Loop:
     scale: int = 1  # tiles of `axis` per iteration
 
 
+SOURCES = ("imm", "bias", "residual")
+
+
 @dataclass(frozen=True)
 class AluOp:
-    op: str   # "shr", "min", "max" (docs/vta.md §3.4)
-    imm: int
+    """One epilogue step: an ALU op ("shr", "min", "max", "add", docs/vta.md §3.4) with the
+    immediate `imm` (src "imm") or the bias blocks (src "bias", op "add"), or the residual GEMM
+    (op "gemm", src "residual", imm = lb of its 2^lb·identity weight)."""
+
+    op: str
+    imm: int = 0
+    src: str = "imm"  # one of SOURCES
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,55 @@ class Mapping:
 
     def pattern(self, operand: str) -> Dma:
         return dict(self.dma)[operand]
+
+    @cached_property
+    def has_bias(self) -> bool:
+        return any(a.src == "bias" for a in self.epilogue)
+
+    @cached_property
+    def has_residual(self) -> bool:
+        return any(a.src == "residual" for a in self.epilogue)
+
+
+@dataclass(frozen=True)
+class FusedSlots:
+    """SRAM element offsets of the fused epilogue's operands (docs/vta.md §7.8): thread t's bias
+    blocks at ACC `bias + t·tile_co` (after every thread's ACC tile), its residual tile at INP
+    `res + t·res_pitch` (its own INP slice when the tile fits there, else after all slices), the
+    2^lb·identity weight at WGT `ident` (after every thread's WGT slice, loaded once)."""
+
+    bias: int
+    res: int
+    res_pitch: int
+    ident: int
+    acc_need: int   # ACC / INP / WGT elements the fused program occupies
+    inp_need: int
+    wgt_need: int
+
+
+def fused_slots(m: Mapping) -> FusedSlots:
+    t, T = m.tile, m.n_threads
+    acc_need = T * (t.acc_sram + (t.co if m.has_bias else 0))
+    own = t.acc_sram <= t.inp_sram
+    res, pitch = (0, t.inp_sram) if own else (T * t.inp_sram, t.acc_sram)
+    inp_need = T * t.inp_sram + (0 if own or not m.has_residual else T * t.acc_sram)
+    wgt_need = T * t.wgt_sram + (1 if m.has_residual else 0)
+    return FusedSlots(T * t.acc_sram, res, pitch, T * t.wgt_sram, acc_need, inp_need, wgt_need)
+
+
+def fuse(m: Mapping, epilogue: tuple[AluOp, ...]) -> Mapping:
+    """`m` (any family's mapping) with `epilogue` in place of its own: same loops, tiles and
+    kernels; `codesign.lower` emits the fused steps (legality checks their SRAM room)."""
+    for a in epilogue:
+        ok = {"imm": a.op in ("shr", "min", "max", "add"), "bias": a.op == "add", "residual": a.op == "gemm"}
+        if not ok.get(a.src, False):
+            raise ValueError(f"epilogue step {a}: allowed (op, src) are (shr|min|max|add, imm), "
+                             "(add, bias), (gemm, residual)")
+    if sum(a.src == "residual" for a in epilogue) > 1 or sum(a.src == "bias" for a in epilogue) > 1:
+        raise ValueError("epilogue: at most one bias and one residual step")
+    if not epilogue or epilogue[-1].src != "imm":
+        raise ValueError("epilogue: the last step must be an ALU op with an immediate (the clip)")
+    return replace(m, epilogue=tuple(epilogue))
 
 
 def inner_products(extents: tuple[int, ...]) -> tuple[int, ...]:
