@@ -172,3 +172,27 @@ def test_fuse_rejects_malformed_steps():
                   (AluOp("add", 0, "bias"), AluOp("add", 0, "bias"), AluOp("max", 0))):
         with pytest.raises(ValueError):
             fuse(m, steps)
+
+
+@pytest.mark.parametrize("hw_name", HWS)
+def test_fused_on_the_vta_family(hw_name):
+    """fuse applies to any family's mapping: the `vta` family's loop orders, weight-stationary
+    residency (the identity block stays clear of the resident weights) and threads on any axis."""
+    hw = HwConfig.resolve(hw_name)
+    layer, epi = _layers(hw)["conv3x3"], EPILOGUES["bias_add_relu"]
+    x, w, bias, r = _inputs(layer, 2)
+    ref = reference_fused(layer, epi, x, w, bias, r)
+    sp = get_space(layer, hw, "vta")
+    configs = [sp.get(int(i)) for i in sp.valid_indices()]
+    picked = [c for c in configs if c.knobs["wgt_stationary"]][:3] + [c for c in configs if c.knobs["vthread"]][-2:]
+    picked += [c for c in configs if c.knobs["order"] not in (0,)][:2]
+    assert {c.knobs["wgt_stationary"] for c in picked} == {0, 1}
+    ran = 0
+    for config in picked:
+        if fused_invalid(layer, config, hw, epi) is not None:
+            continue
+        ran += 1
+        run = run_fused(layer, config, hw, epi, x, w, bias, r, check=True)
+        np.testing.assert_array_equal(run.output, ref, err_msg=f"{config.knobs}")
+        assert measure_fused(layer, config, hw, epi).cycles == run.cycles
+    assert ran >= 5
