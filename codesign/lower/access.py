@@ -55,8 +55,10 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1) -> tuple[np.n
     of the data, weight and output regions (then of the bias, residual and identity regions of a
     fused epilogue), `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
-    fs = fused_slots(m)
-    fused = (tuple(bases[3:6]) + (0, 0, 0))[:3]
+    fused = (0,) * 7  # a fused epilogue's DRAM bases and SRAM slots (most mappings have none)
+    if m.has_bias or m.has_residual:
+        fs = fused_slots(m)
+        fused = (*bases[3:6], fs.bias, fs.res, fs.res_pitch, fs.ident)
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0 when j % place == 0), 0: loaded at every reduction step
@@ -66,7 +68,7 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1) -> tuple[np.n
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
                    places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
-                   ring_start, m.inp_loads, *fused, fs.bias, fs.res, fs.res_pitch, fs.ident], dtype=np.int64)
+                   ring_start, m.inp_loads, *fused], dtype=np.int64)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
 
 
