@@ -20,7 +20,7 @@ from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
 from codesign.mapping.legality import violations
-from codesign.mapping.mapping import SOURCES, AluOp, Mapping
+from codesign.mapping.mapping import SOURCES, AluOp, Mapping, fused_slots
 from codesign.vta import isa
 from codesign.vta.program import DramAllocator
 
@@ -94,7 +94,8 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G = m.n_threads, m.n_steps, m.tile.b
-    max_rows = (1 + m.inp_loads) * T * (K + 1) + G * T * (K + 1) + (2 * len(m.epilogue) + 1) * T + len(u.uses) + 1
+    R = fused_slots(m).chunks if m.has_residual else 0
+    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 1 + 2 * R) * T + len(u.uses) + 1
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
     epi = _epilogue(m.epilogue)
@@ -158,9 +159,10 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     if not steady and ring.start is not None:
         periods.add(ring.load.shape[0] - ring.start)
     loads = T * sum(n * (P // p if p else P * K) for n, p in zip((m.inp_loads, 1), placed))
-    if m.has_residual:  # the residual tile per pair and thread, the identity block once
-        loads += P * T + 1
-    n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) + int(m.has_bias) + 1)
+    R = fused_slots(m).chunks if m.has_residual else 0
+    if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity once
+        loads += P * T * R + 1
+    n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + 1)
                + ring.n_loads(P) + 3)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
                       periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))

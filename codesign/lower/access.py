@@ -33,11 +33,11 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
         "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
         "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
-        "bias_base", "res_base", "id_base", "bias_sram", "res_sram", "res_pitch", "id_sram")
+        "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
- BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_SRAM, RES_PITCH, ID_SRAM) = range(len(SPEC))
+ BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES) = range(len(SPEC))
 
 
 @lru_cache(maxsize=1024)
@@ -55,10 +55,10 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1) -> tuple[np.n
     of the data, weight and output regions (then of the bias, residual and identity regions of a
     fused epilogue), `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
-    fused = (0,) * 7  # a fused epilogue's DRAM bases and SRAM slots (most mappings have none)
+    fused = (0,) * 8  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
     if m.has_bias or m.has_residual:
         fs = fused_slots(m)
-        fused = (*bases[3:6], fs.bias, fs.res, fs.res_pitch, fs.ident)
+        fused = (*bases[3:6], fs.bias, fs.chunks if m.has_residual else 0, fs.res_pitch, fs.ident, fs.planes)
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0 when j % place == 0), 0: loaded at every reduction step
@@ -143,10 +143,19 @@ def out_access(sc, b, h, co, w):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def res_access(sc, b, h, co, w):  # pragma: no cover - compiled
-    """LOAD INP of the residual tile: the output tile's own pattern, from the residual region."""
-    dram = sc[RES_BASE] + ((b * sc[TB] * sc[CO] + co * sc[TCO]) * sc[OH] + h * sc[TH]) * sc[OW] + w * sc[TW]
-    return (dram, sc[OUT_Y], sc[OUT_X], sc[OUT_ST], 0, 0, 0, 0)
+def res_access(sc, b, h, co, w, c):  # pragma: no cover - compiled
+    """LOAD INP of residual chunk c: the whole output tile with its own pattern (one chunk), or
+    `res_planes` channel planes of one batch block, from the residual region."""
+    if sc[RES_CHUNKS] == 1:
+        dram = sc[RES_BASE] + ((b * sc[TB] * sc[CO] + co * sc[TCO]) * sc[OH] + h * sc[TH]) * sc[OW] + w * sc[TW]
+        return (dram, sc[OUT_Y], sc[OUT_X], sc[OUT_ST], 0, 0, 0, 0)
+    per_g = sc[TCO] // sc[RES_PLANES]
+    g, c0 = c // per_g, (c % per_g) * sc[RES_PLANES]
+    dram = (sc[RES_BASE] + (((b * sc[TB] + g) * sc[CO] + co * sc[TCO] + c0) * sc[OH] + h * sc[TH]) * sc[OW]
+            + w * sc[TW])
+    if sc[TW] == sc[OW] or sc[TH] == 1:  # contiguous planes, OH·OW apart
+        return (dram, sc[RES_PLANES], sc[TH] * sc[TW], sc[OH] * sc[OW], 0, 0, 0, 0)
+    return (dram, sc[TH], sc[TW], sc[OW], 0, 0, 0, 0)
 
 
 @njit(cache=True)

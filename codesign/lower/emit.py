@@ -77,6 +77,33 @@ def _kernel_use(out, r, cols, opcode, load, bgn, size, dram):  # pragma: no cove
 
 
 @njit(cache=True)
+def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram, ld, bg, size,
+              dram):  # pragma: no cover - compiled
+    """Epilogue ALU op o of thread t (with the LOAD ACC of the bias before a bias ADD); the last
+    op pushes g2s for the STORE. Returns the next row."""
+    if epi_src[o] == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
+        _dma(out, r, cols, dcols, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
+             sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
+        r += 1
+    r = _kernel_use(out, r, cols, isa.OP_ALU, ld, bg, size, dram)
+    out[r, cols[_AOP]] = epi_op[o]
+    if epi_src[o] == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
+        out[r, cols[_LOOP0]] = sc[ac.TB]
+        out[r, cols[_LOOP0 + 1]] = sc[ac.TH] * sc[ac.TW]
+        out[r, cols[_LOOP0 + 2]] = sc[ac.TCO] * sc[ac.TH] * sc[ac.TW]
+        out[r, cols[_LOOP0 + 3]] = 1
+    else:  # one uop over the thread's ACC tile
+        out[r, cols[_LOOP0]] = 1
+        out[r, cols[_LOOP0 + 1]] = sram[2]
+        out[r, cols[_LOOP0 + 3]] = 1
+        out[r, cols[_LOOP0 + 5]] = 1
+        out[r, cols[_IMM_ON]] = 1
+        out[r, cols[_IMM]] = epi_imm[o]
+    out[r, cols[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
+    return r + 1
+
+
+@njit(cache=True)
 def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram, out):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. `sc`, `loops`, `threads` are the access spec
@@ -89,11 +116,11 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
     split, block = sc[ac.INP_SPLIT], sc[ac.HIN] * sc[ac.WIN]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
     gloop, rloop, epi_op, epi_imm, epi_src = kern[0], kern[1], epi[0], epi[1], epi[2]
-    res = 0
+    o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
         if epi_src[o] == 2:
-            res = 1
-    last_k = K - 1 + res  # the residual load group is one more reduction step (docs/vta.md §7.8)
+            o_res = o
+    last_k = K - 1 + R  # the residual's load groups are R more reduction steps (docs/vta.md §7.8)
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
@@ -145,50 +172,41 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                             out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (j == P - 1 and k == last_k)) else 0
                         r += 1
                         use += 1
-        if res:  # load group K: the residual tile of each thread (+ the identity block, once)
+        for t in range(T):  # the epilogue up to the residual (all of it without one)
+            for o in range(o_res):
+                r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram,
+                              load[u, use], bgn[u, use], sizes[uses[use]], uop_dram[uses[use]])
+                use += 1
+        for c in range(R):  # residual chunk c: a load group and a GEMM per thread, as a reduction step
             for t in range(T):
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-                _dma(out, r, cols, dcols, ac.res_access(sc, b, h, co, w), isa.OP_LOAD, isa.MEM_INP,
-                     sc[ac.RES_SRAM] + t * sc[ac.RES_PITCH])
+                _dma(out, r, cols, dcols, ac.res_access(sc, b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
+                     t * sc[ac.RES_PITCH])
                 r += 1
-                if j == 0 and t == 0:
+                if j == 0 and c == 0 and t == 0:  # the identity block, once
                     _dma(out, r, cols, dcols, (sc[ac.ID_BASE], 1, 1, 1, 0, 0, 0, 0), isa.OP_LOAD, isa.MEM_WGT,
                          sc[ac.ID_SRAM])
                     r += 1
                 out[first, cols[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
                 out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-        for t in range(T):
-            for o in range(E):
-                src = epi_src[o]
-                if src == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
-                    _dma(out, r, cols, dcols, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
-                         sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
-                    r += 1
+            for _t in range(T):
                 kid = uses[use]
-                r = _kernel_use(out, r, cols, isa.OP_GEMM if src == 2 else isa.OP_ALU, load[u, use], bgn[u, use],
-                                sizes[kid], uop_dram[kid])
-                if src == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
-                    out[r, cols[_LOOP0]] = G
-                    out[r, cols[_LOOP0 + 1]] = sc[ac.TH] * sc[ac.TW]
-                    out[r, cols[_LOOP0 + 2]] = sc[ac.TCO] * sc[ac.TH] * sc[ac.TW]
-                    out[r, cols[_LOOP0 + 3]] = 1
-                    out[r, cols[_AOP]] = epi_op[o]
-                else:  # one uop over the thread's ACC tile (the residual GEMM: INP tile, one WGT block)
-                    out[r, cols[_LOOP0]] = 1
-                    out[r, cols[_LOOP0 + 1]] = sram[2]
-                    out[r, cols[_LOOP0 + 3]] = 1
-                    out[r, cols[_LOOP0 + 5]] = 1
-                    if src == 2:
-                        out[r, cols[_POP_P]] = 1  # l2g
-                        out[r, cols[_PUSH_P]] = 0 if j == P - 1 else 1  # g2l
-                    else:
-                        out[r, cols[_IMM_ON]] = 1
-                        out[r, cols[_AOP]] = epi_op[o]
-                        out[r, cols[_IMM]] = epi_imm[o]
-                out[r, cols[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
+                r = _kernel_use(out, r, cols, isa.OP_GEMM, load[u, use], bgn[u, use], sizes[kid], uop_dram[kid])
+                out[r, cols[_LOOP0]] = 1
+                out[r, cols[_LOOP0 + 1]] = sram[2] if R == 1 else sc[ac.RES_PLANES] * sc[ac.TH] * sc[ac.TW]
+                out[r, cols[_LOOP0 + 3]] = 1
+                out[r, cols[_LOOP0 + 5]] = 1
+                out[r, cols[_POP_P]] = 1  # l2g
+                out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and c == R - 1) else 1  # g2l
                 r += 1
                 use += 1
+        if R:
+            for t in range(T):  # the epilogue after the residual
+                for o in range(o_res + 1, E):
+                    r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram,
+                                  load[u, use], bgn[u, use], sizes[uses[use]], uop_dram[uses[use]])
+                    use += 1
         for t in range(T):
             b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
             _dma(out, r, cols, dcols, ac.out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])

@@ -124,13 +124,19 @@ class Ring:
 
 
 @lru_cache(maxsize=256)
-def use_order(T: int, K: int, G: int, E: int) -> tuple[np.ndarray, np.ndarray]:
+def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """(kernel of each compute instruction of a pair, in program order; the kernels in first-use
-    order = the DRAM uop array). Kernel t * (2G + E) + slot: slots G resets, G GEMMs, E ALU ops.
-    Program order per pair: for k: for t: (k = 0: G resets), G GEMMs; then for t: E ALU ops."""
-    S = 2 * G + E
+    order = the DRAM uop array). Kernel t * (2G + E') + slot: slots G resets, G GEMMs, then the
+    epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its first
+    `n_pre` ops). Program order per pair: for k: for t: (k = 0: G resets), G GEMMs; then for t:
+    the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
+    n_pre = E if n_pre < 0 else n_pre
+    n_post = E - n_pre - (1 if R else 0)
+    S = 2 * G + n_pre + R + n_post
     uses = [t * S + (G if k else 0) + b for k in range(K) for t in range(T) for b in range(G * (2 if k == 0 else 1))]
-    uses += [t * S + 2 * G + e for t in range(T) for e in range(E)]
+    uses += [t * S + 2 * G + e for t in range(T) for e in range(n_pre)]
+    uses += [t * S + 2 * G + n_pre + c for c in range(R) for t in range(T)]
+    uses += [t * S + 2 * G + n_pre + R + e for t in range(T) for e in range(n_post)]
     comp_kid = np.array(uses, dtype=np.int64)
     first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
     for arr in (comp_kid, first):
@@ -147,13 +153,22 @@ class Uops:
     first: np.ndarray     # kernels in first-use order
 
 
+def _residual(m: Mapping) -> tuple[int, int]:
+    """(load groups of the residual, epilogue ops before it): (0, E) without one."""
+    for o, a in enumerate(m.epilogue):
+        if a.src == "residual":
+            return fused_slots(m).chunks, o
+    return 0, len(m.epilogue)
+
+
 def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
     validity rule `uop_capacity`)."""
     T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
-    epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue]
+    R, n_pre = _residual(m)
+    epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
     sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + epi, dtype=np.int64), T)
-    uses, first = use_order(T, K, G, E)
+    uses, first = use_order(T, K, G, E, R, n_pre)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
     dram_off = np.zeros(len(sizes), dtype=np.int64)
     dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
@@ -175,9 +190,11 @@ def uop_array(m: Mapping, first: np.ndarray) -> np.ndarray:
             if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
                 kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]
                                                           for c in range(tl.co)], dtype=np.int64)))
-            elif a.src == "residual":
-                kernels.append(Kernel.from_uops(np.array([[dsh, fs.res + t * fs.res_pitch, fs.ident]],
-                                                         dtype=np.int64)))
+            elif a.src == "residual":  # chunk c: planes (g, c0..) of the ACC tile += the INP slice
+                per_g = tl.co // fs.planes
+                kernels += [Kernel.from_uops(np.array([[dsh + ((c // per_g) * tl.co + (c % per_g) * fs.planes) * hw_,
+                                                        t * fs.res_pitch, fs.ident]], dtype=np.int64))
+                            for c in range(fs.chunks)]
             else:
                 kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))
     return np.concatenate([kernels[kid].uops for kid in first])

@@ -67,7 +67,6 @@ def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         out.append(("fused_blocks", f"fused residual: the residual tile is loaded as INP blocks, which needs "
                                     f"BLOCK_IN == BLOCK_OUT (got {hw.block_in} and {hw.block_out})"))
     for buf, need, depth, what in (("acc", fs.acc_need, hw.acc_depth, "ACC tile + bias blocks"),
-                                   ("inp", fs.inp_need, hw.inp_depth, "INP tile + residual tile"),
                                    ("wgt", fs.wgt_need, hw.wgt_depth, "WGT tile + identity block")):
         if need > depth:
             out.append((f"fused_sram_{buf}", f"SRAM capacity: fused epilogue: {what} x {m.n_threads} "

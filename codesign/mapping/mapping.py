@@ -18,8 +18,9 @@ turns it into the program. Its parts:
   immediate (SHR, MIN, MAX, ADD; the templates' requantization), and the two fused steps `fuse`
   adds (docs/vta.md §7.8): the bias (`AluOp("add", src="bias")`: LOAD ACC of the tile's int32 bias
   blocks, ALU ADD broadcast over the pixels) and the residual (`AluOp("gemm", lb,
-  src="residual")`: LOAD INP of the int8 residual tile, GEMM with 2^lb·identity accumulating onto
-  the tile). The SRAM slots they use follow from the tile alone (`fused_slots`).
+  src="residual")`: LOAD INP of the int8 residual tile, in chunks when it does not fit the INP
+  slice, GEMM with 2^lb·identity accumulating onto the tile). The SRAM slots and chunks follow
+  from the tile alone (`fused_slots`).
 - `inp_loads`: how many LOADs bring one INP tile (1, or one per batch x channel block).
 """
 
@@ -145,28 +146,35 @@ class Mapping:
 
 @dataclass(frozen=True)
 class FusedSlots:
-    """SRAM element offsets of the fused epilogue's operands (docs/vta.md §7.8): thread t's bias
-    blocks at ACC `bias + t·tile_co` (after every thread's ACC tile), its residual tile at INP
-    `res + t·res_pitch` (its own INP slice when the tile fits there, else after all slices), the
-    2^lb·identity weight at WGT `ident` (after every thread's WGT slice, loaded once)."""
+    """Where the fused epilogue's operands live (docs/vta.md §7.8): thread t's bias blocks at ACC
+    `bias + t·tile_co` (after every thread's ACC tile); its residual in its own INP slice (at
+    t·`res_pitch`), the whole ACC tile in one load group when it fits there (`chunks` = 1), else
+    `chunks` load groups of `planes` output channel planes (tile_h x tile_w pixels) of one batch
+    block each; the 2^lb·identity weight at WGT `ident` (after every thread's WGT slice, loaded
+    once)."""
 
     bias: int
-    res: int
     res_pitch: int
     ident: int
-    acc_need: int   # ACC / INP / WGT elements the fused program occupies
-    inp_need: int
+    chunks: int
+    planes: int
+    acc_need: int   # ACC / WGT elements the fused program occupies
     wgt_need: int
 
 
 def fused_slots(m: Mapping) -> FusedSlots:
     t, T = m.tile, m.n_threads
+    chunks, planes = 1, t.co
+    if m.has_residual and t.acc_sram > t.inp_sram:
+        # a plane fits the INP slice (hin·win >= h·w); planes of one batch block are one 2-D DMA
+        # when each is contiguous in DRAM (full-width rows, or one row)
+        contiguous = t.w == m.geo.out_w or t.h == 1
+        planes = max(d for d in range(1, t.co + 1) if t.co % d == 0 and d * t.h * t.w <= t.inp_sram
+                     and (contiguous or d == 1))
+        chunks = t.b * t.co // planes
     acc_need = T * (t.acc_sram + (t.co if m.has_bias else 0))
-    own = t.acc_sram <= t.inp_sram
-    res, pitch = (0, t.inp_sram) if own else (T * t.inp_sram, t.acc_sram)
-    inp_need = T * t.inp_sram + (0 if own or not m.has_residual else T * t.acc_sram)
     wgt_need = T * t.wgt_sram + (1 if m.has_residual else 0)
-    return FusedSlots(T * t.acc_sram, res, pitch, T * t.wgt_sram, acc_need, inp_need, wgt_need)
+    return FusedSlots(T * t.acc_sram, t.inp_sram, T * t.wgt_sram, chunks, planes, acc_need, wgt_need)
 
 
 def fuse(m: Mapping, epilogue: tuple[AluOp, ...]) -> Mapping:
