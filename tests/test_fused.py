@@ -229,3 +229,20 @@ def test_residual_in_chunks_when_the_tile_exceeds_the_inp_slice(hw_name):
             np.testing.assert_array_equal(run.output, ref, err_msg=f"{name} {config.knobs}")
             assert measure_fused(layer, config, hw, epi).cycles == run.cycles
     assert any(multi for _, multi, _ in seen) and any(not full for _, _, full in seen)
+
+
+def test_identity_in_the_thread_slice_when_wgt_is_full():
+    """A schedule filling the WGT SRAM leaves no row for the identity block: it is loaded into
+    the thread's own WGT slice with every pair's residual (that slice is reloaded at the next
+    reduction step anyway) — bit-exact, race-free, block timing exact."""
+    hw = HwConfig.resolve("pynq_1x16").with_(LOG_WGT_BUFF_SIZE=10)  # 4 WGT blocks
+    layer, epi = Conv2D(1, 32, 8, 8, 32, 1, 1, 1, 0), EPILOGUES["bias_add_relu"]
+    x, w, bias, r = _inputs(layer, 4)
+    sp = get_space(layer, hw)
+    full = [c for c in (sp.get(int(i)) for i in sp.valid_indices())
+            if fused_slots(fused_mapping(layer, c, hw, epi), hw.wgt_depth).ident_each]
+    assert full
+    for config in full[:3]:
+        run = run_fused(layer, config, hw, epi, x, w, bias, r, check=True)
+        np.testing.assert_array_equal(run.output, reference_fused(layer, epi, x, w, bias, r))
+        assert measure_fused(layer, config, hw, epi).cycles == run.cycles

@@ -95,7 +95,7 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G = m.n_threads, m.n_steps, m.tile.b
     R = fused_slots(m).chunks if m.has_residual else 0
-    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 1 + 2 * R) * T + len(u.uses) + 1
+    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + len(u.uses) + 1
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
     epi = _epilogue(m.epilogue)
@@ -117,7 +117,7 @@ def _epilogue(ops: tuple[AluOp, ...]) -> np.ndarray:
 def _spec(m: Mapping, hw: HwConfig, u: Uops) -> tuple:
     """`access.spec` of `m` at its DRAM bases, plus the uop region's base (elements)."""
     bases, uop_base = dram_bases(m, hw)
-    return (*spec(m, bases, -1 if u.ring.start is None else u.ring.start), uop_base)
+    return (*spec(m, bases, -1 if u.ring.start is None else u.ring.start, hw.wgt_depth), uop_base)
 
 
 def legal(m: Mapping, hw: HwConfig) -> Mapping:
@@ -133,7 +133,7 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     legal(m, hw)
     u = uop_plan(m, hw.uop_depth)
     rows, _ = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
-    return Lowered(rows, uop_array(m, u.first), m)
+    return Lowered(rows, uop_array(m, u.first, hw.wgt_depth), m)
 
 
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
@@ -160,8 +160,8 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
         periods.add(ring.load.shape[0] - ring.start)
     loads = T * sum(n * (P // p if p else P * K) for n, p in zip((m.inp_loads, 1), placed))
     R = fused_slots(m).chunks if m.has_residual else 0
-    if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity once
-        loads += P * T * R + 1
+    if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity
+        loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
     n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + 1)
                + ring.n_loads(P) + 3)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,

@@ -33,11 +33,12 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
         "c_img", "co_pg", "inp_y", "inp_x", "inp_stride", "wgt_y", "wgt_x", "wgt_stride", "out_y", "out_x",
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
         "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
-        "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes")
+        "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
+        "id_each")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
- BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES) = range(len(SPEC))
+ BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH) = range(len(SPEC))
 
 
 @lru_cache(maxsize=1024)
@@ -50,15 +51,17 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
     return table
 
 
-def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: int = 0
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(scalars `SPEC`, pair loop table, thread loop table) of `m`; `bases` are the element offsets
     of the data, weight and output regions (then of the bias, residual and identity regions of a
     fused epilogue), `ring_start` the micro-op ring's period start (`uops`)."""
     g, t = m.geo, m.tile
-    fused = (0,) * 8  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
+    fused = (0,) * 9  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
     if m.has_bias or m.has_residual:
-        fs = fused_slots(m)
-        fused = (*bases[3:6], fs.bias, fs.chunks if m.has_residual else 0, fs.res_pitch, fs.ident, fs.planes)
+        fs = fused_slots(m, wgt_depth)
+        fused = (*bases[3:6], fs.bias, fs.chunks if m.has_residual else 0, fs.res_pitch, fs.ident, fs.planes,
+                 int(fs.ident_each))
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0 when j % place == 0), 0: loaded at every reduction step

@@ -184,9 +184,9 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                 _dma(out, r, cols, dcols, ac.res_access(sc, b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
                      t * sc[ac.RES_PITCH])
                 r += 1
-                if j == 0 and c == 0 and t == 0:  # the identity block, once
+                if c == 0 and (sc[ac.ID_EACH] == 1 or (j == 0 and t == 0)):  # the identity block
                     _dma(out, r, cols, dcols, (sc[ac.ID_BASE], 1, 1, 1, 0, 0, 0, 0), isa.OP_LOAD, isa.MEM_WGT,
-                         sc[ac.ID_SRAM])
+                         t * sram[1] if sc[ac.ID_EACH] == 1 else sc[ac.ID_SRAM])
                     r += 1
                 out[first, cols[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
                 out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)

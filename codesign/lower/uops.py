@@ -175,12 +175,12 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     return Uops(sizes, uses, ring, dram_off, first)
 
 
-def uop_array(m: Mapping, first: np.ndarray) -> np.ndarray:
+def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0) -> np.ndarray:
     """The DRAM micro-op array: the kernels (each thread's SRAM slice and batch block shifted)
     in first-use order."""
     tl, G = m.tile, m.tile.b
     acc_b, inp_b, hw_ = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win, tl.h * tl.w
-    fs = fused_slots(m)
+    fs = fused_slots(m, wgt_depth)
     kernels: list[Kernel] = []
     for t in range(m.n_threads):
         dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
@@ -193,7 +193,8 @@ def uop_array(m: Mapping, first: np.ndarray) -> np.ndarray:
             elif a.src == "residual":  # chunk c: planes (g, c0..) of the ACC tile += the INP slice
                 per_g = tl.co // fs.planes
                 kernels += [Kernel.from_uops(np.array([[dsh + ((c // per_g) * tl.co + (c % per_g) * fs.planes) * hw_,
-                                                        t * fs.res_pitch, fs.ident]], dtype=np.int64))
+                                                        t * fs.res_pitch, wsh if fs.ident_each else fs.ident]],
+                                                      dtype=np.int64))
                             for c in range(fs.chunks)]
             else:
                 kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))

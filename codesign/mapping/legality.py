@@ -62,7 +62,10 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
 def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
     """The fused epilogue's SRAM room and block shapes (docs/vta.md §7.8)."""
     out: list[tuple[str, str]] = []
-    fs = fused_slots(m)
+    fs = fused_slots(m, hw.wgt_depth)
+    if fs.ident_each and m.level("wgt") != len(m.loops) - 1:
+        out.append(("fused_ident", "fused residual: no free WGT row for the identity block, and the thread's "
+                                   "WGT slice stays resident across pairs (weight-stationary)"))
     if m.has_residual and hw.block_in != hw.block_out:
         out.append(("fused_blocks", f"fused residual: the residual tile is loaded as INP blocks, which needs "
                                     f"BLOCK_IN == BLOCK_OUT (got {hw.block_in} and {hw.block_out})"))

@@ -151,7 +151,8 @@ class FusedSlots:
     t·`res_pitch`), the whole ACC tile in one load group when it fits there (`chunks` = 1), else
     `chunks` load groups of `planes` output channel planes (tile_h x tile_w pixels) of one batch
     block each; the 2^lb·identity weight at WGT `ident` (after every thread's WGT slice, loaded
-    once)."""
+    once; when no WGT row is free, at row 0 of the thread's own slice, loaded with every pair's
+    first residual chunk: `ident_each`)."""
 
     bias: int
     res_pitch: int
@@ -160,9 +161,12 @@ class FusedSlots:
     planes: int
     acc_need: int   # ACC / WGT elements the fused program occupies
     wgt_need: int
+    ident_each: bool = False
 
 
-def fused_slots(m: Mapping) -> FusedSlots:
+def fused_slots(m: Mapping, wgt_depth: int = 0) -> FusedSlots:
+    """The slots of `m` on a WGT SRAM of `wgt_depth` rows (0: unknown, the identity then goes
+    into the threads' slices; only `chunks`/`planes` do not depend on it)."""
     t, T = m.tile, m.n_threads
     chunks, planes = 1, t.co
     if m.has_residual and t.acc_sram > t.inp_sram:
@@ -173,8 +177,10 @@ def fused_slots(m: Mapping) -> FusedSlots:
                      and (contiguous or d == 1))
         chunks = t.b * t.co // planes
     acc_need = T * (t.acc_sram + (t.co if m.has_bias else 0))
-    wgt_need = T * t.wgt_sram + (1 if m.has_residual else 0)
-    return FusedSlots(T * t.acc_sram, t.inp_sram, T * t.wgt_sram, chunks, planes, acc_need, wgt_need)
+    each = m.has_residual and T * t.wgt_sram >= wgt_depth
+    wgt_need = T * t.wgt_sram + (1 if m.has_residual and not each else 0)
+    return FusedSlots(T * t.acc_sram, t.inp_sram, 0 if each else T * t.wgt_sram, chunks, planes, acc_need, wgt_need,
+                      each)
 
 
 def fuse(m: Mapping, epilogue: tuple[AluOp, ...]) -> Mapping:
