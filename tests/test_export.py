@@ -94,3 +94,30 @@ def test_export_refuses_configs_that_share_an_autotvm_model(tmp_path, capsys):
     assert main(["export", "autotvm", str(path), "--hw", fast.name, "-o", str(tmp_path / "y.log")]) == 0
     rec = autotvm.parse_line((tmp_path / "y.log").read_text().splitlines()[0])
     assert rec.costs == [0.01]
+
+
+def test_export_picks_the_template_best_and_reports_the_slowdown(tmp_path, capsys):
+    """A faster record of another schedule family cannot be an AutoTVM line: the template's best
+    is exported and the summary says how much slower it is, per layer and in total."""
+    path, rows = _records(tmp_path)
+    faster = MeasureRecord(**{**rows[0].__dict__, "family": "vta", "index": 12345, "seconds": 0.002,
+                              "knobs": {"not": "a template knob"}})  # CONV on HW: template best is 0.01/3
+    only_vta = MeasureRecord(**{**faster.__dict__, "layer": "conv2d_other", "seconds": 0.001})
+    with RecordWriter(path) as w:
+        w.write_all([faster, only_vta])
+    out = tmp_path / "vta.log"
+    assert main(["export", "autotvm", str(path), "--hw", HW.name, "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    by_layer = {e["layer"]: e for e in summary["entries"]}
+    conv = by_layer[CONV.name]
+    assert conv["seconds"] == 0.01 / 3 and conv["best_seconds"] == 0.002 and conv["best_family"] == "vta"
+    assert abs(conv["slowdown"] - (0.01 / 3) / 0.002) < 1e-12
+    dense = by_layer[DENSE.name]
+    assert dense["slowdown"] == 1.0 and dense["best_family"] == "autotvm"
+    assert summary["slowdown"] == (0.01 / 3 + 0.01 / 3) / (0.002 + 0.01 / 3)
+    assert [m["layer"] for m in summary["missing"]] == ["conv2d_other"]
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and all(autotvm.parse_line(x).index != 12345 for x in lines)
+    assert main(["export", "autotvm", str(path), "--hw", HW.name, "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{(0.01 / 3) / 0.002:.3f}x" in text and "no template record, not exported" in text

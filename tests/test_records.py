@@ -94,5 +94,7 @@ def test_line_is_the_dataclass_as_asdict_gives_it():
         d = dataclasses.asdict(r)
         if d["source"] == "simulator":
             d = {k: v for k, v in d.items() if k not in ("source", "device_s", "call_s")}
+        if d["family"] == "autotvm":  # template records keep the original line format
+            del d["family"]
         assert r.to_json() == json.dumps(d, separators=(", ", ": "))
         assert R.from_dict(json.loads(r.to_json())) == r

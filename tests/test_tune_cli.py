@@ -34,13 +34,18 @@ def test_layer_json_shape_and_records(tmp_path, capsys):
 
 def test_workload_on_batch4_config_is_a_list(capsys):
     assert main(["tune", "--workload", "resnet18", "--hw", "pynq_4x8", "--tuner", "random", "--trials", "2",
-                 "--json"]) == 0
+                 "--task-scheduler", "even", "--json"]) == 0
     objs = json.loads(capsys.readouterr().out)
     wl = get_workload("resnet18").for_hw(HwConfig.resolve("pynq_4x8"))
     assert isinstance(objs, list) and len(objs) == len(partition(wl, HwConfig.resolve("pynq_4x8"))[0])
     # the 3-channel stem stays on the CPU; the 512 -> 1000 classifier fits BLOCK_OUT=8
     assert all(o["measurements"] == 2 and o["layer"].startswith(("conv2d_4x", "dense_4x")) for o in objs)
     assert all(abs(o["seconds_per_image"] - o["best"]["seconds"] / 4) < 1e-15 for o in objs)
+    # the default task scheduler shares the same total over the layers, every layer measured
+    assert main(["tune", "--workload", "resnet18", "--hw", "pynq_4x8", "--tuner", "random", "--trials", "2",
+                 "--json"]) == 0
+    shared = json.loads(capsys.readouterr().out)
+    assert sum(o["measurements"] for o in shared) == 2 * len(objs) and all(o["measurements"] >= 1 for o in shared)
 
 
 def test_agent_save_then_reuse(tmp_path, capsys):

@@ -12,19 +12,22 @@ from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_text, check_output_path
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
-from codesign.tune.records import best_records, describe_skipped, read_records
+from codesign.tune.records import DEFAULT_FAMILY, best_records, describe_skipped, read_records
 from codesign.workloads import parse_layer
 
 DESCRIPTION = """\
 Export results for the TVM VTA flow.
 
-  autotvm RECORDS...  the fastest successful record per (layer, hardware config) of tuning
-                      records (JSONL from `codesign tune --records` or a sweep) as AutoTVM v0.2
-                      log lines, exactly as the VTA flow writes them (vta-docs/vta.md §8): target
+  autotvm RECORDS...  the fastest successful template (AutoTVM-family) record per (layer,
+                      hardware config) of tuning records (JSONL from `codesign tune --records`
+                      or a sweep) as AutoTVM v0.2 log lines, exactly as the VTA flow writes them (vta-docs/vta.md §8): target
                       `ext_dev -device=vta -keys=cpu -model=<config>`, task conv2d_packed.vta /
                       dense_packed.vta, packed tensor arguments, entity and config index, result
                       [[seconds], 0, all_cost, timestamp]. Load it with
-                      `autotvm.apply_history_best("vta.log")`.
+                      `autotvm.apply_history_best("vta.log")`. Schedules of the `vta` family
+                      cannot be written as AutoTVM logs: per layer and in total it says how
+                      much slower the exported template schedule is than the best record of
+                      any family (layers without a template record are listed, not exported).
   vta-config HW       the hardware config as VTA's vta_config.json (drop it in 3rdparty/vta-hw/config).
 """
 
@@ -60,10 +63,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 
 
 def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> list[tuple[Any, str]]:
-    """[(best record, AutoTVM line)] per (layer, hw), in first-seen order."""
+    """[(best template record, AutoTVM line)] per (layer, hw), in first-seen order."""
     out = []
     hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
-    best = {key: rec for key, rec in best_records(records).items() if hw_name in (None, key[1])}
+    best = {key: rec for key, rec in best_records(records, family=DEFAULT_FAMILY).items()
+            if hw_name in (None, key[1])}
     # AutoTVM keys a log on `-model=` (VTA's TARGET_BITSTREAM), which carries no clock or bus width:
     # two of our configs that differ only there would collide, and the TVM flow would mix their
     # schedules. Make the user pick one.
@@ -81,6 +85,27 @@ def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> li
         config = ScheduleSpace(layer, hwc).from_knobs(rec.knobs)
         out.append((rec, format_record(layer, hwc, config, rec.seconds, timestamp=rec.timestamp)))
     return out
+
+
+def slowdowns(records: list[Any], exported: list[Any], hw_filter: str | None = None) -> dict[str, Any]:
+    """How much slower each exported template schedule is than the best record of any family of
+    its (layer, hw), and in total (the sum over the layers, each once); plus the layers that
+    have records but no template one (not exported)."""
+    hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
+    overall = {key: rec for key, rec in best_records(records).items() if hw_name in (None, key[1])}
+    rows = []
+    for rec in exported:
+        top = overall[(rec.layer, rec.hw)]
+        rows.append({"layer": rec.layer, "hw": rec.hw, "index": rec.index, "seconds": rec.seconds,
+                     "best_seconds": top.seconds, "best_family": top.family,
+                     "slowdown": rec.seconds / top.seconds})
+    done = {(r["layer"], r["hw"]) for r in rows}
+    missing = [{"layer": k[0], "hw": k[1], "best_seconds": r.seconds, "best_family": r.family}
+               for k, r in overall.items() if k not in done]
+    total_t = sum(r["seconds"] for r in rows)
+    total_b = sum(r["best_seconds"] for r in rows)
+    return {"entries": rows, "missing": missing, "template_seconds": total_t, "best_seconds": total_b,
+            "slowdown": total_t / total_b if total_b else None}
 
 
 def read_all_records(paths: list[str]) -> tuple[list[Any], list[str]]:
@@ -108,22 +133,38 @@ def run_autotvm(args: argparse.Namespace) -> int:
     for notice in notices:
         print(f"codesign export: {notice}", file=sys.stderr)
     pairs = export_autotvm_lines(records, args.hw)
+    gap = slowdowns(records, [r for r, _ in pairs], args.hw)
     if not pairs:
-        raise ConfigError("no successful records" + (f" for --hw {args.hw}" if args.hw else ""))
+        other = f" ({len(gap['missing'])} layer(s) have only records of another schedule family, which AutoTVM " \
+                "logs cannot hold)" if gap["missing"] else ""
+        raise ConfigError("no successful template (AutoTVM-family) records" + (f" for --hw {args.hw}" if args.hw else "")
+                          + other)
     text = "".join(line + "\n" for _rec, line in pairs)
     if args.output:
         atomic_write_text(args.output, text)
     elif not args.json:
         sys.stdout.write(text)
+        _print_gap(gap, sys.stderr)  # the log is on stdout
         return 0
     if args.json:
         print(json.dumps({"output": args.output, "records_read": len(records), "lines": len(pairs),
-                          "skipped": notices,
-                          "entries": [{"layer": r.layer, "hw": r.hw, "index": r.index, "seconds": r.seconds}
-                                      for r, _ in pairs]}))
+                          "skipped": notices, **gap}))
     else:
         print(f"wrote {len(pairs)} AutoTVM records (best of {len(records)}) to {args.output}")
+        _print_gap(gap, sys.stdout)
     return 0
+
+
+def _print_gap(gap: dict[str, Any], out: Any) -> None:
+    """Per layer and in total: the exported template schedule vs the best of any family."""
+    for e in gap["entries"]:
+        print(f"  {e['layer']} on {e['hw']}: template {e['seconds'] * 1e3:.4f} ms, best {e['best_seconds'] * 1e3:.4f} ms "
+              f"({e['best_family']}): {e['slowdown']:.3f}x", file=out)
+    for m in gap["missing"]:
+        print(f"  {m['layer']} on {m['hw']}: no template record, not exported (best {m['best_seconds'] * 1e3:.4f} ms, "
+              f"{m['best_family']})", file=out)
+    print(f"total of the exported layers: template {gap['template_seconds'] * 1e3:.4f} ms vs best "
+          f"{gap['best_seconds'] * 1e3:.4f} ms of any family: {gap['slowdown']:.3f}x slower", file=out)
 
 
 def run_vta_config(args: argparse.Namespace) -> int:

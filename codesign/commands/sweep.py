@@ -28,6 +28,7 @@ from codesign.sweep.options import (
     SweepOptions,
     resources_json,
 )
+from codesign.tune.records import FAMILIES
 from codesign.tune.registry import TUNERS
 from codesign.tune.tuner import parse_hparams
 
@@ -97,6 +98,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--hparam", action="append", default=None, metavar="KEY=VALUE",
                    help="hyper-parameter of the inner --tuner (repeatable; the HPARAMS dict at the top of "
                         "codesign/tune/<tuner>.py lists them), e.g. --tuner xgb --hparam batch_size=4")
+    p.add_argument("--schedules", default=None, choices=FAMILIES,
+                   help="schedule family of the inner tuning: autotvm (the VTA templates' knobs) or vta "
+                        "(default autotvm)")
     p.add_argument("--exhaustive-budget", type=float, default=None, metavar="SECONDS",
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
@@ -150,7 +154,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
 FIXED_ON_RESUME = {"workload": "--workload", "exhaustive_s": "--exhaustive-budget", "budget": "--budget", "tuner": "--tuner",
                    "search": "--search", "seed": "--seed", "verified_clocks_only": "--verified-clocks-only",
                    "profile": "--profile", "hparams": "--hparam", "resources": "--resources",
-                   "objectives": "--objectives"}
+                   "objectives": "--objectives", "schedules": "--schedules"}
 
 
 def _check_resume_flags(args: argparse.Namespace, out: Path) -> None:
@@ -204,7 +208,8 @@ def _options(args: argparse.Namespace, resume: bool) -> SweepOptions:
              "search": search, "seed": args.seed, "max_concurrent": args.max_concurrent,
              "verified_clocks_only": args.verified_clocks_only, "profile": args.profile,
              "hparams": parse_hparams(args.hparam or []) or None, "resources": resources_json(args.resources),
-             "objectives": parse_objectives(args.objectives) if args.objectives else None}
+             "objectives": parse_objectives(args.objectives) if args.objectives else None,
+             "schedules": args.schedules}
     return SweepOptions(**{k: v for k, v in given.items() if v is not None or k == "trials"})
 
 

@@ -15,17 +15,19 @@ from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.support import partition, unsupported_reason
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
-from codesign.tune.loop import tune_layer
+from codesign.tune.loop import ProgressCallback, RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.records import describe_skipped, read_autotvm_log, read_records
+from codesign.tune.records import FAMILIES, RecordWriter, describe_skipped, read_autotvm_log, read_records
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
+from codesign.tune.scheduler import POLICIES, TaskScheduler
 from codesign.tune.task import make_task
 from codesign.tune.tuner import parse_hparams
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
 LEARNED_TRIALS = 100  # --budget default of the sampling tuners
+RL_TUNERS = ("bandit", "ppo", "dqn")  # one agent learns layer after layer: not interleaved by the task scheduler
 
 DESCRIPTION = """\
 Find the fastest valid schedule (AutoTVM knobs of conv2d_packed.vta / dense_packed.vta) of a
@@ -44,7 +46,12 @@ tuners:  auto    (default) every valid schedule when valid schedules x the measu
          bandit  neural contextual bandit (a whole knob vector per action)
          ppo     PPO, multi-step knob moves (-1/0/+1 per knob, horizon 20)
          dqn     double DQN with one Q-head per knob, multi-step
+         evo     evolutionary search ranked by the XGBoost model (Ansor's)
          ga      genetic algorithm;  random;  grid (config-index order)
+A workload's layers share --budget x layers measurements, spent where the expected gain is
+largest (--task-scheduler gain: weight x recent improvement + UCB on the headroom above the
+layer's roofline bound; `even`: --budget per layer, in order). Exhaustive layers are not scheduled.
+--schedules picks the schedule family: autotvm (the TVM VTA templates' knobs, default) or vta.
 RL agents (bandit/ppo/dqn) condition on layer and hardware features: --agent loads a pretrained
 checkpoint, --save-agent writes the agent after tuning (train on some layers, reuse on others).
 A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image = seconds / batch.
@@ -54,6 +61,7 @@ EPILOG = """\
 examples:
   codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1                  # auto: exact on the simulator
   codesign tune --workload resnet18 --tuner exhaustive --parallel 2
+  codesign tune --workload resnet18 --tuner evo --budget 40 --exhaustive-budget 0
   codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --tuner xgb --budget 50
   codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --budget 100 --plot curve.png
   codesign tune --workload resnet18 --hw pynq_4x8 --tuner bandit --records runs/r18_4x8.jsonl
@@ -77,6 +85,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
     p.add_argument("--tuner", default="auto", choices=TUNERS, help="search algorithm (default auto)")
+    p.add_argument("--schedules", default="autotvm", choices=FAMILIES,
+                   help="schedule family: autotvm (the VTA templates' knobs) or vta (default autotvm)")
+    p.add_argument("--task-scheduler", default="gain", choices=POLICIES,
+                   help="--workload: spend measurements where the expected gain is largest (gain) or "
+                        "--budget per layer in order (even) (default gain)")
     p.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S, metavar="SECONDS",
                    help=f"--tuner auto: seconds of measuring per layer up to which the search is exhaustive "
                         f"(default {DEFAULT_EXHAUSTIVE_S:g})")
@@ -172,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     hparams = parse_hparams(args.hparam)
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    if (args.agent or args.save_agent) and args.tuner not in ("bandit", "ppo", "dqn"):
+    if (args.agent or args.save_agent) and args.tuner not in RL_TUNERS:
         raise ConfigError(f"--agent/--save-agent need an RL tuner (bandit, ppo, dqn), not --tuner {args.tuner}")
     if args.plot:
         check_output_path(args.plot, "PNG")  # before the tuning, not after it
@@ -191,19 +204,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
     try:
-        for k, (layer, _count) in enumerate(layers):
-            extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} if args.tuner == "auto" else {}
-            if hparams:
-                extra["hparams"] = hparams
-            task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, **extra)
-            res = tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=args.seed + k,
-                             records=args.records, warm_start=warm, progress=progress, runner=runner,
-                             patience=args.patience)
-            if isinstance(task.tuner, AutoTuner):
-                searched[layer.name] = f", auto: {task.tuner.choice['search']}"
-            if task.tuner.agent is not None:
-                agent = task.tuner.agent  # one agent keeps learning across the layers
-            results.append((layer, _count, res))
+        extra: dict[str, Any] = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} \
+            if args.tuner == "auto" else {}
+        if hparams:
+            extra["hparams"] = hparams
+        if len(layers) > 1 and args.task_scheduler == "gain" and args.tuner not in RL_TUNERS:
+            results = _scheduled(args, layers, hw, runner, budget, warm, progress, extra, searched)
+        else:
+            for k, (layer, _count) in enumerate(layers):
+                task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, family=args.schedules, **extra)
+                res = tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=args.seed + k,
+                                 records=args.records, warm_start=warm, progress=progress, runner=runner,
+                                 patience=args.patience)
+                if isinstance(task.tuner, AutoTuner):
+                    searched[layer.name] = f", auto: {task.tuner.choice['search']}"
+                if task.tuner.agent is not None:
+                    agent = task.tuner.agent  # one agent keeps learning across the layers
+                results.append((layer, _count, res))
     finally:
         runner.close()
     if args.save_agent and agent is not None and not isinstance(agent, str):
@@ -234,6 +251,37 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"tuning curve written to {args.plot}")
     return 0
+
+
+def _scheduled(args: argparse.Namespace, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
+               budget: int | None, warm: Any, progress: bool, extra: dict[str, Any],
+               searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
+    """The layers of a workload tuned by the task scheduler (`codesign.tune.scheduler`): the
+    learned ones share their budgets, spent where the expected gain is largest."""
+    writer = RecordWriter(args.records) if args.records else None
+    runs = []
+    try:
+        for k, (layer, _count) in enumerate(layers):
+            task = make_task(layer, hw, args.tuner, args.seed + k, family=args.schedules, **extra)
+            cbs = [RecordCallback(writer, layer, hw, task.tuner.name, args.seed + k)] if writer else []
+            runs.append(TaskRun(task, budget=budget, seed=args.seed + k, runner=runner, warm_start_records=warm,
+                                patience=args.patience, callbacks=cbs))
+        bar = ProgressCallback(sum(r.budget for r in runs), f"{args.tuner} {len(runs)} layers") if progress else None
+        sched = TaskScheduler(runs, [count for _layer, count in layers],
+                              on_round=(lambda _k, made: bar.bar.update(made)) if bar else None)
+        try:
+            done = sched.run()
+        finally:
+            if bar:
+                bar.close()
+    finally:
+        if writer:
+            writer.close()
+    for (layer, _count), run in zip(layers, runs):
+        tuner = run.task.tuner
+        if isinstance(tuner, AutoTuner):
+            searched[layer.name] = f", auto: {tuner.choice['search']}"
+    return [(layer, count, res) for (layer, count), res in zip(layers, done)]
 
 
 def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -> None:

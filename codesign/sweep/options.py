@@ -13,6 +13,7 @@ from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.pareto.objectives import OBJECTIVES, parse_objectives
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
+from codesign.tune.records import FAMILIES
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
@@ -27,6 +28,7 @@ DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesig
 # NSGA-II 0.90 (benchmarks/sweep.py).
 DEFAULT_SEARCH = "motpe"
 DEFAULT_SEED = 0
+DEFAULT_SCHEDULES = "autotvm"  # the VTA templates' knobs until the vta family is at least as good everywhere
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class SweepOptions:
     # `network_note` says why (a graph op the network IR has no kind for; a layers-only workload).
     network: dict[str, Any] | None = None
     network_note: str | None = None
+    # Schedule family of the inner tuning (`--schedules`; sweeps saved before it: the templates').
+    schedules: str = DEFAULT_SCHEDULES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objectives", parse_objectives(self.objectives, "objectives"))
@@ -74,6 +78,8 @@ class SweepOptions:
             raise ConfigError(f"--budget {self.budget!r}: must be a positive integer")
         if not isinstance(self.exhaustive_s, (int, float)) or not self.exhaustive_s >= 0:
             raise ConfigError(f"--exhaustive-budget {self.exhaustive_s!r}: must be a number of seconds >= 0")
+        if self.schedules not in FAMILIES:
+            raise ConfigError(f"--schedules {self.schedules!r}: allowed: {', '.join(FAMILIES)}")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ConfigError(f"max_concurrent={self.max_concurrent!r}: must be a positive integer")
 

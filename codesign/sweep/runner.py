@@ -408,7 +408,7 @@ def trial_context(opts: SweepOptions, hw_space: HwSpace, state: Any) -> TrialCon
     worker may not see the user's files), and `state` (the `SweepState` actor)."""
     params, _source = resolve_params(opts.profile)
     tuning = InnerTuning(tuner=opts.tuner, budget=opts.budget, seed=opts.seed, exhaustive_s=opts.exhaustive_s,
-                         params=params, hparams=opts.hparams)
+                         params=params, hparams=opts.hparams, schedules=opts.schedules)
     # Every search but grid sends only usable points, checked once in the driver (see TrialContext).
     network = network_from_json(opts.network, f"{OPTIONS_FILE} network") if opts.network else None
     return TrialContext(space=hw_space, workload=workload_from_options(opts), tuning=tuning,

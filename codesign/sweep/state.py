@@ -23,11 +23,11 @@ from typing import Any
 from codesign.sweep.rows import TrialRow
 from codesign.tune.records import MeasureRecord, best_records, load_records
 
-RecordKey = tuple[str, str, int]  # (config, layer, schedule index): measured once per sweep
+RecordKey = tuple[str, str, str, int]  # (config, layer, schedule family, index): measured once per sweep
 
 
 def record_key(r: MeasureRecord) -> RecordKey:
-    return (r.hw, r.layer, int(r.index))
+    return (r.hw, r.layer, r.family, int(r.index))
 
 
 def record_line(r: MeasureRecord) -> str:
@@ -38,6 +38,8 @@ def record_line(r: MeasureRecord) -> str:
                          "tuner": r.tuner, "seed": r.seed, "timestamp": r.timestamp}
     if not (r.source == "simulator" and r.device_s is None and r.call_s is None):
         d.update(source=r.source, device_s=r.device_s, call_s=r.call_s)
+    if r.family != "autotvm":
+        d["family"] = r.family
     return json.dumps(d, separators=(", ", ": "))
 
 

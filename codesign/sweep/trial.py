@@ -32,12 +32,13 @@ from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.sweep.network import cpu_gemms, step_rows, vta_layer_counts
-from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_SCHEDULES, DEFAULT_TUNER
 from codesign.sweep.state import pack_records
-from codesign.tune import RecordWriter, tune_layer
-from codesign.tune.loop import TuneResult
+from codesign.tune import RecordWriter
+from codesign.tune.loop import RecordCallback, TaskRun, TuneResult
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
+from codesign.tune.scheduler import TaskScheduler
 from codesign.tune.task import make_task
 from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
@@ -69,6 +70,7 @@ class InnerTuning:
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
     params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
     hparams: dict[str, str] | None = field(default=None, hash=False)  # the tuner's `--hparam` overrides
+    schedules: str = DEFAULT_SCHEDULES  # schedule family (`--schedules`)
 
 
 @dataclass(frozen=True)
@@ -161,28 +163,53 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
     return out
 
 
-def _tune(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any, records: list[MeasureRecord]) -> TuneResult:
-    """Inner tuning of one layer with transfer from earlier trials' records."""
+def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTuning, *, writer: Any,
+              records: list[MeasureRecord]) -> list[TuneResult]:
+    """Inner tuning of the offloaded layers (with their counts): the task scheduler spends the
+    learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`)."""
+    runs = [_task_run(layer, hw, tuning, writer=writer, records=records) for layer, _count in layers]
+    results = TaskScheduler([run for run, _done in runs], [count for _layer, count in layers]).run()
+    for res, (_run, done) in zip(results, runs):
+        res.measurements += done
+    return results
+
+
+def _task_run(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any,
+              records: list[MeasureRecord]) -> tuple[TaskRun, int]:
+    """(The tuning of one layer with transfer from earlier trials' records, its measurements
+    made by an interrupted run of this trial)."""
     tuner, budget, seed = tuning.tuner, tuning.budget, tuning.seed
     extra: dict[str, Any] = {"time_budget_s": tuning.exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
     if tuning.hparams:
         extra["hparams"] = tuning.hparams
-    task = make_task(layer, hw, tuner, seed, **extra)
+    task = make_task(layer, hw, tuner, seed, family=tuning.schedules, **extra)
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
     seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
     lname, hname = layer.name, hw.name
-    own = [r for r in records if r.layer == lname and r.hw == hname]  # an interrupted run of this trial
+    own = [r for r in records if r.layer == lname and r.hw == hname and r.family == tuning.schedules]  # an interrupted run
     # Its measurements count toward the budget: a resumed trial measures only what is missing, so
     # records.jsonl holds `budget` measurements per (config, layer) however often it was interrupted.
     # auto and exhaustive plan their own budget (every valid config when exhaustive; the cache of
     # earlier records keeps them from measuring a config twice).
     done = len({r.index for r in own})
-    res = tune_layer(layer, hw, tuner=task.tuner,
-                     budget=None if tuner in ("auto", "exhaustive") else max(0, budget - done),
-                     seed=seed, records=writer, warm_start=own or None, progress=False, seeds=seeds,
-                     runner=SimulatorRunner(hw, params=tuning.params) if tuning.params is not None else None)
-    res.measurements += done
-    return res
+    runner = SimulatorRunner(hw, params=tuning.params)
+    return TaskRun(task, budget=None if tuner in ("auto", "exhaustive") else max(0, budget - done), seed=seed,
+                   runner=runner, warm_start_records=own or None, seeds=seeds,
+                   callbacks=[RecordCallback(writer, layer, hw, task.tuner.name, seed), _Closing(runner)]
+                   if writer is not None else [_Closing(runner)]), done
+
+
+class _Closing:
+    """Closes a layer's runner when its tuning ends (a `TuneCallback` that only closes)."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    def __call__(self, result: TuneResult, measured: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        self.runner.close()
 
 
 class RecordList:
@@ -269,11 +296,18 @@ class LayerTuner:
     def tune(self, layer: Layer) -> tuple[TuneResult, Measurement | None]:
         """(the tuning result, the winner's measurement; None when no schedule ran)."""
         if layer not in self.results:
-            res = _tune(layer, self.hw, self.tuning, writer=self.records, records=self.warm)
+            self.tune_all([(layer, 1)])
+        return self.results[layer]
+
+    def tune_all(self, layers: Sequence[tuple[Layer, int]]) -> None:
+        """Tune the layers not tuned yet together (with their counts per batch): the task
+        scheduler spends their measurements where the expected gain is largest."""
+        todo = [(layer, count) for layer, count in layers if layer not in self.results]
+        for (layer, _count), res in zip(todo, _tune_all(todo, self.hw, self.tuning, writer=self.records,
+                                                         records=self.warm)):
             self.measurements += int(res.measurements)
             best = _best_measurement(layer, self.hw, res, self.tuning.params) if res.best is not None else None
             self.results[layer] = (res, best)
-        return self.results[layer]
 
     def row(self, layer: Layer, count: int) -> dict[str, Any]:
         """The result's per-layer row of a tuned layer run `count` times per batch."""
@@ -309,6 +343,7 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     total_s = 0.0
     total_cycles = 0.0
     busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
+    tuner.tune_all(offloaded)  # the task scheduler spreads the measurements over the layers
     for layer, count in offloaded:
         res, best = tuner.tune(layer)
         if best is None:  # every measured schedule failed: the layer cannot run here

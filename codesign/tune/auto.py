@@ -54,21 +54,21 @@ class AutoTuner(Tuner):
         """Without a budget (`None`): every valid config when exhaustive, `learned_budget`
         measurements otherwise; a given budget caps either."""
         layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
-        valid = self.view.valid
-        probe = self.rng.choice(valid, size=min(PROBES, valid.size), replace=False) if valid.size else []
+        n_valid = self.view.n_valid()  # estimated for a space too large to enumerate
+        probe = self.view.sample_valid(PROBES, self.rng)
         cost = runner.seconds_per_measurement([MeasureInput(layer, hw, self.view.config(int(i))) for i in probe])
-        exhaustive_s = cost * valid.size
+        exhaustive_s = cost * n_valid
         if exhaustive_s <= self.time_budget_s:
             self.inner = ExhaustiveTuner(self.space, self.seed, view=self.view)
             self.inner.set_task(layer, hw)
         else:
             self.inner = self._learned(layer, hw)
-        self.choice = {"search": self.inner.name, "valid": int(valid.size), "seconds_per_measurement": cost,
+        self.choice = {"search": self.inner.name, "valid": int(round(n_valid)), "seconds_per_measurement": cost,
                        "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s,
                        "agent": None if self._agent_path is None else str(self._agent_path)}
         self.batch_size = self.inner.batch_size
         if budget is None:
-            return valid.size if isinstance(self.inner, ExhaustiveTuner) else self.learned_budget
+            return int(round(n_valid)) if isinstance(self.inner, ExhaustiveTuner) else self.learned_budget
         return int(budget)
 
     def _learned(self, layer: Layer, hw: HwConfig) -> Tuner:

@@ -29,7 +29,7 @@ from codesign.schedule.knobs import Config
 from codesign.tune.agents import CheckpointMixin, torch_module
 from codesign.tune.env import PENALTY, ScheduleEnv
 from codesign.tune.measure import MeasureResult
-from codesign.tune.records import MeasureRecord
+from codesign.tune.records import MeasureRecord, family_space
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 from codesign.workloads import parse_layer
@@ -48,6 +48,7 @@ HPARAMS = {
     "min_data": 8,  # measurements before a fresh (untrained) model is trusted
     "max_data": 20000,
 }
+CANDIDATES = 4096  # random valid configs ranked per proposal in a space too large to enumerate
 # Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
 HPARAM_RANGES = {"hidden": (1, None), "heads": (1, None), "fit_batch": (1, None), "bootstrap_p": (0, 1),
                  "epsilon": (0, 1), "max_data": (1, None)}
@@ -156,13 +157,13 @@ class BanditTuner(Tuner):
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
         self.hparams = self.hp  # converted and checked (`resolve_hparams`), not the --hparam strings
         self.env: ScheduleEnv | None = None
-        self._obs: np.ndarray | None = None  # observation of every valid config (row-aligned)
+        self._obs: np.ndarray | None = None  # observation of every valid config (enumerable spaces; row-aligned)
         self._task_data = 0
         self._pretrained = False
 
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
-        self._obs = self.env.obs_batch(self.view.valid_pos)
+        self._obs = self.env.obs_batch(self.view.valid_pos) if self.view.enumerable else None
         if self.agent is None:
             self.agent = BanditAgent(self.env.obs_dim, self.hparams, self.seed)
         elif self.agent.obs_dim != self.env.obs_dim:
@@ -177,14 +178,15 @@ class BanditTuner(Tuner):
         env, agent = self.env, self.agent
         if env is None or agent is None:
             return
-        row = {int(i): k for k, i in enumerate(self.view.valid)}
+        idx = np.asarray([int(r.config.index) for r in results], dtype=np.int64)
+        for i, r in zip(idx.tolist(), results):
+            env.record(i, r.seconds if r.ok else None)
+        keep = self.view.valid_mask(idx)  # the model only ranks valid configs; invalid ones are filtered exactly
+        obs = self._observe_batch(idx[keep])
         added = 0
-        for r in results:
-            idx = int(r.config.index)
-            env.record(idx, r.seconds if r.ok else None)
-            if idx in row:  # the model only ranks valid configs; invalid ones are filtered exactly
-                agent.add(self._obs[row[idx]], target(r.seconds if r.ok else None, env.normalizer()))
-                added += 1
+        for o, r in zip(obs, (r for r, k in zip(results, keep) if k)):
+            agent.add(o, target(r.seconds if r.ok else None, env.normalizer()))
+            added += 1
         if added:
             self._task_data += added
             agent.fit()
@@ -195,12 +197,12 @@ class BanditTuner(Tuner):
         assert agent is not None, "set_task(layer, hw) first"
         groups: dict[tuple[str, str], list[MeasureRecord]] = {}
         for r in records:
-            groups.setdefault((r.layer_spec, r.hw), []).append(r)
+            groups.setdefault((r.layer_spec, r.hw, r.family), []).append(r)
         added = 0
-        for (spec, hw_name), recs in list(groups.items())[:max_tasks]:
+        for (spec, hw_name, _family), recs in list(groups.items())[:max_tasks]:
             try:
                 layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
-                view = SpaceView(ScheduleSpace(layer, hw))
+                view = SpaceView(family_space(layer, hw, recs[0].family))
                 configs = [view.space.from_knobs(r.knobs) for r in recs]
             except Exception:  # noqa: BLE001 - records of a layer/config we cannot rebuild: skip
                 continue
@@ -210,7 +212,7 @@ class BanditTuner(Tuner):
             ok = [(r, c) for r, c in zip(recs, configs) if view.is_valid(int(c.index))]
             if not ok:
                 continue
-            pos = np.asarray([view.space.positions(c) for _, c in ok], dtype=np.int64)
+            pos = view.positions([int(c.index) for _, c in ok])
             for o, (r, _) in zip(env.obs_batch(pos), ok):
                 agent.add(o, target(r.seconds if r.ok else None, env.normalizer()))
                 added += 1
@@ -220,14 +222,15 @@ class BanditTuner(Tuner):
 
     def propose(self, n: int) -> list[Config]:
         agent = self.agent
-        assert agent is not None and self._obs is not None, "set_task(layer, hw) first"
+        assert agent is not None and self.env is not None, "set_task(layer, hw) first"
         if not agent.trained or (not self._pretrained and len(agent.y) < agent.hp["min_data"]):
             return [self.view.config(i) for i in self.random_unmeasured(n)]
         measured = np.fromiter(self.results, dtype=np.int64) if self.results else np.zeros(0, np.int64)
-        free = np.flatnonzero(~np.isin(self.view.valid, measured))
+        pool, obs = self._candidates()
+        free = np.flatnonzero(~np.isin(pool, measured))
         if free.size == 0:
             return []
-        preds = agent.predict(self._obs[free])  # (heads, free)
+        preds = agent.predict(obs[free])  # (heads, free)
         chosen: list[int] = []
         for _ in range(min(n, free.size)):
             if self.rng.random() < agent.hp["epsilon"]:
@@ -236,7 +239,23 @@ class BanditTuner(Tuner):
                     chosen.append(pick[0])
                     continue
             head = preds[int(self.rng.integers(preds.shape[0]))].copy()
-            taken = np.isin(self.view.valid[free], np.asarray(chosen, dtype=np.int64))
+            taken = np.isin(pool[free], np.asarray(chosen, dtype=np.int64))
             head[taken] = -np.inf
-            chosen.append(int(self.view.valid[free[int(np.argmax(head))]]))
+            chosen.append(int(pool[free[int(np.argmax(head))]]))
         return [self.view.config(i) for i in chosen]
+
+    def _observe_batch(self, indices: np.ndarray) -> np.ndarray:
+        """Observations of valid configs (looked up for an enumerable space)."""
+        assert self.env is not None
+        if self._obs is not None:
+            return self._obs[np.searchsorted(self.view.valid, indices)]
+        return self.env.obs_batch(self.view.positions(indices))
+
+    def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """(valid configs the model ranks, their observations): all of an enumerable space; of a
+        large one `CANDIDATES` random ones plus the neighbours of the best measured few."""
+        if self._obs is not None:
+            return self.view.valid, self._obs
+        ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
+        pool = self.view.candidates(self.rng, CANDIDATES, around=[int(r.config.index) for r in ok[:4]])
+        return pool, self._observe_batch(pool)

@@ -35,7 +35,7 @@ from codesign.tune.loop import tune_layer
 from codesign.tune.measure import MeasureResult, SimulatorRunner
 from codesign.tune.task import make_task
 from codesign.tune.tuner import Tuner
-from codesign.tune.view import SpaceView, index_of, positions_of, squash
+from codesign.tune.view import SpaceView, squash
 from codesign.workloads.layers import Layer
 
 PENALTY = 10.0  # reward for invalid configs and failures, in roofline-bound units
@@ -91,7 +91,7 @@ class ScheduleEnv:
         pos = np.asarray(pos, dtype=np.int64)
         norm = np.zeros((pos.shape[0], MAX_KNOBS), dtype=np.float32)
         norm[:, : self.n_knobs] = pos / np.maximum(self.dims - 1, 1)
-        feats = self.view.features(index_of(pos, self.view.dims))
+        feats = self.view.features(self.view.index(pos))
         n = pos.shape[0]
         return np.hstack([norm, np.broadcast_to(self._sizes, (n, MAX_KNOBS)), feats,
                           np.broadcast_to(self.context, (n, self.context.size))]).astype(np.float32)
@@ -106,8 +106,9 @@ class ScheduleEnv:
         if mode == "best":
             best = self.best_index()
             if best is not None:
-                return positions_of(np.asarray([best]), self.view.dims)[0]
-        return self.view.valid_pos[int(self.rng.integers(len(self.view.valid)))].copy()
+                return self.view.positions([best])[0]
+        start = self.view.sample_valid(1, self.rng)
+        return self.view.positions(start)[0] if start else np.zeros(self.n_knobs, dtype=np.int64)
 
     def move(self, pos: np.ndarray, action: np.ndarray) -> np.ndarray:
         """Action per knob in {0, 1, 2} = move −1, 0, +1 within the candidate list."""
@@ -115,7 +116,7 @@ class ScheduleEnv:
         return np.clip(pos + step, 0, self.dims - 1)
 
     def index(self, pos: np.ndarray) -> int:
-        return int(index_of(np.asarray(pos)[None, :], self.view.dims)[0])
+        return int(self.view.index(np.asarray(pos)[None, :])[0])
 
     # -- rewards ----------------------------------------------------------------------------
     def record(self, index: int, seconds: float | None) -> None:

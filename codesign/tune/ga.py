@@ -1,9 +1,9 @@
 """Genetic algorithm over knob positions (AutoTVM's GATuner, made validity-aware).
 
 Each generation keeps the `elite` best measured configs, picks parents by tournament on measured
-latency, mixes them with uniform crossover and mutates each knob with probability `mutation`
-(a ±1 step in the candidate list, or a random candidate). Children that are invalid or already
-measured are re-drawn; the space's validity rules make that cheap.
+latency, mixes them with uniform crossover of their knob positions and mutates the child: as many
+one-knob moves (`SpaceView.mutate`, valid) as knobs drawn with probability `mutation`. Children
+that are invalid or already measured are re-drawn; the space's validity mask makes that cheap.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any
 import numpy as np
 
 from codesign.schedule.knobs import Config
-from codesign.schedule.space import ScheduleSpace
 from codesign.tune.tuner import Tuner
-from codesign.tune.view import index_of, positions_of
 
 HPARAMS = {
     "pop_size": 16,  # configs per generation (the loop's batch)
@@ -33,7 +31,7 @@ class GATuner(Tuner):
     HPARAMS = HPARAMS
     HPARAM_RANGES = HPARAM_RANGES
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, space: Any, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
         self.batch_size = int(self.hp["pop_size"])
 
@@ -48,8 +46,9 @@ class GATuner(Tuner):
         idx, sec = self._fitness_pool()
         if idx.size < 2:  # first generation: random
             return [self.view.config(i) for i in self.random_unmeasured(n)]
-        dims = np.asarray(self.view.dims)
-        pos = positions_of(idx, self.view.dims)
+        view = self.view
+        pos = view.positions(idx)
+        n_movable = int(np.count_nonzero(np.asarray(view.dims) > 1))
         chosen: list[int] = []
         taken = set(self.results)
         tries = 0
@@ -57,16 +56,11 @@ class GATuner(Tuner):
             tries += 1
             a = self._tournament(sec)
             b = self._tournament(sec)
-            mask = self.rng.random(dims.size) < 0.5
-            child = np.where(mask, pos[a], pos[b])
-            for k in range(dims.size):
-                if dims[k] > 1 and self.rng.random() < self.hp["mutation"]:
-                    if self.rng.random() < 0.5:
-                        child[k] = np.clip(child[k] + self.rng.choice((-1, 1)), 0, dims[k] - 1)
-                    else:
-                        child[k] = self.rng.integers(dims[k])
-            ci = int(index_of(child[None, :], self.view.dims)[0])
-            if ci in taken or not self.view.is_valid(ci):
+            mask = self.rng.random(pos.shape[1]) < 0.5
+            ci = int(view.index(np.where(mask, pos[a], pos[b])[None, :])[0])
+            for _ in range(int(self.rng.binomial(n_movable, self.hp["mutation"]))):
+                ci = int(view.mutate([ci], self.rng)[0])
+            if ci in taken or not view.is_valid(ci):
                 continue
             taken.add(ci)
             chosen.append(ci)

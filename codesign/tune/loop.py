@@ -136,7 +136,8 @@ def warm_start(task: TuneTask, records: str | Path | Sequence[MeasureRecord] | N
     if cache:
         task.tuner.warm_start(list(cache.values()))
     lname, hname = task.layer.name, task.hw.name
-    other = [r for r in recs if r.layer != lname or r.hw != hname]
+    family = task.view.family
+    other = [r for r in recs if r.layer != lname or r.hw != hname or r.family != family]
     if other:
         task.tuner.transfer(other)  # cross-task learning (the bandit); a no-op for most tuners
     for r in cache.values():
@@ -184,8 +185,9 @@ def measure_round(task: TuneTask, runner: Runner, to_run: Sequence[Config], cach
 def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, space: ScheduleSpace) -> list[MeasureResult]:
     out = []
     lname, hname = layer.name, hw.name  # properties that format a string: once, not per record
+    family = str(getattr(space, "family", "autotvm"))
     for r in records:
-        if r.layer != lname or r.hw != hname:
+        if r.layer != lname or r.hw != hname or r.family != family:
             continue
         try:
             config = space.from_knobs(r.knobs)  # knobs, not the index: robust to space changes
@@ -193,6 +195,67 @@ def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, sp
             continue
         out.append(MeasureResult(config, r.seconds, r.cycles, r.error, measured=False))
     return out
+
+
+class TaskRun:
+    """One task's tuning between rounds: `tune_task` steps one to its end; the task scheduler
+    (`codesign.tune.scheduler`) steps the tasks of a network where measurements gain most.
+    `budget` is the cap of this task (None: the tuner's plan)."""
+
+    def __init__(self, task: TuneTask, *, budget: int | None = 50, seed: int = 0, runner: Runner,
+                 warm_start_records: str | Path | Sequence[MeasureRecord] | None = None,
+                 seeds: Sequence[Config] = (), patience: int | None = None,
+                 callbacks: Sequence[TuneCallback] = ()) -> None:
+        if budget is not None and budget < 0:
+            raise ConfigError(f"budget={budget}: must be >= 0 measurements")
+        self.task, self.runner, self.patience, self.callbacks = task, runner, patience, list(callbacks)
+        task.tuner.set_task(task.layer, task.hw)
+        self.budget = task.tuner.plan_budget(budget, runner)
+        self.result = TuneResult(task.layer, task.hw, task.tuner.name, seed, None, None, None)
+        self.cache = warm_start(task, warm_start_records, self.result)
+        self.pending = list(seeds)
+        self.since_best = self.empty_rounds = 0
+        self.done = self.result.measurements >= self.budget
+
+    def step(self, limit: int | None = None) -> int:
+        """One round of at most the tuner's batch (and `limit`) measurements; the number made
+        (0 on a round whose proposals were all known or invalid). Sets `done` at the end."""
+        task, tuner, view, result = self.task, self.task.tuner, self.task.view, self.result
+        if self.done:
+            return 0
+        if view.enumerable and sum(1 for i in self.cache if i in view.valid_set) >= len(view.valid):
+            result.stopped, self.done = "exhausted", True  # every valid config is known
+            return 0
+        room = self.budget - result.measurements
+        if limit is not None:
+            room = min(room, max(1, limit))
+        want = min(tuner.batch_size, room)
+        if self.pending:
+            proposals, self.pending = self.pending[:want], self.pending[want:]
+        else:
+            proposals = tuner.propose(want)
+        to_run, feedback = filter_proposals(task, proposals, self.cache, room, result)
+        if not to_run:
+            if feedback:
+                tuner.observe(feedback)
+            self.empty_rounds += 1
+            if self.empty_rounds >= 20 or len(self.cache) >= view.size or not proposals:
+                result.stopped, self.done = "exhausted", True
+            return 0
+        self.empty_rounds = 0
+        measured, self.since_best = measure_round(task, self.runner, to_run, self.cache, result, self.since_best)
+        tuner.observe(feedback + measured)
+        for callback in self.callbacks:
+            callback(result, measured)
+        if self.patience is not None and self.since_best >= self.patience:
+            result.stopped, self.done = "patience", True
+        elif result.measurements >= self.budget:
+            self.done = True
+        return len(measured)
+
+    def close(self) -> None:
+        for callback in self.callbacks:
+            callback.close()
 
 
 def tune_task(task: TuneTask, *, budget: int | None = 50, seed: int = 0, runner: Runner,
@@ -203,46 +266,19 @@ def tune_task(task: TuneTask, *, budget: int | None = 50, seed: int = 0, runner:
     plans, `Tuner.plan_budget`: every valid config for `exhaustive`). `seeds` are measured before the
     tuner's own proposals (configs transferred from other hardware); `patience`: stop after that
     many measurements without improving the best."""
-    if budget is not None and budget < 0:
-        raise ConfigError(f"budget={budget}: must be >= 0 measurements")
-    tuner, view = task.tuner, task.view
-    tuner.set_task(task.layer, task.hw)
-    budget = tuner.plan_budget(budget, runner)
-    result = TuneResult(task.layer, task.hw, tuner.name, seed, None, None, None)
-    cache = warm_start(task, warm_start_records, result)
-    pending = list(seeds)
-    since_best = empty_rounds = 0
     try:
-        while result.measurements < budget:
-            if sum(1 for i in cache if i in view.valid_set) >= len(view.valid):
-                result.stopped = "exhausted"  # every valid config is known
-                break
-            want = min(tuner.batch_size, budget - result.measurements)
-            if pending:
-                proposals, pending = pending[:want], pending[want:]
-            else:
-                proposals = tuner.propose(want)
-            to_run, feedback = filter_proposals(task, proposals, cache, budget - result.measurements, result)
-            if not to_run:
-                if feedback:
-                    tuner.observe(feedback)
-                empty_rounds += 1
-                if empty_rounds >= 20 or len(cache) >= view.size or not proposals:
-                    result.stopped = "exhausted"
-                    break
-                continue
-            empty_rounds = 0
-            measured, since_best = measure_round(task, runner, to_run, cache, result, since_best)
-            tuner.observe(feedback + measured)
-            for callback in callbacks:
-                callback(result, measured)
-            if patience is not None and since_best >= patience:
-                result.stopped = "patience"
-                break
-    finally:
+        run = TaskRun(task, budget=budget, seed=seed, runner=runner, warm_start_records=warm_start_records,
+                      seeds=seeds, patience=patience, callbacks=callbacks)
+    except BaseException:
         for callback in callbacks:
             callback.close()
-    return result
+        raise
+    try:
+        while not run.done:
+            run.step()
+    finally:
+        run.close()
+    return run.result
 
 
 def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget: int | None = 50, seed: int = 0,
@@ -277,5 +313,5 @@ def tune_layer(layer: Layer, hw: HwConfig, *, tuner: str | Tuner = "xgb", budget
             runner.close()
 
 
-__all__ = ["ProgressCallback", "RecordCallback", "TuneCallback", "TuneResult", "filter_proposals",
+__all__ = ["ProgressCallback", "RecordCallback", "TaskRun", "TuneCallback", "TuneResult", "filter_proposals",
            "measure_round", "tune_layer", "tune_task", "warm_start"]

@@ -2,7 +2,8 @@
 
 `{"layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner", "seed",
 "timestamp"}`, plus the optional `"source", "device_s", "call_s"` (where it was measured; a board's
-device and call seconds) that readers default when absent. Lines are appended and flushed one at a time, so the file can be read while tuning
+device and call seconds) and `"family"` (the schedule family of `knobs`/`index`: "autotvm", the
+default, or "vta") that readers default when absent, so older files read unchanged. Lines are appended and flushed one at a time, so the file can be read while tuning
 runs and survives a crash: at worst the last line is truncated, and `load_records` skips it.
 AutoTVM logs (docs/vta.md §8) convert to records with `import_autotvm_log`; the log format itself
 lives only in `codesign.autotvm`.
@@ -22,10 +23,12 @@ from codesign import autotvm
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path, read_text
 from codesign.hw.config import HwConfig
-from codesign.schedule import ScheduleSpace
+from codesign.schedule import ScheduleSpace, get_space
 from codesign.schedule.knobs import Config, plain_knobs
-from codesign.workloads.layers import Layer
+from codesign.workloads.layers import Layer, parse_layer
 
+DEFAULT_FAMILY = "autotvm"  # the schedule family of records that name none (AutoTVM's templates)
+FAMILIES = ("autotvm", "vta")  # schedule families (`--schedules`): the templates' knobs, the vta family
 RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
                "seed", "timestamp")
 
@@ -64,6 +67,8 @@ class MeasureRecord:
     source: str = "simulator"
     device_s: float | None = None
     call_s: float | None = None
+    # The schedule family whose space `knobs` and `index` belong to (older files: "autotvm").
+    family: str = DEFAULT_FAMILY
 
     @property
     def ok(self) -> bool:
@@ -77,6 +82,8 @@ class MeasureRecord:
         if d["source"] == "simulator" and d["device_s"] is None and d["call_s"] is None:
             for key in ("source", "device_s", "call_s"):
                 del d[key]
+        if d["family"] == DEFAULT_FAMILY:  # template records keep the original line format
+            del d["family"]
         return json.dumps(d, separators=(", ", ": "))
 
     @classmethod
@@ -96,6 +103,7 @@ class MeasureRecord:
             source=str(data.get("source", "simulator")),
             device_s=None if data.get("device_s") is None else float(data["device_s"]),
             call_s=None if data.get("call_s") is None else float(data["call_s"]),
+            family=str(data.get("family", DEFAULT_FAMILY)),
         )
 
     @classmethod
@@ -105,7 +113,8 @@ class MeasureRecord:
         return cls(layer=layer.name, layer_spec=layer_spec(layer), hw=hw.name, knobs=plain_knobs(config.knobs),
                    index=int(config.index), seconds=seconds, cycles=cycles, error=error, tuner=tuner,
                    seed=int(seed), timestamp=time.time() if timestamp is None else float(timestamp),
-                   source=source, device_s=device_s, call_s=call_s)
+                   source=source, device_s=device_s, call_s=call_s,
+                   family=str(getattr(config, "family", DEFAULT_FAMILY)))
 
 
 class RecordWriter:
@@ -201,16 +210,53 @@ def describe_skipped(path: str | Path, skipped: list[SkippedLine], total: int | 
     return f"{path}: skipped {len(skipped)}{of} {noun} ({first}{more})"
 
 
-def best_records(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], MeasureRecord]:
-    """The fastest successful record per (layer, hw)."""
+def family_space(layer: Layer, hw: HwConfig, family: str = DEFAULT_FAMILY) -> Any:
+    """The (cached) schedule space of `layer` on `hw` in schedule family `family` ("autotvm": the
+    template's `ScheduleSpace`; "vta": the vta family's space)."""
+    if family == DEFAULT_FAMILY:
+        return get_space(layer, hw)
+    try:
+        return get_space(layer, hw, family=family)
+    except TypeError:  # a schedule package without families
+        raise ConfigError(f"schedule family {family!r} is not available; allowed: {DEFAULT_FAMILY}") from None
+
+
+def best_records(records: Iterable[MeasureRecord], family: str | None = None) -> dict[tuple[str, str], MeasureRecord]:
+    """The fastest successful record per (layer, hw), of any schedule family (`family=None`) or
+    of one family."""
     best: dict[tuple[str, str], MeasureRecord] = {}
     for r in records:
-        if not r.ok:
+        if not r.ok or (family is not None and r.family != family):
             continue
         key = (r.layer, r.hw)
         if key not in best or r.seconds < best[key].seconds:  # type: ignore[operator]
             best[key] = r
     return best
+
+
+def best_any_family(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], tuple[MeasureRecord, Config]]:
+    """What deploys (`codesign run`): per (layer, hw), the fastest successful record of any
+    schedule family and its `Config` rebuilt in that family's space (from the knobs, so records
+    stay usable if a space's index changes). Records whose layer, hardware or knobs cannot be
+    rebuilt are passed over for the next fastest."""
+    ranked = sorted((r for r in records if r.ok), key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
+    out: dict[tuple[str, str], tuple[MeasureRecord, Config]] = {}
+    for r in ranked:
+        key = (r.layer, r.hw)
+        if key in out:
+            continue
+        try:
+            config = record_config(r)
+        except Exception:  # noqa: BLE001, S112 - not rebuildable here: the next fastest record
+            continue
+        out[key] = (r, config)
+    return out
+
+
+def record_config(record: MeasureRecord) -> Config:
+    """The record's `Config` in its family's space (ConfigError if its knobs are not candidates)."""
+    layer, hw = parse_layer(record.layer_spec), HwConfig.resolve(record.hw)
+    return family_space(layer, hw, record.family).from_knobs(record.knobs)
 
 
 def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:

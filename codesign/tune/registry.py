@@ -19,6 +19,7 @@ TUNER_CLASSES: dict[str, str] = {
     "grid": "codesign.tune.grid:GridTuner",
     "ga": "codesign.tune.ga:GATuner",
     "xgb": "codesign.tune.xgb:XGBTuner",
+    "evo": "codesign.tune.evo:EvoTuner",
     "bandit": "codesign.tune.bandit:BanditTuner",
     "ppo": "codesign.tune.ppo:PPOTuner",
     "dqn": "codesign.tune.dqn:DQNTuner",

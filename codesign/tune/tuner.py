@@ -126,19 +126,17 @@ class Tuner:
 
     # helpers ------------------------------------------------------------------------------
     def unmeasured_valid(self) -> np.ndarray:
+        """Every valid config not measured yet (enumerates the space: exhaustive and grid only)."""
         if not self.results:
             return self.view.valid
         mask = ~np.isin(self.view.valid, np.fromiter(self.results, dtype=np.int64))
         return self.view.valid[mask]
 
     def random_unmeasured(self, n: int, exclude: Iterable[int] = ()) -> list[int]:
-        pool = self.unmeasured_valid()
+        """Up to `n` random valid configs neither measured nor in `exclude` (`SpaceView.sample_valid`)."""
         ex = set(exclude)
-        if ex:
-            pool = pool[~np.isin(pool, np.fromiter(ex, dtype=np.int64))]
-        if pool.size == 0:
-            return []
-        return [int(i) for i in self.rng.choice(pool, size=min(n, pool.size), replace=False)]
+        ex.update(self.results)
+        return self.view.sample_valid(n, self.rng, exclude=ex)
 
     def best(self) -> MeasureResult | None:
         ok = [r for r in self.results.values() if r.ok]

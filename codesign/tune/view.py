@@ -1,18 +1,29 @@
-"""What every tuner needs from a `ScheduleSpace`, computed once (`SpaceView`); the mixed-radix
-helpers between config indices and knob positions are `codesign.schedule.space`'s."""
+"""The space protocol every tuner goes through (`SpaceView`): index, validity, features, knob
+positions, `neighbours`, `mutate` and sampling of valid configs — generic over knob spaces (the
+AutoTVM `ScheduleSpace` and the `vta` family's space share the public interface: size, dims,
+get, valid_mask, valid_indices, features_batch). Tuners never decode knob positions themselves.
+
+Small spaces (up to `ENUMERATE_LIMIT` configs) are enumerated once: `valid` holds every valid
+index and sampling draws from it. Larger ones (10^5-10^6 configs) are never enumerated by the
+view: valid configs are sampled by drawing indices and keeping those the vectorized mask
+accepts, and validity of single indices is the mask's (cached).
+
+The mixed-radix helpers between config indices and knob positions are `codesign.schedule.space`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from codesign.schedule.knobs import Config
-from codesign.schedule.space import ScheduleSpace, index_of, positions_of
+from codesign.schedule.space import index_of, positions_of
 
-__all__ = ["SpaceView", "index_of", "positions_of", "squash"]
-
-FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA spaces are a few thousand)
+FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA template spaces are a few thousand)
+ENUMERATE_LIMIT = 1 << 18  # enumerate valid configs of spaces up to this size; sample larger ones
+SAMPLE_CHUNK = 4096  # indices drawn per mask call when sampling a large space
+MAX_SAMPLE_DRAWS = 1 << 22  # give up sampling after this many draws (a space with ~no valid configs)
 
 
 def squash(x: np.ndarray) -> np.ndarray:
@@ -21,19 +32,175 @@ def squash(x: np.ndarray) -> np.ndarray:
 
 
 class SpaceView:
-    """What every tuner needs from a `ScheduleSpace`, computed once: dims, valid indices and
-    their knob positions, and fast validity lookup by index."""
+    """What every tuner needs from a schedule space (see the module doc). `enumerate_limit`:
+    spaces up to that many configs are enumerated (default `ENUMERATE_LIMIT`)."""
 
-    def __init__(self, space: ScheduleSpace) -> None:
+    def __init__(self, space: Any, *, enumerate_limit: int = ENUMERATE_LIMIT) -> None:
         self.space = space
+        self.family: str = str(getattr(space, "family", "autotvm"))
         self.dims = tuple(int(d) for d in space.dims)
         self.size = int(space.size)
-        self.valid = np.sort(np.asarray(space.valid_indices(), dtype=np.int64))
-        self.valid_set = set(self.valid.tolist())
-        self.valid_pos = positions_of(self.valid, self.dims)
+        self.enumerable = self.size <= int(enumerate_limit)
+        self._valid: np.ndarray | None = None
+        self._valid_set: set[int] | None = None
+        self._valid_pos: np.ndarray | None = None
         self._valid_feats: np.ndarray | None = None
         self._all_feats: np.ndarray | None = None
         self._row: dict[int, int] = {}
+        self._known: dict[int, bool] = {}  # validity of single indices of a large space
+        self._n_valid_est: float | None = None
+        self._movable = np.flatnonzero(np.asarray(self.dims) > 1)
+
+    # -- index <-> knob positions (the space's own mixed radix when it has one) --------------
+    def positions(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(n, n_knobs) knob positions of config indices."""
+        fn = getattr(self.space, "positions_of", None)
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        return np.asarray(fn(idx), dtype=np.int64) if fn is not None else positions_of(idx, self.dims)
+
+    def index(self, positions: np.ndarray) -> np.ndarray:
+        """(n,) config indices of (n, n_knobs) knob positions."""
+        fn = getattr(self.space, "index_of", None)
+        pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(self.dims))
+        return np.asarray(fn(pos), dtype=np.int64) if fn is not None else index_of(pos, self.dims)
+
+    # -- validity ----------------------------------------------------------------------------
+    @property
+    def valid(self) -> np.ndarray:
+        """Sorted indices of every valid config. Enumerates the space (once): tuners that may
+        meet a large space use `sample_valid` / `candidates` instead."""
+        if self._valid is None:
+            self._valid = np.sort(np.asarray(self.space.valid_indices(), dtype=np.int64))
+        return self._valid
+
+    @property
+    def valid_set(self) -> set[int]:
+        if self._valid_set is None:
+            self._valid_set = set(self.valid.tolist())
+        return self._valid_set
+
+    @property
+    def valid_pos(self) -> np.ndarray:
+        if self._valid_pos is None:
+            self._valid_pos = self.positions(self.valid)
+        return self._valid_pos
+
+    def valid_mask(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Boolean validity of `indices` (in range), vectorized."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size == 0:
+            return np.zeros(0, dtype=bool)
+        if self._valid is not None:  # enumerated already: a binary search, not the mask
+            v = self._valid
+            if v.size == 0:
+                return np.zeros(idx.size, dtype=bool)
+            return v[np.minimum(np.searchsorted(v, idx), v.size - 1)] == idx
+        return np.asarray(self.space.valid_mask(idx), dtype=bool)
+
+    def is_valid(self, index: int) -> bool:
+        index = int(index)
+        if not 0 <= index < self.size:
+            return False
+        if self.enumerable:
+            return index in self.valid_set
+        known = self._known.get(index)
+        if known is None:
+            known = self._known[index] = bool(self.valid_mask([index])[0])
+        return known
+
+    def n_valid(self) -> float:
+        """Valid configs: exact for an enumerable space, else estimated from a uniform sample
+        (the mask's acceptance rate x size)."""
+        if self.enumerable or self._valid is not None:
+            return float(len(self.valid))
+        if self._n_valid_est is None:
+            draws = np.random.default_rng(0).integers(0, self.size, size=1 << 14)
+            self._n_valid_est = float(self.valid_mask(draws).mean()) * self.size
+        return self._n_valid_est
+
+    # -- sampling and local moves ------------------------------------------------------------
+    def sample_valid(self, n: int, rng: np.random.Generator, exclude: Iterable[int] = ()) -> list[int]:
+        """Up to `n` distinct valid indices not in `exclude`, uniformly at random. Enumerable
+        spaces draw from `valid` without replacement; large ones draw indices and keep those the
+        mask accepts."""
+        ex = exclude if isinstance(exclude, (set, dict)) else set(exclude)
+        if n <= 0:
+            return []
+        if self.enumerable:
+            pool = self.valid
+            if ex:
+                pool = pool[~np.isin(pool, np.fromiter(ex, dtype=np.int64, count=len(ex)))]
+            if pool.size == 0:
+                return []
+            return [int(i) for i in rng.choice(pool, size=min(n, pool.size), replace=False)]
+        out: list[int] = []
+        seen: set[int] = set()
+        draws = 0
+        while len(out) < n and draws < MAX_SAMPLE_DRAWS:
+            idx = rng.integers(0, self.size, size=SAMPLE_CHUNK)
+            draws += SAMPLE_CHUNK
+            for i in idx[self.valid_mask(idx)].tolist():
+                if i not in ex and i not in seen:
+                    seen.add(i)
+                    self._known[i] = True
+                    out.append(i)
+                    if len(out) >= n:
+                        break
+        return out
+
+    def neighbours(self, index: int) -> np.ndarray:
+        """Every valid config that differs from `index` in exactly one knob (sorted)."""
+        pos = self.positions([index])[0]
+        rows = []
+        for k in self._movable.tolist():
+            cand = np.repeat(pos[None, :], self.dims[k], axis=0)
+            cand[:, k] = np.arange(self.dims[k])
+            rows.append(np.delete(cand, pos[k], axis=0))
+        if not rows:
+            return np.zeros(0, dtype=np.int64)
+        idx = self.index(np.vstack(rows))
+        return np.sort(idx[self.valid_mask(idx)])
+
+    def mutate_positions(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One random knob of each row set to a random candidate (AutoTVM's SA move: the knob may
+        keep its value); the result may be invalid."""
+        new = np.array(pos, dtype=np.int64, copy=True)
+        if self._movable.size == 0 or len(new) == 0:
+            return new
+        dims = np.asarray(self.dims)
+        knob = rng.choice(self._movable, size=len(new))
+        new[np.arange(len(new)), knob] = rng.integers(dims[knob])
+        return new
+
+    def mutate(self, indices: Sequence[int] | np.ndarray, rng: np.random.Generator, *, tries: int = 8) -> np.ndarray:
+        """Each index with one knob changed to another candidate, valid: up to `tries` draws per
+        index; an index with no valid draw is returned unchanged."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        out = idx.copy()
+        todo = np.arange(idx.size)
+        pos = self.positions(idx)
+        for _ in range(max(1, tries)):
+            if todo.size == 0 or self._movable.size == 0:
+                break
+            cand = pos[todo].copy()
+            knob = rng.choice(self._movable, size=todo.size)
+            dims = np.asarray(self.dims)[knob]
+            # another candidate of that knob: shift by 1..dims-1 (never the same value)
+            cand[np.arange(todo.size), knob] = (cand[np.arange(todo.size), knob] + rng.integers(1, dims)) % dims
+            ci = self.index(cand)
+            ok = self.valid_mask(ci)
+            out[todo[ok]] = ci[ok]
+            todo = todo[~ok]
+        return out
+
+    def candidates(self, rng: np.random.Generator, size: int, around: Sequence[int] = ()) -> np.ndarray:
+        """Valid indices a model can rank: every valid config of an enumerable space; for a large
+        one `size` uniform samples plus the neighbours of the configs `around` (the incumbents)."""
+        if self.enumerable:
+            return self.valid
+        parts = [np.asarray(self.sample_valid(size, rng), dtype=np.int64)]
+        parts += [self.neighbours(int(i)) for i in around]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
     # -- features (fixed length, `codesign.schedule`); squashed so counts and sizes share a scale --
     def valid_features(self) -> np.ndarray:
@@ -43,18 +210,18 @@ class SpaceView:
             self._row = {int(i): r for r, i in enumerate(self.valid)}
         return self._valid_feats
 
-    def features(self, indices: Sequence[int]) -> np.ndarray:
+    def features(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Features of any configs (valid or not) by index. For spaces up to `FULL_FEATURES`
         configs the whole grid is featurized once (RL agents walk through invalid configs too)."""
-        idx = np.asarray(indices, dtype=np.int64)
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if self.size <= FULL_FEATURES:
             if self._all_feats is None:
                 self._all_feats = self._features(np.arange(self.size, dtype=np.int64))
             return self._all_feats[idx]
-        feats = self.valid_features()
-        rows = [self._row.get(int(i)) for i in idx]
-        if all(r is not None for r in rows):
-            return feats[np.asarray(rows, dtype=np.int64)] if rows else feats[:0]
+        if self._valid_feats is not None:
+            rows = [self._row.get(int(i)) for i in idx]
+            if all(r is not None for r in rows):
+                return self._valid_feats[np.asarray(rows, dtype=np.int64)] if rows else self._valid_feats[:0]
         return self._features(idx)
 
     def _features(self, indices: np.ndarray) -> np.ndarray:
@@ -65,10 +232,7 @@ class SpaceView:
 
     @property
     def n_features(self) -> int:
-        return int(self.valid_features().shape[1])
-
-    def is_valid(self, index: int) -> bool:
-        return int(index) in self.valid_set
+        return int(self._features(np.zeros(1, dtype=np.int64)).shape[1])
 
     def config(self, index: int) -> Config:
         return self.space.get(int(index))
@@ -76,15 +240,16 @@ class SpaceView:
     def configs(self, indices: Sequence[int] | np.ndarray) -> list[Config]:
         """`config(i)` for many indices at once: the knob positions of all in one array step, the
         candidate values looked up per knob (an exhaustive round builds every valid config, and
-        `ScheduleSpace.get` one by one was an eighth of its time). Each Config owns its lists."""
+        `ScheduleSpace.get` one by one was an eighth of its time). Each Config owns its lists.
+        Spaces whose configs carry more than AutoTVM knobs (another family) build them one by one."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
-            return [self.config(int(i)) for i in idx]  # out of range: ScheduleSpace.get says so
-        pos = positions_of(idx, self.dims).T.tolist()
+        if self.family != "autotvm" or (idx.size and (idx.min() < 0 or idx.max() >= self.size)):
+            return [self.config(int(i)) for i in idx]  # out of range: the space's get says so
+        pos = self.positions(idx).T.tolist()
         names = [k.name for k in self.space.knobs]
         columns = [[list(k.candidates[p]) for p in col] if k.kind == "sp" else [k.candidates[p] for p in col]
                    for k, col in zip(self.space.knobs, pos)]
         return [Config(i, dict(zip(names, row))) for i, row in zip(idx.tolist(), zip(*columns))]
 
 
-__all__ = ["FULL_FEATURES", "SpaceView", "index_of", "positions_of", "squash"]
+__all__ = ["ENUMERATE_LIMIT", "FULL_FEATURES", "SpaceView", "index_of", "positions_of", "squash"]

@@ -6,6 +6,8 @@ history (label = best / latency, 0 for failures); then run parallel simulated-an
 knob positions (a move sets one knob to another candidate) scored by the model, keep the best
 unmeasured points, and propose the top of them, replacing a fraction `epsilon` by random configs.
 Features: the schedule space's fixed-size config features plus normalized knob positions.
+The model ranks every valid config of a small space at once; a large space (`SpaceView`, not
+enumerated) is ranked where the search goes (SA chain states, evolutionary populations).
 
 Transfer (AutoTVM's `XGBTuner` with a `base_model`, `load_history`): `transfer(records)` trains
 a base model on records of other layers and hardware configs — the rank objective with one query
@@ -24,11 +26,10 @@ import numpy as np
 from codesign.hw.config import HwConfig
 from codesign.schedule.features import hw_features, layer_features
 from codesign.schedule.knobs import Config
-from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.tune.measure import MeasureResult
-from codesign.tune.records import MeasureRecord
+from codesign.tune.records import MeasureRecord, family_space
 from codesign.tune.tuner import Tuner
-from codesign.tune.view import SpaceView, index_of, positions_of, squash
+from codesign.tune.view import SpaceView, squash
 from codesign.workloads.layers import Layer, parse_layer
 
 # Hyper-parameters (AutoTVM defaults where they exist; budgets here are 10x smaller).
@@ -57,14 +58,16 @@ class XGBTuner(Tuner):
     HPARAMS = HPARAMS
     HPARAM_RANGES = HPARAM_RANGES
 
-    def __init__(self, space: ScheduleSpace, seed: int = 0, **kw: Any) -> None:
+    def __init__(self, space: Any, seed: int = 0, **kw: Any) -> None:
         super().__init__(space, seed, **kw)
         self.batch_size = int(self.hp["batch_size"])
-        self._scores: np.ndarray | None = None  # model score per valid config (row-aligned)
+        self._booster: Any = None  # this task's model (None: not fitted yet)
+        self._ready = False  # a model (own or transferred) can rank configs
+        self._scores: np.ndarray | None = None  # enumerable spaces: score per valid config (row-aligned)
+        self._cache: dict[int, float] = {}  # large spaces: scores computed so far (this fit)
         self._dirty = True
         self._task: tuple[Layer, HwConfig] | None = None
         self._base: Any = None  # xgboost Booster trained on other tasks' records (transfer)
-        self._base_scores: np.ndarray | None = None
 
     def _xgb_params(self) -> dict[str, Any]:
         return dict(XGB_PARAMS, max_depth=self.hp["max_depth"], eta=self.hp["eta"], seed=self.seed)
@@ -73,9 +76,10 @@ class XGBTuner(Tuner):
         self._task = (layer, hw)
 
     @staticmethod
-    def transfer_inputs(view: SpaceView, layer: Layer, hw: HwConfig, rows: np.ndarray | None = None) -> np.ndarray:
-        """Task-independent features of valid configs: config features + layer + hardware."""
-        feats = view.valid_features() if rows is None else view.valid_features()[rows]
+    def transfer_inputs(view: SpaceView, layer: Layer, hw: HwConfig, indices: np.ndarray | None = None) -> np.ndarray:
+        """Task-independent features of configs (default: every valid one): config features +
+        layer + hardware."""
+        feats = view.valid_features() if indices is None else view.features(indices)
         ctx = squash(np.concatenate([layer_features(layer), hw_features(hw)]).astype(np.float64))
         return np.hstack([feats, np.broadcast_to(ctx, (feats.shape[0], ctx.size))]).astype(np.float32)
 
@@ -83,23 +87,23 @@ class XGBTuner(Tuner):
         """Train the base model on records of other (layer, hardware) tasks (see module doc)."""
         import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
 
-        groups: dict[tuple[str, str], list[MeasureRecord]] = {}
+        groups: dict[tuple[str, str, str], list[MeasureRecord]] = {}
         for r in records:
-            groups.setdefault((r.layer_spec, r.hw), []).append(r)
+            groups.setdefault((r.layer_spec, r.hw, r.family), []).append(r)
         xs, labels, qid = [], [], []
-        for q, ((spec, hw_name), recs) in enumerate(list(groups.items())[:TRANSFER_MAX_TASKS]):
+        for q, ((spec, hw_name, family), recs) in enumerate(list(groups.items())[:TRANSFER_MAX_TASKS]):
             try:
                 layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
-                view = SpaceView(get_space(layer, hw))
-                rows = {int(i): k for k, i in enumerate(view.valid)}
-                keep = [(rows[int(view.space.from_knobs(r.knobs).index)], r) for r in recs]
+                view = SpaceView(family_space(layer, hw, family))
+                idx = np.asarray([int(view.space.from_knobs(r.knobs).index) for r in recs], dtype=np.int64)
             except Exception:  # noqa: BLE001, S112 - records of a layer/config we cannot rebuild: skip
                 continue
+            keep = [(int(i), r) for i, r, ok in zip(idx, recs, view.valid_mask(idx)) if ok]
             ok = [r.seconds for _, r in keep if r.ok]
             if len(keep) < 2 or not ok:
                 continue
             best = min(ok)
-            xs.append(self.transfer_inputs(view, layer, hw, np.asarray([k for k, _ in keep])))
+            xs.append(self.transfer_inputs(view, layer, hw, np.asarray([i for i, _ in keep], dtype=np.int64)))
             labels += [best / r.seconds if r.ok else 0.0 for _, r in keep]
             qid += [q] * len(keep)
         if not xs:
@@ -107,111 +111,131 @@ class XGBTuner(Tuner):
         dtrain = xgb.DMatrix(np.vstack(xs), label=np.asarray(labels, dtype=np.float32))
         dtrain.set_group(np.unique(np.asarray(qid), return_counts=True)[1])
         self._base = xgb.train(self._xgb_params(), dtrain, num_boost_round=self.hp["num_rounds"])
-        self._base_scores = None
         self._dirty = True
-
-    def _base_margin(self) -> np.ndarray | None:
-        if self._base is None:
-            return None
-        if self._base_scores is None:
-            import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
-
-            layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
-            x = self.transfer_inputs(self.view, layer, hw)
-            self._base_scores = self._base.predict(xgb.DMatrix(x)).astype(np.float64)
-        return self._base_scores
 
     def observe(self, results: Sequence[MeasureResult]) -> None:
         super().observe(results)
         self._dirty = True
 
     # -- model ------------------------------------------------------------------------------
-    def _inputs(self) -> np.ndarray:
+    def _inputs(self, indices: np.ndarray | None = None) -> np.ndarray:
+        """Model inputs of configs (default: every valid one): features + normalized positions."""
         dims = np.maximum(np.asarray(self.view.dims) - 1, 1)
-        return np.hstack([self.view.valid_features(), self.view.valid_pos / dims]).astype(np.float32)
+        if indices is None:
+            return np.hstack([self.view.valid_features(), self.view.valid_pos / dims]).astype(np.float32)
+        return np.hstack([self.view.features(indices), self.view.positions(indices) / dims]).astype(np.float32)
+
+    def _margin(self, indices: np.ndarray | None = None) -> np.ndarray | None:
+        """The transferred model's score of configs (default: every valid one); None without one."""
+        if self._base is None:
+            return None
+        import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
+
+        layer, hw = self._task if self._task is not None else (self.space.layer, self.space.hw)
+        return self._base.predict(xgb.DMatrix(self.transfer_inputs(self.view, layer, hw, indices))).astype(np.float64)
+
+    def _predict(self, indices: np.ndarray | None = None) -> np.ndarray:
+        import xgboost as xgb  # heavy optional library: only the XGBoost tuner needs it
+
+        margin = self._margin(indices)
+        if self._booster is None:
+            assert margin is not None
+            return margin  # too few own measurements: rank by the transferred model
+        return self._booster.predict(xgb.DMatrix(self._inputs(indices), base_margin=margin)).astype(np.float64)
 
     def _fit(self) -> bool:
         import xgboost as xgb
 
+        self._booster, self._scores, self._cache = None, None, {}
         measured = [r for r in self.results.values() if r.measured or r.ok]
         ok = [r for r in measured if r.ok]
-        margin = self._base_margin()
         if len(ok) < self.hp["min_train"]:
-            if margin is None:
+            if self._base is None:
                 return False
-            self._scores = margin  # too few own measurements: rank by the transferred model
-            return True
-        best = min(r.seconds for r in ok)
-        row = {int(i): k for k, i in enumerate(self.view.valid)}
-        rows, labels = [], []
-        for r in measured:
-            k = row.get(int(r.config.index))
-            if k is None:
-                continue  # invalid configs are never in the candidate set; no need to rank them
-            rows.append(k)
-            labels.append(best / r.seconds if r.ok else 0.0)
-        x = self._inputs()
-        sel = np.asarray(rows)
-        dtrain = xgb.DMatrix(x[sel], label=np.asarray(labels, dtype=np.float32),
-                             base_margin=None if margin is None else margin[sel])
-        booster = xgb.train(self._xgb_params(), dtrain, num_boost_round=self.hp["num_rounds"])
-        self._scores = booster.predict(xgb.DMatrix(x, base_margin=margin)).astype(np.float64)
+        else:
+            best = min(r.seconds for r in ok)
+            idx = np.asarray([int(r.config.index) for r in measured], dtype=np.int64)
+            keep = self.view.valid_mask(idx)  # invalid configs are never candidates: no need to rank them
+            labels = np.asarray([best / r.seconds if r.ok else 0.0 for r in measured], dtype=np.float32)[keep]
+            idx = idx[keep]
+            margin = self._margin(idx)
+            dtrain = xgb.DMatrix(self._inputs(idx), label=labels, base_margin=margin)
+            self._booster = xgb.train(self._xgb_params(), dtrain, num_boost_round=self.hp["num_rounds"])
+        if self.view.enumerable:
+            self._scores = self._predict()
         return True
+
+    def score(self, indices: np.ndarray) -> np.ndarray:
+        """Model score of configs (higher = faster); -inf for invalid ones. Call after `_fit`."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        out = np.full(idx.size, -np.inf)
+        ok = self.view.valid_mask(idx)
+        if self._scores is not None:  # enumerable: every valid config scored at fit time
+            out[ok] = self._scores[np.searchsorted(self.view.valid, idx[ok])]
+            return out
+        cache = self._cache
+        miss = np.unique(idx[ok][[int(i) not in cache for i in idx[ok]]]) if ok.any() else idx[:0]
+        if miss.size:
+            cache.update(zip(miss.tolist(), self._predict(miss).tolist()))
+        out[ok] = [cache[int(i)] for i in idx[ok]]
+        return out
+
+    def _model(self) -> bool:
+        """Refit after new observations; True if a model can rank configs."""
+        if self._dirty:
+            self._ready = self._fit()
+            self._dirty = False
+        return self._ready
 
     # -- proposals --------------------------------------------------------------------------
     def propose(self, n: int) -> list[Config]:
-        if self._dirty:
-            fitted = self._fit()
-            self._dirty = False
-            if not fitted:
-                self._scores = None
-        if self._scores is None:
+        if not self._model():
             return [self.view.config(i) for i in self.random_unmeasured(n)]
-        plan = self._anneal()
+        return [self.view.config(i) for i in self.pick(self._search(), n)]
+
+    def pick(self, plan: list[int], n: int) -> list[int]:
+        """The first `n` of `plan` (best first), each replaced by a random unmeasured config with
+        probability `epsilon` (AutoTVM's and Ansor's epsilon-greedy); topped up at random."""
         chosen: list[int] = []
         for idx in plan:
             if len(chosen) >= n:
                 break
             if self.rng.random() < self.hp["epsilon"]:
-                extra = self.random_unmeasured(1, exclude=chosen + plan)
-                chosen += extra
+                chosen += self.random_unmeasured(1, exclude=chosen + plan)
             else:
                 chosen.append(idx)
         if len(chosen) < n:
             chosen += self.random_unmeasured(n - len(chosen), exclude=chosen)
-        return [self.view.config(i) for i in chosen[:n]]
+        return chosen[:n]
+
+    def _search(self) -> list[int]:
+        return self._anneal()
+
+    def _starts(self, n: int) -> list[int]:
+        """Search starts: the best measured configs (up to half) and random valid ones."""
+        ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
+        starts = [int(r.config.index) for r in ok[: n // 2]]
+        return starts + self.view.sample_valid(n - len(starts), self.rng, exclude=set(starts))
 
     def _anneal(self) -> list[int]:
-        """Simulated annealing over knob positions; returns unmeasured valid indices, best first."""
-        view, dims = self.view, np.asarray(self.view.dims)
-        scores = self._scores
-        assert scores is not None
-        scale = float(np.std(scores)) or 1.0
-        row = {int(i): k for k, i in enumerate(view.valid)}
-
-        def score(indices: np.ndarray) -> np.ndarray:
-            return np.array([scores[row[i]] / scale if i in row else -np.inf for i in indices.tolist()])
-
-        # Chains start from the best measured configs and random valid ones (AutoTVM: from the
-        # previous chain ends / random points).
-        ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
-        starts = [int(r.config.index) for r in ok[: self.hp["sa_chains"] // 2]]
-        starts += [int(i) for i in self.rng.choice(view.valid, size=self.hp["sa_chains"] - len(starts))]
-        pos = positions_of(np.asarray(starts), view.dims)
-        cur = score(np.asarray(starts))
-        best: dict[int, float] = {}
-        for i, s in zip(starts, cur):
-            if i not in self.results:
-                best[i] = float(s)
-        movable = np.flatnonzero(dims > 1)
+        """Simulated annealing over knob positions (`SpaceView.mutate_positions`: one knob moves
+        per step); returns unmeasured valid indices, best first."""
+        view = self.view
+        starts = self._starts(self.hp["sa_chains"])
+        if not starts:
+            return []
+        first = self.score(np.asarray(starts))
+        finite = first[np.isfinite(first)]
+        scale = float(np.std(self._scores if self._scores is not None else finite)) or 1.0
+        pos = view.positions(np.asarray(starts))
+        cur = first / scale
+        best: dict[int, float] = {i: float(s) for i, s in zip(starts, cur) if i not in self.results}
         sa_iters = self.hp["sa_iters"]
         for it in range(sa_iters):
             t = SA_TEMP[0] + (SA_TEMP[1] - SA_TEMP[0]) * it / max(sa_iters - 1, 1)
-            new = pos.copy()
-            knob = self.rng.choice(movable, size=len(new))
-            new[np.arange(len(new)), knob] = self.rng.integers(dims[knob])
-            idx = index_of(new, view.dims)
-            s = score(idx)
+            new = view.mutate_positions(pos, self.rng)
+            idx = view.index(new)
+            s = self.score(idx) / scale
             accept = self.rng.random(len(new)) < np.exp(np.minimum((s - cur) / (t + 1e-5), 1.0))
             accept &= np.isfinite(s)
             pos[accept], cur[accept] = new[accept], s[accept]
