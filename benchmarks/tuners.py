@@ -19,7 +19,13 @@ measurements, and the break-even: tuned layers after which pre-training has paid
 (pre-training measurements / measurements saved per layer; pre-training runs on the simulator,
 so on a board it costs no board time at all).
 
+Schedule families (`--schedules autotvm|vta`): the tables, tuners and transfer use that family's
+spaces; the ground truth is the exhaustive optimum, which for both families finishes in minutes
+on the simulator (the vta family's ResNet-18 layers hold up to a few thousand valid schedules).
+XGBoost and the evolutionary search (`evo`) transfer through the same base model.
+
     python benchmarks/tuners.py --quick            # a few layers, 3 seeds, ~ minutes
+    python benchmarks/tuners.py --schedules vta --tuners random,xgb,evo,bandit --transfer-algos xgb,evo,bandit
     python benchmarks/tuners.py --out runs/bench   # full: 10 layers x 2 configs x 7 tuners x 5 seeds
 """
 
@@ -47,6 +53,7 @@ TRAIN_HWS = ("pynq_2x16_i8w8a32_15_16_18_18", "pynq_1x32_i8w8a32_15_16_19_17",
 TUNERS = ("random", "grid", "ga", "xgb", "bandit", "ppo", "dqn")
 RL = ("bandit", "ppo", "dqn")
 TRANSFER = ("xgb", *RL)
+MODEL_TRANSFER = ("xgb", "evo")  # transfer through the XGBoost base model (records of random search)
 BOARD_COST_S = 2.0  # seconds per measurement on a board (upload + run + read back), a parameter
 CHECKPOINTS = (25, 50, 100, 200)
 
@@ -62,15 +69,15 @@ def resnet_layers(hw_name: str) -> list[Any]:
     return [layer for layer, _ in offloaded if isinstance(layer, Conv2D)]
 
 
-def table_for(layer: Any, hw: Any, cache_dir: Path) -> dict[int, tuple[float, int]]:
-    """Exhaustive {index: (seconds, cycles)}, cached as JSON (written atomically)."""
+def table_for(layer: Any, hw: Any, cache_dir: Path, family: str = "autotvm") -> dict[int, tuple[float, int]]:
+    """Exhaustive {index: (seconds, cycles)} of a schedule family, cached as JSON (written atomically)."""
     from codesign.tune import exhaustive_table
 
-    path = cache_dir / hw.name / f"{layer.name}.json"
+    path = cache_dir / family / hw.name / f"{layer.name}.json"
     if path.exists():
         return {int(k): (v[0], v[1]) for k, v in json.loads(path.read_text()).items()}
     t0 = time.perf_counter()
-    table = exhaustive_table(layer, hw)
+    table = exhaustive_table(layer, hw, family=family)
     atomic_write_text(path, json.dumps({str(k): list(v) for k, v in table.items()}))
     print(f"  exhaustive {hw.name} {layer.name}: {len(table)} configs in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr, flush=True)
@@ -100,18 +107,18 @@ def _init_worker() -> None:
 
 
 def bench_task(hw_name: str, layer_spec: str, tuners: tuple[str, ...], seeds: int, budget: int,
-               cache_dir: str) -> dict[str, Any]:
+               cache_dir: str, family: str = "autotvm") -> dict[str, Any]:
     """All tuners x seeds on one (layer, hw) against its exhaustive table."""
     from codesign.hw.config import HwConfig
-    from codesign.schedule import ScheduleSpace
+    from codesign.schedule import get_space
     from codesign.tune import SpaceView, TableRunner, tune_layer
     from codesign.workloads import parse_layer
 
     hw = HwConfig.resolve(hw_name)
     layer = parse_layer(layer_spec)
-    table = table_for(layer, hw, Path(cache_dir))
+    table = table_for(layer, hw, Path(cache_dir), family)
     opt = min(v[0] for v in table.values())
-    space = ScheduleSpace(layer, hw)
+    space = get_space(layer, hw, family)
     view = SpaceView(space)
     out: dict[str, Any] = {"hw": hw.name, "layer": layer.name, "valid": len(view.valid), "opt_s": opt,
                            "runs": {}}
@@ -132,7 +139,8 @@ def bench_task(hw_name: str, layer_spec: str, tuners: tuple[str, ...], seeds: in
 
 
 def pretrain_and_eval(algo: str, hw_name: str, train: list[tuple[str, str]], held: list[str], seeds: int,
-                      budget: int, pre_budget: int, cache_dir: str, agent_dir: str) -> dict[str, Any]:
+                      budget: int, pre_budget: int, cache_dir: str, agent_dir: str,
+                      family: str = "autotvm") -> dict[str, Any]:
     """Pretrain `algo` on `train` [(hw, layer spec)], then tune each held-back layer on hw_name."""
     from codesign.hw.config import HwConfig
     from codesign.tune import MeasureRecord, TableRunner, tune_layer
@@ -142,38 +150,39 @@ def pretrain_and_eval(algo: str, hw_name: str, train: list[tuple[str, str]], hel
     cache = Path(cache_dir)
 
     def runner_factory(layer: Any, hw: Any) -> TableRunner:
-        return TableRunner(table_for(layer, hw, cache))
+        return TableRunner(table_for(layer, hw, cache, family))
 
     tasks = [(parse_layer(spec), HwConfig.resolve(h)) for h, spec in train]
     t0 = time.perf_counter()
     hw = HwConfig.resolve(hw_name)
     records: list[Any] = []
     path: Path | None = None
-    if algo == "xgb":  # model transfer: the base model learns from records of the training tasks
+    if algo in MODEL_TRANSFER:  # model transfer: the base model learns from records of the training tasks
         for layer, thw in tasks:
-            res = tune_layer(layer, thw, tuner="random", budget=pre_budget, seed=0, runner=runner_factory(layer, thw))
+            res = tune_layer(layer, thw, tuner="random", budget=pre_budget, seed=0, runner=runner_factory(layer, thw),
+                             family=family)
             records += [MeasureRecord.make(layer, thw, h.config, h.seconds, h.cycles, h.error, "random", 0, 0.0)
                         for h in res.history]
     else:
-        agent = pretrain(algo, tasks, budget=pre_budget, seed=0, runner_factory=runner_factory)
+        agent = pretrain(algo, tasks, budget=pre_budget, seed=0, runner_factory=runner_factory, family=family)
         tag = hashlib.sha1("|".join(held).encode()).hexdigest()[:8]  # one file per held-back fold
-        path = Path(agent_dir) / f"{algo}_{hw.name}_{tag}.pt"
+        path = Path(agent_dir) / f"{algo}_{family}_{hw.name}_{tag}.pt"
         agent.save(path)
     pre_s = time.perf_counter() - t0
     out: dict[str, Any] = {"algo": algo, "hw": hw.name, "train_tasks": len(tasks), "pretrain_s": pre_s,
                            "pretrain_measurements": len(tasks) * pre_budget, "agent": str(path), "layers": {}}
     for spec in held:
         layer = parse_layer(spec)
-        table = table_for(layer, hw, cache)
+        table = table_for(layer, hw, cache, family)
         opt = min(v[0] for v in table.values())
         runs = []
         for seed in range(seeds):
-            if algo == "xgb":
-                res = tune_layer(layer, hw, tuner="xgb", budget=budget, seed=seed, runner=TableRunner(table),
-                                 warm_start=records)
+            if algo in MODEL_TRANSFER:
+                res = tune_layer(layer, hw, tuner=algo, budget=budget, seed=seed, runner=TableRunner(table),
+                                 warm_start=records, family=family)
             else:
                 res = tune_layer(layer, hw, tuner=algo, agent=str(path), budget=budget, seed=seed,
-                                 runner=TableRunner(table))
+                                 runner=TableRunner(table), family=family)
             runs.append(run_metrics(res.curve(), opt, budget))
         out["layers"][layer.name] = runs
         print(f"  transfer {algo:<6} {hw.name[:9]} {layer.name:<34} n95 {[r['n95'] for r in runs]}",
@@ -286,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transfer-budget", type=int, default=50, help="measurements per held-back layer")
     ap.add_argument("--pretrain-budget", type=int, default=None, help="measurements per pretraining task")
     ap.add_argument("--folds", type=int, default=2, help="layer folds for the transfer case")
+    ap.add_argument("--schedules", default="autotvm", choices=("autotvm", "vta"), help="schedule family (default autotvm)")
     args = ap.parse_args(argv)
 
     seeds = args.seeds or (3 if args.quick else 5)
@@ -308,20 +318,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tuners benchmark: {len(jobs)} tasks x {len(tuners)} tuners x {seeds} seeds, budget {budget}",
           file=sys.stderr)
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
-        futs = [pool.submit(bench_task, h, spec, tuners, seeds, budget, str(cache)) for h, spec in jobs]
+        futs = [pool.submit(bench_task, h, spec, tuners, seeds, budget, str(cache), args.schedules) for h, spec in jobs]
         tasks = [f.result() for f in futs]
     main_s = time.perf_counter() - t_start
 
     result: dict[str, Any] = {
         "config": {"quick": args.quick, "seeds": seeds, "budget": budget, "layers": layer_ids, "hws": hws,
-                   "tuners": tuners, "jobs": args.jobs},
+                   "tuners": tuners, "jobs": args.jobs, "schedules": args.schedules,
+                   "ground_truth": "exhaustive (every valid schedule of the family timed)"},
         "tasks": [{k: v for k, v in t.items() if k != "runs"} for t in tasks],
         "summary": {"all": summarize(tasks, tuners, budget)},
         "main_wall_s": main_s,
     }
     for h in hws:
         result["summary"][h] = summarize(tasks, tuners, budget, (h,))
-    md = ["# Tuner benchmark (ResNet-18, exhaustive ground truth)", "",
+    md = [f"# Tuner benchmark (ResNet-18, {args.schedules} schedules, exhaustive ground truth)", "",
           f"{len(jobs)} (layer, config) tasks, {seeds} seeds, budget {budget}; wall {main_s:.0f} s on "
           f"{args.jobs} processes", ""]
     md.append(markdown(result["summary"]["all"], budget, "all tasks"))
@@ -350,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "agents").mkdir(exist_ok=True)
         with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
             futs = [pool.submit(pretrain_and_eval, a, h, tr, he, seeds, args.transfer_budget, pre_budget, str(cache),
-                                str(out / "agents")) for a, h, tr, he in tjobs]
+                                str(out / "agents"), args.schedules) for a, h, tr, he in tjobs]
             tres = [f.result() for f in futs]
         transfer: dict[str, Any] = {"budget": args.transfer_budget, "pretrain_budget": pre_budget,
                                     "board_cost_s": args.board_cost_s,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from codesign.hw.config import HwConfig
-from codesign.schedule import ScheduleSpace
+from codesign.schedule import ScheduleSpace, get_space
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import index_of, positions_of
 from codesign.tune import MeasureRecord, SpaceView, TableRunner, exhaustive_table, load_records, tune_layer
@@ -181,14 +181,39 @@ def test_records_carry_the_schedule_family(tmp_path):
     cfg = space.get(int(space.valid_indices()[0]))
     old = MeasureRecord.make(layer, HW, cfg, 1e-3, 10, None, "xgb", 0, 1.0)
     assert old.family == "autotvm" and "family" not in json.loads(old.to_json())  # line format unchanged
-    new = MeasureRecord(**{**old.__dict__, "family": "vta", "seconds": 5e-4, "index": 7})
-    assert json.loads(new.to_json())["family"] == "vta"
+    vta = get_space(layer, HW, "vta")
+    vcfg = vta.get(int(vta.valid_indices()[5]))
+    new = MeasureRecord.make(layer, HW, vcfg, 5e-4, 8, None, "evo", 0, 2.0)
+    assert new.family == "vta" and json.loads(new.to_json())["family"] == "vta"
     path = tmp_path / "r.jsonl"
     path.write_text(old.to_json() + "\n" + new.to_json() + "\n")
     back = load_records(path)
     assert [r.family for r in back] == ["autotvm", "vta"]
     assert best_records(back)[(layer.name, HW.name)].family == "vta"
     assert best_records(back, family="autotvm")[(layer.name, HW.name)].family == "autotvm"
-    # best_any_family passes over what cannot be rebuilt here (no vta space yet) for the next fastest
-    rec, config = best_any_family(back)[(layer.name, HW.name)]
-    assert rec.seconds in (5e-4, 1e-3) and config.knobs == cfg.knobs or rec.family == "vta"
+    rec, config = best_any_family(back)[(layer.name, HW.name)]  # what codesign run deploys
+    assert rec.family == "vta" and config == vcfg and config.family == "vta"
+    # a record whose knobs are no candidates is passed over for the next fastest
+    bad = MeasureRecord(**{**new.__dict__, "seconds": 1e-4, "knobs": {**new.knobs, "tile_h": [3, 5]}})
+    rec, config = best_any_family([*back, bad])[(layer.name, HW.name)]
+    assert rec.seconds == 5e-4 and config == vcfg
+
+
+def test_vta_family_through_the_protocol():
+    space = get_space(SMALL, HW, "vta")
+    view = SpaceView(space)
+    rng = np.random.default_rng(3)
+    starts = np.asarray(view.sample_valid(30, rng))
+    out = view.mutate(starts, rng)
+    assert space.valid_mask(out).all() and (out != starts).mean() > 0.5
+    for i in starts[:5].tolist():
+        nb = view.neighbours(i)
+        assert nb.size and space.valid_mask(nb).all()
+        assert ((view.positions(nb) != view.positions([i])[0]).sum(axis=1) == 1).all()
+    table = exhaustive_table(SMALL, HW, family="vta")
+    assert sorted(table) == view.valid.tolist()
+    opt = min(v[0] for v in table.values())
+    for name in ("evo", "bandit"):
+        res = tune_layer(SMALL, HW, tuner=name, budget=len(table) // 2, seed=0, runner=TableRunner(table),
+                         family="vta")
+        assert res.best.family == "vta" and res.best_seconds <= 1.02 * opt

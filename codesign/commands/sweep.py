@@ -15,6 +15,7 @@ from codesign.hw.space import resolve_space_path
 from codesign.pareto.io import read_pareto_json
 from codesign.pareto.objectives import CATALOG, DEFAULT_OBJECTIVES, parse_objectives
 from codesign.paths import SPACES
+from codesign.schedule.knobs import FAMILIES
 from codesign.sweep.confirm import DEFAULT_RETUNE, run_confirm
 from codesign.sweep.options import (
     DEFAULT_BUDGET,
@@ -28,7 +29,6 @@ from codesign.sweep.options import (
     SweepOptions,
     resources_json,
 )
-from codesign.tune.records import FAMILIES
 from codesign.tune.registry import TUNERS
 from codesign.tune.tuner import parse_hparams
 

@@ -13,11 +13,12 @@ from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
 from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
+from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import ProgressCallback, RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.records import FAMILIES, RecordWriter, describe_skipped, read_autotvm_log, read_records
+from codesign.tune.records import RecordWriter, describe_skipped, read_autotvm_log, read_records
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
 from codesign.tune.scheduler import POLICIES, TaskScheduler

@@ -12,8 +12,8 @@ from codesign.fileio import atomic_write_json
 from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import HwSpace
 from codesign.pareto.objectives import OBJECTIVES, parse_objectives
+from codesign.schedule.knobs import FAMILIES
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
-from codesign.tune.records import FAMILIES
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"

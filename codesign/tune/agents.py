@@ -12,6 +12,9 @@ from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_bytes
 
 MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (docs/vta.md §7.2); pad to the larger
+#: Knob slots of an observation per schedule family (the multi-step agents act on MAX_KNOBS): the
+#: vta family's conv2d has 8 knobs (5 tiles, order, residency, threads), its dense 6.
+KNOB_SLOTS = {"autotvm": MAX_KNOBS, "vta": 8}
 
 
 def torch_module() -> Any:
@@ -71,4 +74,4 @@ class CheckpointMixin:
         return agent
 
 
-__all__ = ["MAX_KNOBS", "CheckpointMixin", "load_checkpoint", "save_checkpoint", "torch_module"]
+__all__ = ["KNOB_SLOTS", "MAX_KNOBS", "CheckpointMixin", "load_checkpoint", "save_checkpoint", "torch_module"]

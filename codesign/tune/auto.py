@@ -79,7 +79,7 @@ class AutoTuner(Tuner):
                 and getattr(layer, "template", None) in AGENT_TEMPLATES:
             try:
                 tuner = make_tuner("bandit", self.space, self.seed, view=self.view, agent=str(SHIPPED_AGENT))
-                tuner.set_task(layer, hw)  # ConfigError if the agent's features do not match
+                tuner.set_task(layer, hw)  # ConfigError if the agent's features (or family) do not match
                 self._agent_path = SHIPPED_AGENT
                 return tuner
             except ConfigError:

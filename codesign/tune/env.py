@@ -30,7 +30,7 @@ from codesign.schedule import hw_features, layer_features
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
-from codesign.tune.agents import MAX_KNOBS, torch_module
+from codesign.tune.agents import KNOB_SLOTS, MAX_KNOBS, torch_module
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import MeasureResult, SimulatorRunner
 from codesign.tune.task import make_task
@@ -71,14 +71,16 @@ class ScheduleEnv:
         self.view, self.layer, self.hw, self.rng, self.horizon = view, layer, hw, rng, horizon
         self.dims = np.asarray(view.dims, dtype=np.int64)
         self.n_knobs = len(self.dims)
-        if self.n_knobs > MAX_KNOBS:
-            raise ValueError(f"{self.n_knobs} knobs > MAX_KNOBS={MAX_KNOBS}")
+        self.slots = KNOB_SLOTS.get(view.family, MAX_KNOBS)  # observation width: one per family
+        if self.n_knobs > self.slots:
+            raise ConfigError(f"{self.n_knobs} knobs > {self.slots} knob slots of the {view.family} family's "
+                              "agent observation")
         self.context = task_context(layer, hw)
         self.bound = roofline_seconds(layer, hw)
         self.seconds: dict[int, float | None] = {}  # measured: index -> seconds (None = failed)
-        self.knob_mask = np.zeros(MAX_KNOBS, dtype=np.float32)
-        self.knob_mask[: self.n_knobs] = (self.dims > 1).astype(np.float32)
-        sizes = np.zeros(MAX_KNOBS, dtype=np.float32)
+        self.knob_mask = np.zeros(MAX_KNOBS, dtype=np.float32)  # the multi-step agents' action width
+        self.knob_mask[: min(self.n_knobs, MAX_KNOBS)] = (self.dims[:MAX_KNOBS] > 1).astype(np.float32)
+        sizes = np.zeros(self.slots, dtype=np.float32)
         sizes[: self.n_knobs] = np.log2(self.dims)
         self._sizes = sizes / 4.0
         self.obs_dim = int(self.obs(np.zeros(self.n_knobs, dtype=np.int64)).shape[0])
@@ -89,11 +91,11 @@ class ScheduleEnv:
 
     def obs_batch(self, pos: np.ndarray) -> np.ndarray:
         pos = np.asarray(pos, dtype=np.int64)
-        norm = np.zeros((pos.shape[0], MAX_KNOBS), dtype=np.float32)
+        norm = np.zeros((pos.shape[0], self.slots), dtype=np.float32)
         norm[:, : self.n_knobs] = pos / np.maximum(self.dims - 1, 1)
         feats = self.view.features(self.view.index(pos))
         n = pos.shape[0]
-        return np.hstack([norm, np.broadcast_to(self._sizes, (n, MAX_KNOBS)), feats,
+        return np.hstack([norm, np.broadcast_to(self._sizes, (n, self.slots)), feats,
                           np.broadcast_to(self.context, (n, self.context.size))]).astype(np.float32)
 
     # -- dynamics ---------------------------------------------------------------------------
@@ -191,6 +193,9 @@ class MultiStepTuner(Tuner):
     def on_task(self) -> None:
         """Build the agent, or check a loaded one fits, once the observation size is known."""
         assert self.env is not None
+        if self.env.n_knobs > MAX_KNOBS:
+            raise ConfigError(f"{self.name}: {self.env.n_knobs} knobs but the agent acts on {MAX_KNOBS}; "
+                              "use --tuner bandit, xgb or evo for this schedule family")
         if self.agent is None:
             self.agent = self.agent_cls(self.env.obs_dim, self.hparams, self.seed)
         elif self.agent.obs_dim != self.env.obs_dim:
@@ -247,7 +252,7 @@ class MultiStepTuner(Tuner):
 
 
 def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed: int = 0, agent: Any = None,
-             runner_factory: Any = None, epochs: int = 1, progress: bool = False) -> Any:
+             runner_factory: Any = None, epochs: int = 1, progress: bool = False, family: str = "autotvm") -> Any:
     """Train one agent across layers and hardware configs and return it (`agent.save(path)`).
 
     `layers` x `hws` are the tasks (each layer at the smallest batch the config's BATCH divides;
@@ -268,7 +273,7 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
                     tasks.append((layer, hw))
     for epoch in range(epochs):
         for k, (layer, hw) in enumerate(tasks):
-            task = make_task(layer, hw, algo, seed + 1000 * epoch + k, agent=agent)
+            task = make_task(layer, hw, algo, seed + 1000 * epoch + k, agent=agent, family=family)
             runner = runner_factory(layer, hw) if runner_factory else SimulatorRunner(hw)
             tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed + 1000 * epoch + k, runner=runner,
                        progress=progress)

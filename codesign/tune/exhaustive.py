@@ -40,20 +40,22 @@ class ExhaustiveTuner(Tuner):
 
 
 @lru_cache(maxsize=256)
-def _table(layer: Layer, hw: HwConfig, params: TimingParams | None, n_parallel: int) -> tuple[tuple[int, float, int], ...]:
-    view = SpaceView(get_space(layer, hw))  # valid indices sorted, configs built in one step
+def _table(layer: Layer, hw: HwConfig, params: TimingParams | None, n_parallel: int,
+           family: str = "autotvm") -> tuple[tuple[int, float, int], ...]:
+    view = SpaceView(get_space(layer, hw, family))  # valid indices sorted, configs built in one step
     with SimulatorRunner(hw, n_parallel=n_parallel, params=params) as runner:
         results = runner.run([MeasureInput(layer, hw, c) for c in view.configs(view.valid)])
     return tuple((int(r.config.index), float(r.seconds), int(r.cycles or 0)) for r in results if r.ok)
 
 
 def exhaustive_table(layer: Layer, hw: HwConfig | str, *, params: TimingParams | None = None, progress: bool = False,
-                     space: ScheduleSpace | None = None, n_parallel: int = 1) -> dict[int, tuple[float, int]]:
-    """{config index: (seconds, cycles)} for every valid config that measures without error
-    (a config the compiler rejects is not a candidate). `progress` is accepted for the callers
-    that show one; a layer takes well under a second."""
-    del progress, space  # the cached table is built from get_space(layer, hw)
-    return {i: (s, c) for i, s, c in _table(layer, HwConfig.resolve(hw), params, int(n_parallel))}
+                     space: ScheduleSpace | None = None, n_parallel: int = 1,
+                     family: str = "autotvm") -> dict[int, tuple[float, int]]:
+    """{config index: (seconds, cycles)} for every valid config of schedule family `family` that
+    measures without error (a config the compiler rejects is not a candidate). `progress` is
+    accepted for the callers that show one; a template layer takes well under a second."""
+    del progress, space  # the cached table is built from get_space(layer, hw, family)
+    return {i: (s, c) for i, s, c in _table(layer, HwConfig.resolve(hw), params, int(n_parallel), family)}
 
 
 def exhaustive(layer: Layer, hw: HwConfig, *, params: TimingParams | None = None,

@@ -24,11 +24,10 @@ from codesign.errors import ConfigError
 from codesign.fileio import check_output_path, read_text
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace, get_space
-from codesign.schedule.knobs import Config, plain_knobs
+from codesign.schedule.knobs import FAMILIES, Config, plain_knobs
 from codesign.workloads.layers import Layer, parse_layer
 
-DEFAULT_FAMILY = "autotvm"  # the schedule family of records that name none (AutoTVM's templates)
-FAMILIES = ("autotvm", "vta")  # schedule families (`--schedules`): the templates' knobs, the vta family
+DEFAULT_FAMILY = FAMILIES[0]  # the schedule family of records that name none (AutoTVM's templates)
 RECORD_KEYS = ("layer", "layer_spec", "hw", "knobs", "index", "seconds", "cycles", "error", "tuner",
                "seed", "timestamp")
 
@@ -213,12 +212,7 @@ def describe_skipped(path: str | Path, skipped: list[SkippedLine], total: int | 
 def family_space(layer: Layer, hw: HwConfig, family: str = DEFAULT_FAMILY) -> Any:
     """The (cached) schedule space of `layer` on `hw` in schedule family `family` ("autotvm": the
     template's `ScheduleSpace`; "vta": the vta family's space)."""
-    if family == DEFAULT_FAMILY:
-        return get_space(layer, hw)
-    try:
-        return get_space(layer, hw, family=family)
-    except TypeError:  # a schedule package without families
-        raise ConfigError(f"schedule family {family!r} is not available; allowed: {DEFAULT_FAMILY}") from None
+    return get_space(layer, hw, family)  # ConfigError naming the families for another
 
 
 def best_records(records: Iterable[MeasureRecord], family: str | None = None) -> dict[tuple[str, str], MeasureRecord]:
