@@ -17,6 +17,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace, get_space
 from codesign.schedule.knobs import Config
 from codesign.tune.measure import MeasureInput, Runner, SimulatorRunner
+from codesign.tune.records import family_space
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 from codesign.vta.timing import TimingParams
@@ -42,7 +43,7 @@ class ExhaustiveTuner(Tuner):
 @lru_cache(maxsize=256)
 def _table(layer: Layer, hw: HwConfig, params: TimingParams | None, n_parallel: int,
            family: str = "autotvm") -> tuple[tuple[int, float, int], ...]:
-    view = SpaceView(get_space(layer, hw, family))  # valid indices sorted, configs built in one step
+    view = SpaceView(family_space(layer, hw, family))  # valid indices sorted, configs built in one step
     with SimulatorRunner(hw, n_parallel=n_parallel, params=params) as runner:
         results = runner.run([MeasureInput(layer, hw, c) for c in view.configs(view.valid)])
     return tuple((int(r.config.index), float(r.seconds), int(r.cycles or 0)) for r in results if r.ok)

@@ -212,7 +212,9 @@ def describe_skipped(path: str | Path, skipped: list[SkippedLine], total: int | 
 def family_space(layer: Layer, hw: HwConfig, family: str = DEFAULT_FAMILY) -> Any:
     """The (cached) schedule space of `layer` on `hw` in schedule family `family` ("autotvm": the
     template's `ScheduleSpace`; "vta": the vta family's space)."""
-    return get_space(layer, hw, family)  # ConfigError naming the families for another
+    # get_space is lru-cached on its arguments as given: the default family without the argument,
+    # so callers that name no family share the space (built once per process)
+    return get_space(layer, hw) if family == DEFAULT_FAMILY else get_space(layer, hw, family)
 
 
 def best_records(records: Iterable[MeasureRecord], family: str | None = None) -> dict[tuple[str, str], MeasureRecord]:
