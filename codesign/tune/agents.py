@@ -13,8 +13,9 @@ from codesign.fileio import atomic_write_bytes
 
 MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (docs/vta.md §7.2); pad to the larger
 #: Knob slots of an observation per schedule family (the multi-step agents act on MAX_KNOBS): the
-#: vta family's conv2d has 8 knobs (5 tiles, order, residency, threads), its dense 6.
-KNOB_SLOTS = {"autotvm": MAX_KNOBS, "vta": 8}
+#: vta family's conv2d has 9 knobs today (5 tiles, order, residency, threads, micro-op fold); the
+#: slots leave room for more, so its agents' observation size does not change with each knob.
+KNOB_SLOTS = {"autotvm": MAX_KNOBS, "vta": 12}
 
 
 def torch_module() -> Any:

@@ -21,7 +21,10 @@ from codesign.schedule.knobs import Config
 from codesign.schedule.space import index_of, positions_of
 
 FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA template spaces are a few thousand)
-ENUMERATE_LIMIT = 1 << 18  # enumerate valid configs of spaces up to this size; sample larger ones
+# Enumerate valid configs of spaces up to this size (one vectorized mask pass, ~1 s per 10^6 configs);
+# sample larger ones. The vta family's ResNet-18 spaces are 10^5-10^6 configs with ~0.5% valid, where
+# sampling by rejection would draw ~200 indices per valid one.
+ENUMERATE_LIMIT = 1 << 21
 SAMPLE_CHUNK = 4096  # indices drawn per mask call when sampling a large space
 MAX_SAMPLE_DRAWS = 1 << 22  # give up sampling after this many draws (a space with ~no valid configs)
 
