@@ -4,11 +4,10 @@ residual add); the exact host rewrites that let VTA take a stem or an odd-sized 
 (`transforms`: zero padding, space-to-depth, im2col), which the network runner applies and the
 planner costs; the default schedule chooser `best_template_schedule`."""
 
-from codesign.place.epilogue import FUSED_TIMING, Epilogue
 from codesign.place.fusion import Group, groups
 from codesign.place.plan import CPU, CPU_DTYPE, HOST_KINDS, VTA, Plan, Step, plan_network
 from codesign.place.schedules import best_template_schedule, chooser
 from codesign.place.transforms import IM2COL, PAD, SPACE_TO_DEPTH, Rewrite, rewrites
 
-__all__ = ["CPU", "CPU_DTYPE", "FUSED_TIMING", "HOST_KINDS", "IM2COL", "PAD", "SPACE_TO_DEPTH", "VTA", "Epilogue", "Group",
+__all__ = ["CPU", "CPU_DTYPE", "HOST_KINDS", "IM2COL", "PAD", "SPACE_TO_DEPTH", "VTA", "Group",
            "Plan", "Rewrite", "Step", "best_template_schedule", "chooser", "groups", "plan_network", "rewrites"]

@@ -30,13 +30,14 @@ from typing import Any
 
 from codesign.cpu import ConvShape, CpuCost, layer_cost, tensor_pass
 from codesign.errors import CodesignError, InvalidSchedule
+from codesign.evaluate import pool as pools
+from codesign.evaluate.fused import Epilogue, fused_reason, measure_fused
 from codesign.evaluate.run import measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network.graph import Network, Op
 from codesign.network.layers import layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, _pool_factors
-from codesign.place.epilogue import Epilogue, fused_reason, measure_fused, pools
 from codesign.place.fusion import GEMM_KINDS, Group, groups
 from codesign.place.transforms import Rewrite, rewrites, round_up
 from codesign.schedule import get_space
@@ -328,12 +329,11 @@ class _Planner:
             except CodesignError as exc:
                 why.append(f"{label}: {exc}")
                 continue
-            if measure_fused is not None:
-                fused = self.fused_time(rw.layer, config, seconds, epi)
-                if isinstance(fused, str):
-                    why.append(f"{label}: {fused}")
-                    continue
-                config, seconds = fused
+            fused = self.fused_time(rw.layer, config, seconds, epi)
+            if isinstance(fused, str):
+                why.append(f"{label}: {fused}")
+                continue
+            config, seconds = fused
             host: list[HostPass] = []
             if rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
                 read, write = rw.host_elems()
@@ -444,8 +444,6 @@ class _Planner:
 
     def vta_pool(self, op: Op) -> tuple[Any, float, list[HostPass]] | str:
         """(pool, VTA seconds, host passes it needs) of a pool op on VTA's ALU, or why not."""
-        if pools is None:
-            return "pools on VTA's ALU are not lowered in this tree"
         pool, why = pools.pool_of(self.net, op, self._pool_params(op))
         if pool is None:
             return why
