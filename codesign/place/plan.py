@@ -373,11 +373,35 @@ class _Planner:
             return f"no schedule has room for the fused epilogue ({first})"
         return best[1], best[0]
 
+    def split_add(self, group: Group, layer: Layer, fused: list[_VtaOption]) -> str | None:
+        """Why the residual add (and its ReLU) of `group` is cheaper as CPU passes over the packed
+        tensors after the plain GEMM than fused into it (the fused residual costs an identity GEMM
+        and ALU passes over the tile), or None when fusing is at least as cheap."""
+        plain = group.without_add()
+        options, _ = self.vta_options(plain, layer, _epilogue(self.qnet, plain))
+        if not fused or not options or PACKED not in self.have.get(group.residual, set()):
+            return None
+        fused_s = min(o.seconds for o in fused)
+        plain_s = min(o.seconds for o in options)
+        res = self.elems(group.residual, PACKED)
+        tail = self.costs.op(group.add, dict.fromkeys(group.add.inputs, res), self.rows)
+        if group.relu:
+            tail += self.costs.op(group.ops[-1], {group.add.name: res}, self.rows)
+        if plain_s + tail >= fused_s:
+            return None
+        return (f"not fused: the plain GEMM {_ms(plain_s)} + CPU passes {_ms(tail)} < fused into "
+                f"{group.head.name} {_ms(fused_s)}")
+
     def gemm(self, group: Group) -> None:
         head = group.head
         layer, why_none = layer_of(self.net, head)
         epi = _epilogue(self.qnet, group)
         options, why = ([], [why_none]) if layer is None else self.vta_options(group, layer, epi)
+        if group.add is not None and layer is not None and (split := self.split_add(group, layer, options)):
+            self.gemm(group.without_add())
+            for op in group.ops[1:]:
+                self.other(op, {op.name: split})
+            return
         # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
         cost = self.costs.gemm(head, self.rows)
         cpu_s, cpu_batch_s = cost.seconds, self.costs.gemm(head, self.batch).seconds
