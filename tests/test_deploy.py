@@ -65,7 +65,7 @@ def test_deploy_and_run_cli_direct_board(direct, bit_catalog, capsys) -> None:
     assert main(["deploy", "pynq_1x16", "--board", addr, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["hw"] == HW.name
-    assert main(["run", "--workload", "resnet18", "--hw", "pynq_1x16", "--board", addr, "--json"]) == 0
+    assert main(["run", "--workload", "resnet18", "--hw", "pynq_1x16", "--board", addr, "--layers", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["all_bit_exact"] and res["measured_by"].startswith(f"board {addr}")
     assert res["total_measured_device_s"] == pytest.approx(res["total_predicted_device_s"], rel=1e-9)

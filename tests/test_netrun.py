@@ -1,4 +1,4 @@
-"""`codesign run`: a network's offloaded layers in order, bit-exact against NumPy, per-layer and
+"""`codesign run --layers`: a network's offloaded layers in order, bit-exact against NumPy, per-layer and
 total latency, schedules from records / tophub / fallback."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ HW = HwConfig.resolve("pynq_1x16")
 
 def test_run_resnet18_simulated_bit_exact_with_tophub_schedules(tmp_path, capsys) -> None:
     png = tmp_path / "run.png"
-    assert main(["run", "--workload", "resnet18", "--hw", "pynq_1x16", "--simulate", "--json",
+    assert main(["run", "--workload", "resnet18", "--hw", "pynq_1x16", "--simulate", "--layers", "--json",
                  "--plot", str(png)]) == 0
     res = json.loads(capsys.readouterr().out)
     layers = res["layers"]
@@ -44,7 +44,7 @@ def test_records_override_tophub_and_mismatch_is_reported(tmp_path, capsys) -> N
     config = space.get(int(space.valid_indices()[0]))
     recs = tmp_path / "records.jsonl"
     recs.write_text(MeasureRecord.make(layer, HW, config, 1e-3, 1, None, "test", 0).to_json() + "\n")
-    assert main(["run", "--hw", "pynq_1x16", "--simulate", "--records", str(recs), "--json"]) == 0
+    assert main(["run", "--hw", "pynq_1x16", "--simulate", "--layers", "--records", str(recs), "--json"]) == 0
     rows = {r["layer"]: r for r in json.loads(capsys.readouterr().out)["layers"]}
     assert rows[layer.name]["schedule_source"] == "records" and rows[layer.name]["index"] == config.index
     assert rows["conv2d_1x64x56x56_64_3x3_s1_p1"]["schedule_source"] == "tophub"
@@ -71,6 +71,6 @@ def test_records_override_tophub_and_mismatch_is_reported(tmp_path, capsys) -> N
 ])
 def test_run_bad_input_one_line(tmp_path, capsys, argv, expect) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    assert main(["run", "--hw", "pynq_1x16", "--simulate", *argv]) == 2
+    assert main(["run", "--hw", "pynq_1x16", "--simulate", "--layers", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expect in err

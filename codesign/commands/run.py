@@ -1,5 +1,6 @@
-"""`codesign run --workload NET --hw HW (--simulate | --board ...)`: a network's offloaded layers
-with their best schedules, bit-exact against NumPy, per-layer and total latency."""
+"""`codesign run --workload NET --hw HW (--simulate | --board ...)`: a quantized network end to end
+(every op placed on VTA or the CPU, bit-exact against the integer reference, whole-network latency);
+`--layers`: the workload's offloaded layers only, as before."""
 
 from __future__ import annotations
 
@@ -11,36 +12,51 @@ from tqdm import tqdm
 
 from codesign.calibrate.profiles import resolve_params
 from codesign.commands.replay import _clean
-from codesign.deploy import board_executor, check_loaded, connect
+from codesign.deploy import board_executor, check_loaded, connect, fused_board_executor
+from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
 from codesign.hw.config import HwConfig
 from codesign.netrun import load_schedule_records, plot, run_network
+from codesign.netrun import network as whole
+from codesign.netrun.schedules import FAMILIES
 
 DESCRIPTION = """\
-Compile every layer the network offloads to VTA with its best schedule -- from --records (our
-records.jsonl or an AutoTVM log), else the tophub schedule VTA itself applies, else AutoTVM's
-fallback (first valid config) -- run them in network order on int8 data (a layer's input is the
-previous output where the shapes match), check every output bit for bit against the NumPy
-reference, and print per-layer and total latency: predicted by the timing model next to measured
-(--simulate: the functional simulator; --board/--tracker: a board deployed with HW). Layers repeated in the network count as often as they
-occur. Exit status 1 if any output differs from the reference.
+Run a quantized network end to end on one hardware config: import the model with its weights
+(zoo name with seeded random weights, path/to/file.py:factory, or a torch.export .pt2), quantize
+it int8 with power-of-two scales (torchao PT2E; calibrated on --calibration FILE.npy, else the
+example inputs), place every op on VTA or the board's CPU by cost (fused conv/dense epilogues,
+host layout transforms), execute the steps in order -- VTA steps on the functional simulator
+(--simulate) or a board deployed with HW (--board/--tracker), CPU steps with the integer reference
+-- and check every op's output bit for bit against the integer reference. Prints per op where it
+ran, its predicted time (measured too on boards) and bit-exactness; the total per image.
+
+Schedules of the VTA layers: the fastest record of any family in --records (--schedules keeps one
+family), else the tophub schedule VTA itself applies, else the best AutoTVM template schedule.
+--layers keeps the layer-level run: only the offloaded layers of a workload, on random data.
+Exit status 1 if any output differs from the reference.
 """
 
 EPILOG = """\
 examples:
   codesign run --workload resnet18 --hw pynq_1x16 --simulate
-  codesign run --workload resnet18 --hw pynq_1x16 --simulate --records runs/sweep/records.jsonl
-  codesign run --workload resnet18 --hw pynq_4x8 --simulate --profile tophub-2019 --plot run.png --json
+  codesign run --workload mynet.py:build --hw pynq_1x16 --simulate --calibration calib.npy --json
+  codesign run --workload resnet18 --hw pynq_1x16 --simulate --records runs/sweep/records.jsonl --schedules vta
   codesign run --workload resnet18 --hw pynq_1x16 --board 192.168.2.99:9091   # after codesign deploy
+  codesign run --workload resnet18 --hw pynq_4x8 --simulate --layers --plot run.png   # offloaded layers only
 """
 
 
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p = sub.add_parser("run", help=summary, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workload", default="resnet18", help="network (default: %(default)s)")
+    p.add_argument("--workload", default="resnet18",
+                   help="network: zoo name, path/to/file.py:factory or .pt2 (default: %(default)s)")
     p.add_argument("--hw", required=True, help="hardware config (name, alias or YAML)")
+    p.add_argument("--calibration", metavar="FILE.npy", default=None,
+                   help="calibration inputs (N, *input shape[1:]); the run uses their first image")
     p.add_argument("--records", nargs="*", default=[], metavar="R", help="records.jsonl / AutoTVM logs with schedules")
+    p.add_argument("--schedules", choices=FAMILIES, default=None,
+                   help="use records of this schedule family only (default: the fastest of any family)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--simulate", action="store_true", help="run on the functional simulator")
     where.add_argument("--board", metavar="HOST:PORT", default=None, help="run on this board (deployed with HW)")
@@ -48,12 +64,95 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--key", default=None, help="with --tracker: the board type (e.g. pynq)")
     p.add_argument("--profile", default=None, help="calibration profile for the predicted times")
     p.add_argument("--params", default=None, help="timing parameters JSON (default: shipped)")
-    p.add_argument("--plot", metavar="PNG", default=None, help="bar chart of predicted vs measured per layer")
+    p.add_argument("--layers", action="store_true",
+                   help="layer-level run: the workload's offloaded layers only, random int8 data, no CPU ops")
+    p.add_argument("--plot", metavar="PNG", default=None, help="bar chart of the predicted time per step (per layer "
+                   "with --layers, predicted vs measured)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.layers:
+        for flag, value in (("--calibration", args.calibration), ("--schedules", args.schedules)):
+            if value:
+                raise ConfigError(f"{flag} applies to the whole-network run; --layers runs random data on "
+                                  "the offloaded layers with the fastest record of any family")
+        return run_layers(args)
+    if args.plot:
+        check_output_path(args.plot, "PNG")  # before the run, not after it
+    hw = HwConfig.resolve(args.hw)
+    params, source = resolve_params(args.profile, args.params)
+    records = load_schedule_records(args.records) if args.records else []
+
+    def prepare():
+        return whole.prepare_spec(args.workload, hw, calibration_file=args.calibration, records=records,
+                                  family=args.schedules, params=params)
+
+    show = not args.json and sys.stderr.isatty()
+    bar = None
+
+    def progress(prep):
+        nonlocal bar
+        if show:
+            bar = tqdm(total=len(prep.plan.steps), desc="steps", unit="step", file=sys.stderr, leave=False)
+        return (lambda _s: bar.update(1)) if bar is not None else None
+
+    if args.simulate:
+        prep = prepare()
+        result = whole.run(prep, whole.simulator_executor(params), "functional simulator", progress(prep))
+    else:
+        with connect(args.board, args.tracker, args.key) as client:  # a board problem before the import
+            info = check_loaded(client, hw)
+            prep = prepare()
+            result = whole.run(prep, fused_board_executor(client), f"board {client.name} ({info.get('board')}"
+                               f"{', emulated' if info.get('emulated') else ''})", progress(prep))
+    if bar is not None:
+        bar.close()
+    result["params"] = source
+    if args.plot:
+        whole.plot_steps(prep, result, args.plot)
+    if args.json:
+        print(json.dumps(_clean(result)))
+        return 0 if result["bit_exact"] else 1
+    _print_whole(result, source)
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0 if result["bit_exact"] else 1
+
+
+def _print_whole(result: dict, source: str) -> None:
+    print(f"{result['network']} (batch {result['batch']}) on {result['hw']} + {result['board']} CPU; VTA steps on the "
+          f"{result['executor']}; predicted with {source}")
+    board = "measured_vta_device_ms" in result
+    print(f"{'op':<24} {'kind':<20} {'on':<4} {'pred ms':>8}" + (f" {'meas dev':>8} {'meas call':>9}" if board else "")
+          + f" {'output':<10} schedule / transform")
+    for r in result["ops"]:
+        pred = f"{r['predicted_ms']:8.3f}" if r["predicted_ms"] or r["name"] == r["step"] else f"{'(fused)':>8}"
+        meas = ""
+        if board:
+            meas = (f" {r['measured_device_ms']:8.3f} {r.get('measured_call_ms', float('nan')):9.3f}"
+                    if "measured_device_ms" in r else f" {'-':>8} {'-':>9}")
+        out = "-" if r.get("host") else "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
+        sched = r.get("schedule")
+        extra = (f"{sched['source']}:{sched['family']} #{sched['index']}" if sched else "")
+        if r.get("transform"):
+            extra += f" [{r['transform']}]"
+        print(f"{r['name'][:24]:<24} {r['kind'][:20]:<20} {r['placement']:<4} {pred}{meas} {out:<10} {extra}")
+    for note in result["notes"]:
+        print(f"note: {note}")
+    print(f"total per image: {result['latency_ms']:.3f} ms predicted (VTA {result['vta_ms']:.3f} ms + CPU "
+          f"{result['cpu_ms']:.3f} ms + host passes {result['host_ms']:.3f} ms), {result['throughput_ips']:.2f} images/s; outputs "
+          f"{'bit-exact' if result['bit_exact'] else 'NOT bit-exact: ' + ', '.join(result['mismatched_ops'][:5])}")
+    if board:
+        calls = result.get("measured_vta_call_ms")
+        print(f"measured on the board: VTA device {result['measured_vta_device_ms']:.3f} ms"
+              + (f", VTA calls {calls:.3f} ms" if calls is not None else "") + " (CPU steps run on this host: predicted only)")
+    print(f"schedules: {', '.join(f'{k} x{v}' for k, v in result['schedules'].items()) or 'none (nothing on VTA)'}; "
+          f"wall time {result.get('wall_s', 0.0):.1f} s")
+
+
+def run_layers(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "PNG")  # before the run, not after it
     hw = HwConfig.resolve(args.hw)
@@ -85,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     for r in result["layers"]:
         rec = "-" if r["record_s"] is None else f"{r['record_s'] * 1e3:9.3f}"
         call = "-" if r["measured_call_s"] is None else f"{r['measured_call_s'] * 1e3:9.3f}"
-        out = "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
+        out = "-" if r.get("host") else "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
         print(f"{r['position']:>2} {r['layer']:<34} {r['count']:>2} {r['schedule_source'] + ' ' + str(r['index']):<12} "
               f"{r['input_source']:<7} {r['predicted_device_s'] * 1e3:9.3f} {r['measured_device_s'] * 1e3:9.3f} "
               f"{r['predicted_s'] * 1e3:9.3f} {call:>9} {rec:>9} {out:<10}")

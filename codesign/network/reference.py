@@ -193,6 +193,11 @@ def _bind(net: Network, inputs: Any) -> list[np.ndarray]:
     return out
 
 
+def int_op(qnet: QuantizedNetwork, op: Op, xs: list[np.ndarray]) -> np.ndarray:
+    """One op of the integer network on int8 inputs `xs` (what a CPU step of a placed network runs)."""
+    return _int_op(op, qnet.params.get(op.name, QParams()), xs, qnet.frac[op.name])
+
+
 def run_int(qnet: QuantizedNetwork, inputs: Any, quantized: bool = False) -> dict[str, np.ndarray]:
     """Every tensor of the integer network (int8) on `inputs` (float arrays, quantized here with
     the inputs' exponents; or int8 arrays when `quantized`)."""

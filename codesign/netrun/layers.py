@@ -1,7 +1,7 @@
 """Run a network's offloaded layers on one hardware config, in network order, with their best
 schedules, checking every output against the NumPy reference (`codesign run`).
 
-Schedules, per layer: the fastest record of `--records` for (layer, hw); otherwise the tophub
+Schedules, per layer: the fastest record of `--records` for (layer, hw), of any schedule family; otherwise the tophub
 record VTA itself would apply (AutoTVM's tophub context, shipped here as
 `sim/calibration/pynq_resnet18.log` for the two published PYNQ configs); otherwise AutoTVM's
 fallback, the first valid config of the space (every split at its smallest inner tile).
@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import ConfigError
+from codesign.errors import CodesignError, ConfigError
 from codesign.evaluate.run import measure_seconds, run_layer
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
 from codesign.plotting import pyplot, save_figure
-from codesign.schedule import ScheduleSpace
+from codesign.schedule.space import get_space
 from codesign.schedule.support import partition
 from codesign.tune.records import MeasureRecord, best_records, import_autotvm_log, load_records
 from codesign.vta import timing
@@ -91,6 +91,11 @@ def load_schedule_records(paths: Sequence[str | Path]) -> list[MeasureRecord]:
     return out
 
 
+def record_family(rec: MeasureRecord) -> str:
+    # Records written before schedule families existed are AutoTVM template schedules.
+    return str(getattr(rec, "family", "autotvm"))
+
+
 def choose_schedules(workload: Workload, hw: HwConfig, records: Sequence[MeasureRecord]
                      ) -> list[tuple[Any, int, Any, str, float | None]]:
     """(layer, count, config, source, record seconds) for every offloaded layer, in network order."""
@@ -99,12 +104,16 @@ def choose_schedules(workload: Workload, hw: HwConfig, records: Sequence[Measure
     tophub = best_records(import_autotvm_log(TOPHUB_LOG))
     out = []
     for layer, count in offloaded:
-        space = ScheduleSpace(layer, hw)
+        space = get_space(layer, hw)
         for source, table in (("records", mine), ("tophub", tophub)):
             rec = table.get((layer.name, hw.name))
             if rec is not None:
-                config = space.from_knobs(rec.knobs)
-                if space.why_invalid(config) is None:
+                family_space = get_space(layer, hw, record_family(rec))  # the fastest of any family
+                try:
+                    config = family_space.from_knobs(rec.knobs)
+                except CodesignError:
+                    continue
+                if family_space.why_invalid(config) is None:
                     out.append((layer, count, config, source, rec.seconds))
                     break
         else:
@@ -176,5 +185,5 @@ def plot(result: dict[str, Any], path: str | Path, measured_label: str) -> Path:
     return save_figure(fig, path)
 
 
-__all__ = ["LayerResult", "run_network", "choose_schedules", "load_schedule_records", "simulator_executor", "plot",
+__all__ = ["record_family", "LayerResult", "run_network", "choose_schedules", "load_schedule_records", "simulator_executor", "plot",
            "TOPHUB_LOG"]

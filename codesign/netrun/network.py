@@ -1,0 +1,397 @@
+"""A whole quantized network end to end (`codesign run`): import with weights, quantize, place,
+execute every step in order, check every op against the integer reference.
+
+- model: `codesign.network.load_model` (zoo name with seeded random weights, `file.py:factory`,
+  `.pt2`), quantized with torchao PT2E (`codesign.network.quantize`) on `--calibration FILE.npy`
+  or the example inputs;
+- plan: `codesign.place.plan_network` with `ScheduleChooser` (records of any family, tophub,
+  best template schedule);
+- execution, step by step in the plan's order: a VTA step runs its fused op (conv/dense with its
+  epilogue: bias, residual, ReLU, shift, clip) through `codesign.evaluate.fused` on the executor
+  (functional simulator, or a board), after the plan's host transform (NumPy, `codesign.place`);
+  a CPU step runs its ops with the integer reference's op functions;
+- check: every op's output against `run_int` of the same input. Ops fused into a VTA step never
+  leave VTA: they share the step's output check.
+
+Input: the network's example inputs, or the first batch of `--calibration` when given. Times: the
+plan's predicted seconds per step (VTA: the timing model of the chosen schedule; CPU: the CPU cost
+model); on boards, each VTA step's device and call time measured too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import ConfigError
+from codesign.evaluate.fused import measure_fused, run_fused
+from codesign.hw.board import Board
+from codesign.hw.config import HwConfig
+from codesign.netrun.schedules import Chosen, ScheduleChooser
+from codesign.network.graph import Network
+from codesign.network.importer import load_model
+from codesign.network.layers import layer_of
+from codesign.network.quantize import quantize
+from codesign.network.quantized import QuantizedNetwork
+from codesign.network.reference import int_op, run_int
+from codesign.place import Plan, Step, plan_network
+from codesign.place.transforms import Rewrite, pad_axis
+from codesign.plotting import pyplot, save_figure
+from codesign.tune.records import MeasureRecord
+from codesign.vta import timing
+
+GEMM_KINDS = ("conv2d", "linear")
+# Kinds a VTA could run in principle: a CPU placement of one of these gets a note saying why.
+OFFLOADABLE = ("conv2d", "linear", "add", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")
+
+
+def pool_module() -> Any:
+    """`codesign.evaluate.pool` (pools on VTA's ALU): loaded when a plan has a VTA pool step, which
+    only a tree with that module makes (`codesign.place` checks for it the same way)."""
+    return importlib.import_module("codesign.evaluate.pool")
+
+
+# executor(step, config, hw, x, w, bias, residual); for a pool step (`step.pool`), config is the Pool
+# and w, bias, residual are None -> (int8 output in the VTA layer's layout, device
+# seconds, a board's whole call seconds or None). The simulator's device seconds are the timing
+# model's (nothing measured); a board's are measured start to done (`codesign.deploy`).
+VtaExecutor = Callable[..., tuple[np.ndarray, float, "float | None"]]
+
+
+def simulator_executor(params: timing.TimingParams | None = None) -> VtaExecutor:
+    params = params or timing.default_params()
+
+    def run(step: Step, config: Any, hw: HwConfig, x: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
+            residual: np.ndarray | None) -> tuple[np.ndarray, float, None]:
+        if getattr(step, "pool", None) is not None:  # `config` is the step's Pool
+            res = pool_module().run_pool(config, hw, x, params=params)
+            return np.asarray(res.output), res.cycles / hw.clock_hz, None
+        res = run_fused(step.layer, config, hw, step.epilogue, x, w, bias, residual, params=params)
+        return np.asarray(res.output), res.cycles / hw.clock_hz, None
+
+    return run
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A quantized network, its plan and the schedules chosen for its VTA layers."""
+
+    name: str
+    qnet: QuantizedNetwork
+    plan: Plan
+    chooser: ScheduleChooser
+    example: np.ndarray           # the input `run` uses (float, the IR's batch)
+    schedules: dict[str, Chosen] = field(default_factory=dict)  # VTA step -> its schedule and source
+
+    @property
+    def network(self) -> Network:
+        return self.qnet.network
+
+
+def load_calibration(path: str | Path, example_shape: Sequence[int]) -> np.ndarray:
+    """An .npy of calibration inputs (N, *example shape[1:]) or a one-line error naming the file."""
+    p = Path(path)
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: calibration file not found") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{p}: not a NumPy .npy array of calibration inputs ({exc})") from None
+    want = tuple(int(d) for d in example_shape[1:])
+    if arr.ndim != len(want) + 1 or tuple(arr.shape[1:]) != want or arr.shape[0] < 1:
+        raise ConfigError(f"{p}: calibration data has shape {tuple(arr.shape)}, expected "
+                          f"(N, {', '.join(map(str, want))}) for the network's input {tuple(example_shape)}")
+    if not np.issubdtype(arr.dtype, np.number):
+        raise ConfigError(f"{p}: calibration data has dtype {arr.dtype}, expected numbers")
+    return arr.astype(np.float32)
+
+
+def at_batch(qnet: QuantizedNetwork, batch: int) -> QuantizedNetwork:
+    """The same integer network with every tensor's leading (batch) axis set to `batch`."""
+    net = qnet.network
+    if all(shape[0] == batch for _, shape in net.inputs):
+        return qnet
+
+    def attrs(op: Any) -> Any:
+        if op.kind == "flatten":
+            return {**op.attrs, "shape": (batch, *op.attrs["shape"][1:])}
+        if op.kind == "concat" and op.attrs.get("dim") == 0:
+            raise ConfigError(f"{op.where()}: concatenation along the batch axis; `codesign run` runs one batch")
+        return op.attrs
+
+    ops = tuple(replace(op, shape=(batch, *op.shape[1:]), attrs=attrs(op)) for op in net.ops)
+    inputs = tuple((n, (batch, *shape[1:])) for n, shape in net.inputs)
+    return replace(qnet, network=Network(net.name, inputs, ops, net.outputs))
+
+
+def refine(plan: Plan, chooser: ScheduleChooser) -> tuple[Plan, dict[str, Chosen]]:
+    """Each VTA step with the schedule chosen for its own epilogue. The planner asks for a layer's
+    schedule without the epilogue (one layer serves ops with and without a residual add), so it
+    gets one that fits the most demanding; an op without a residual may have a faster one. Its
+    time is the fused op's on the timing model with the run's parameters."""
+    steps, schedules = [], {}
+    for step in plan.steps:
+        if step.placement == "vta" and step.layer is not None and step.epilogue is not None:
+            mine = chooser.for_epilogue(step.layer, step.epilogue)
+            given = chooser.choose(step.layer)
+            cands = [mine] + ([given] if step.config is None or step.config.index == given.config.index else [])
+            timed = [(measure_fused(step.layer, c.config, plan.hw, step.epilogue, chooser.params).seconds, k, c)
+                     for k, c in enumerate(cands)]
+            if step.config is not None and all(step.config is not c.config for c in cands):
+                timed.append((measure_fused(step.layer, step.config, plan.hw, step.epilogue, chooser.params).seconds,
+                              len(cands), Chosen(step.config, step.predicted_s, "plan", step.config.family, None)))
+            seconds, _, best = min(timed, key=lambda t: t[:2])
+            reason = step.reason
+            if step.config is None or best.config is not step.config:
+                reason += (f"; then schedule #{best.config.index} ({best.source}, {best.family}) chosen for this op's "
+                           f"epilogue: {seconds * 1e3:.3f} ms")
+            step = replace(step, config=best.config, predicted_s=seconds, batch_s=seconds, reason=reason)
+            schedules[step.name] = best
+        steps.append(step)
+    return replace(plan, steps=tuple(steps)), schedules
+
+
+def prepare(module: Any, inputs: Sequence[Any], name: str, hw: HwConfig, *, calibration: np.ndarray | None = None,
+            records: Sequence[MeasureRecord] = (), family: str | None = None,
+            params: timing.TimingParams | None = None, board: Board | None = None) -> Prepared:
+    """Quantize `module` (calibrated on `calibration`, else `inputs`) and place it on `hw`."""
+    if len(inputs) != 1:
+        raise ConfigError(f"network {name!r} takes {len(inputs)} inputs; `codesign run` runs networks of one input")
+    # The exported graph carries the calibration batch (up to 64): plan and run at the example's.
+    qnet = at_batch(quantize(module, inputs, calibration, name), int(inputs[0].shape[0]))
+    chooser = ScheduleChooser(hw, records, family, params)
+    plan, schedules = refine(plan_network(qnet, hw, board or Board.for_target(hw.TARGET), chooser), chooser)
+    placed = [o for s in plan.steps if not s.host for o in s.ops]
+    missing = [op.name for op in qnet.network.ops if op.name not in placed]
+    if missing or len(placed) != len(set(placed)):
+        raise ConfigError(f"network {name!r}: the plan places {len(placed)} ops for {len(qnet.network.ops)} "
+                          f"(unplaced: {', '.join(missing[:5]) or 'none'}; an op placed twice otherwise)")
+    batch = qnet.network.inputs[0][1][0]
+    example = calibration[:batch] if calibration is not None and len(calibration) >= batch else \
+        np.asarray(inputs[0].detach().cpu().numpy() if hasattr(inputs[0], "detach") else inputs[0], np.float32)
+    return Prepared(name, qnet, plan, chooser, example, schedules)
+
+
+def prepare_spec(spec: str, hw: HwConfig, *, calibration_file: str | Path | None = None, **kw: Any) -> Prepared:
+    """`prepare` of a `--workload` form (zoo name, file.py:factory, .pt2)."""
+    module, inputs, name = load_model(spec)
+    calibration = load_calibration(calibration_file, tuple(inputs[0].shape)) if calibration_file else None
+    return prepare(module, inputs, name, hw, calibration=calibration, **kw)
+
+
+@dataclass
+class OpRow:
+    name: str
+    kind: str
+    placement: str                      # vta | cpu
+    step: str                           # the step that ran it (a VTA step's ops are fused)
+    predicted_ms: float                 # the step's predicted time, on its first op; 0 on ops fused into it
+    bit_exact: bool
+    mismatches: int
+    reason: str = ""
+    transform: str | None = None
+    schedule: dict[str, Any] | None = None
+    host: bool = False                  # a host data pass of the plan (not an op of the network)
+    measured_device_ms: float | None = None
+    measured_call_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: v for k, v in d.items() if v is not None and (k != "host" or v)}
+
+
+@dataclass
+class Execution:
+    env: dict[str, np.ndarray]          # every tensor as executed (int8)
+    reference: dict[str, np.ndarray]    # every tensor of run_int on the same input
+    rows: list[OpRow] = field(default_factory=list)
+
+    @property
+    def bit_exact(self) -> bool:
+        return all(r.bit_exact for r in self.rows)
+
+    def outputs(self, qnet: QuantizedNetwork) -> list[np.ndarray]:
+        return [self.env[t] for t in qnet.network.outputs]
+
+
+def _residual_input(net: Network, step: Step) -> str | None:
+    """The add input of a fused step that is not produced inside the step (the residual tensor)."""
+    inside = set(step.ops)
+    for name in step.ops:
+        op = net.op(name)
+        if op.kind == "add":
+            outside = [t for t in op.inputs if t not in inside]
+            if len(outside) != 1:
+                raise ConfigError(f"step {step.name}: the fused add {name} has {len(outside)} inputs from outside the step")
+            return outside[0]
+    return None
+
+
+def _compare(got: np.ndarray, want: np.ndarray) -> int:
+    if got.shape != want.shape:
+        return int(want.size)
+    return int(np.count_nonzero(got != want))
+
+
+def execute(prep: Prepared, x: np.ndarray, executor: VtaExecutor,
+            on_step: Callable[[Step], None] | None = None) -> Execution:
+    """Run every step of the plan on float input `x` (the IR's input shape), VTA steps on `executor`."""
+    qnet, net, hw = prep.qnet, prep.network, prep.plan.hw
+    reference = run_int(qnet, x)
+    env = {name: reference[name] for name, _ in net.inputs}  # quantizing the input: the same int8
+    exe = Execution(env, reference)
+    for step in prep.plan.steps:
+        if step.host:
+            # quantize / pack / unpack / rewrite / dequantize: their data effect is the int8 input
+            # above, the rewrite around a VTA layer and the unpacked VTA outputs; here their time.
+            exe.rows.append(OpRow(step.name, step.kind, step.placement, step.name, step.predicted_s * 1e3, True, 0,
+                                  step.reason, step.transform, host=True))
+        elif step.placement == "vta" and getattr(step, "pool", None) is not None:
+            _vta_pool(prep, step, env, exe, executor, hw)
+        elif step.placement == "vta":
+            _vta_step(prep, step, env, exe, executor, hw)
+        else:
+            for k, name in enumerate(step.ops):
+                op = net.op(name)
+                env[name] = int_op(qnet, op, [env[t] for t in op.inputs])
+                bad = _compare(env[name], reference[name])
+                exe.rows.append(OpRow(name, op.kind, "cpu", step.name, step.predicted_s * 1e3 if k == 0 else 0.0,
+                                      bad == 0, bad, step.reason if k == 0 else f"fused into {step.name}"))
+        if on_step is not None:
+            on_step(step)
+    return exe
+
+
+def _vta_pool(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execution, executor: VtaExecutor,
+              hw: HwConfig) -> None:
+    """A pool on VTA's ALU (`step.pool`, `codesign.evaluate.pool`): its input zero-padded to the
+    pool's batch and channels (the packed layout's), the output cut back to the op's."""
+    net = prep.network
+    op, pool = net.op(step.ops[0]), step.pool  # type: ignore[attr-defined]
+    x = pad_axis(pad_axis(env[op.inputs[0]], 0, pool.batch), 1, pool.channels)
+    output, device_s, call_s = executor(step, pool, hw, x, None, None, None)
+    n, c = op.shape[:2]
+    y = np.ascontiguousarray(np.asarray(output, dtype=np.int8)[:n, :c]).reshape(op.shape)
+    env[op.name] = y
+    bad = _compare(y, exe.reference[op.name])
+    row = OpRow(op.name, op.kind, "vta", step.name, step.predicted_s * 1e3, bad == 0, bad, step.reason,
+                schedule={"source": "pool", "family": "alu", "index": 0, "layer": pool.name})
+    if call_s is not None:
+        row.measured_device_ms, row.measured_call_ms = device_s * 1e3, call_s * 1e3
+    exe.rows.append(row)
+
+
+def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execution, executor: VtaExecutor,
+              hw: HwConfig) -> None:
+    qnet, net = prep.qnet, prep.network
+    gemm = net.op(step.ops[0])
+    if gemm.kind not in GEMM_KINDS or step.layer is None or step.epilogue is None:
+        raise ConfigError(f"step {step.name}: a VTA step of kind {gemm.kind!r} without a fused GEMM layer; "
+                          "`codesign run` executes VTA conv/dense steps")
+    p = qnet.params[gemm.name]
+    x, w = env[gemm.inputs[0]], p.weight
+    bias = p.bias if step.epilogue.bias else None
+    res_name = step.residual or _residual_input(net, step)
+    residual = env[res_name] if res_name is not None else None
+    # The plan's host transform (pad / space-to-depth / im2col) in NumPy, around the VTA layer.
+    rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
+    x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
+    chosen = prep.schedules[step.name]
+    config = chosen.config
+    output, device_s, call_s = executor(step, config, hw, x, w, bias, residual)
+    out_name = step.ops[-1]
+    y = rewrite.vta_output(np.asarray(output, dtype=np.int8)).reshape(net.op(out_name).shape)
+    env[out_name] = y
+    bad = _compare(y, exe.reference[out_name])
+    schedule = {"source": chosen.source, "family": chosen.family, "index": int(config.index),
+                "layer": step.layer.name}
+    for k, name in enumerate(step.ops):
+        op = net.op(name)
+        row = OpRow(name, op.kind, "vta", step.name, step.predicted_s * 1e3 if k == 0 else 0.0, bad == 0, bad,
+                    step.reason if k == 0 else f"fused into {step.name}", step.transform if k == 0 else None,
+                    schedule if k == 0 else None)
+        if k == 0 and call_s is not None:  # a board measured it
+            row.measured_device_ms, row.measured_call_ms = device_s * 1e3, call_s * 1e3
+        exe.rows.append(row)
+
+
+def summary(prep: Prepared, exe: Execution, executor_name: str, wall_s: float | None = None) -> dict[str, Any]:
+    """The JSON of one run: whole-network latency and throughput, per-op rows, notes."""
+    plan = prep.plan
+    vta = sum(s.predicted_s for s in plan.steps if s.placement == "vta")
+    host = sum(s.predicted_s for s in plan.steps if s.host)
+    cpu = sum(s.predicted_s for s in plan.steps if s.placement != "vta" and not s.host)
+    rows = [r.to_dict() for r in exe.rows]
+    measured = [r for r in exe.rows if r.measured_device_ms is not None]
+    out: dict[str, Any] = {
+        "network": prep.name, "hw": plan.hw.name, "board": getattr(plan.board, "name", str(plan.board)),
+        "batch": plan.batch, "executor": executor_name,
+        "latency_ms": plan.latency_s * 1e3, "throughput_ips": plan.throughput_ips,
+        "vta_ms": vta * 1e3, "cpu_ms": cpu * 1e3, "host_ms": host * 1e3,
+        "bit_exact": exe.bit_exact, "mismatched_ops": [r.name for r in exe.rows if not r.bit_exact],
+        "ops": rows, "steps": len(plan.steps),
+        "schedules": _schedule_counts(exe.rows),
+        "notes": notes(prep),
+    }
+    if measured:
+        out["measured_vta_device_ms"] = sum(r.measured_device_ms for r in measured)  # type: ignore[misc]
+        calls = [r.measured_call_ms for r in measured]
+        if all(c is not None for c in calls):
+            out["measured_vta_call_ms"] = sum(calls)  # type: ignore[arg-type]
+    if wall_s is not None:
+        out["wall_s"] = wall_s
+    return out
+
+
+def _schedule_counts(rows: Sequence[OpRow]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r.schedule is not None:
+            key = f"{r.schedule['source']}:{r.schedule['family']}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def notes(prep: Prepared) -> list[str]:
+    """One line per op VTA could in principle run that the plan leaves on the CPU, with why."""
+    net = prep.network
+    out = []
+    for step in prep.plan.steps:
+        if step.placement == "vta" or step.host:
+            continue
+        for name in step.ops:
+            op = net.op(name)
+            if op.kind in OFFLOADABLE:
+                out.append(f"{op.kind} {op.where()} runs on the CPU: {step.reason}")
+    return out
+
+
+def plot_steps(prep: Prepared, result: dict[str, Any], path: str | Path) -> Path:
+    """Predicted time per step, coloured by where it runs."""
+    plt = pyplot()
+    steps = prep.plan.steps
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(steps) + 2), 4.2))
+    colors = ["tab:blue" if s.placement == "vta" else "tab:orange" for s in steps]
+    ax.bar(np.arange(len(steps)), [s.predicted_s * 1e3 for s in steps], color=colors)
+    ax.set_xticks(np.arange(len(steps)), [s.name for s in steps], rotation=70, ha="right", fontsize=6)
+    ax.set_ylabel("predicted ms per image")
+    ax.set_title(f"{result['network']} on {result['hw']}: {result['latency_ms']:.1f} ms per image "
+                 f"(VTA {result['vta_ms']:.1f} blue, CPU {result['cpu_ms']:.1f} orange)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def run(prep: Prepared, executor: VtaExecutor, executor_name: str,
+        on_step: Callable[[Step], None] | None = None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    exe = execute(prep, prep.example, executor, on_step)
+    return summary(prep, exe, executor_name, time.perf_counter() - t0)
+
+
+__all__ = ["at_batch", "Execution", "OpRow", "Prepared", "VtaExecutor", "execute", "load_calibration", "notes",
+           "plot_steps", "prepare", "prepare_spec", "run", "simulator_executor", "summary"]

@@ -1,0 +1,140 @@
+"""The schedule `codesign run` gives each VTA layer of a placed network (`choose` of
+`codesign.place.plan_network`).
+
+Per layer, first hit wins:
+1. records: the fastest successful record of `--records` for (layer, hw), of any schedule family
+   (`MeasureRecord.family`; `--schedules autotvm|vta` keeps one family), whose knobs make a valid
+   config of that family's space that fits the epilogue below (else the next fastest);
+2. tophub: the record VTA itself applies (AutoTVM's tophub log for the published PYNQ configs,
+   `sim/calibration/pynq_resnet18.log`);
+3. template: the fastest AutoTVM template schedule by the timing model (what
+   `codesign.place.best_template_schedule` picks, among the schedules that fit the epilogue below).
+
+`choose` sees a layer, not the epilogue its op fuses (one layer serves several ops: ResNet's 3x3
+convs with and without a residual add), so a schedule must fit the most demanding epilogue VTA
+can run on that layer -- bias, residual add and ReLU when `fused_reason` allows them: the residual
+tile takes INP SRAM a tophub schedule may have given to its input tile. A record or tophub
+schedule that does not fit falls through to the next source (its reason is kept in `skipped`).
+The seconds returned are the timing model's plain layer call; the planner times the fused op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codesign.errors import CodesignError
+from codesign.evaluate.fused import Epilogue, fused_invalid, fused_reason, measure_fused
+from codesign.evaluate.run import measure_seconds
+from codesign.hw.config import HwConfig
+from codesign.netrun.layers import TOPHUB_LOG, record_family
+from codesign.schedule.space import SPACES, get_space
+from codesign.tune.records import MeasureRecord, import_autotvm_log
+from codesign.vta import timing
+from codesign.workloads.layers import Layer
+
+FAMILIES = tuple(SPACES)  # schedule families: "autotvm" (the templates), "vta"
+# The epilogues a layer's schedule must carry, most demanding first (shift amounts >= 1 so the
+# rounding and shift steps are in the program; their values change no SRAM footprint).
+DEMANDS = (Epilogue(shift=1, bias=True, relu=True, residual=(1, 1, 1)), Epilogue(shift=1, bias=True, relu=True),
+           Epilogue(shift=0))
+
+
+def _ranked(records: Sequence[MeasureRecord]) -> dict[tuple[str, str], list[MeasureRecord]]:
+    """Successful records per (layer, hw), fastest first."""
+    out: dict[tuple[str, str], list[MeasureRecord]] = {}
+    for r in sorted((r for r in records if r.ok), key=lambda r: r.seconds):  # type: ignore[arg-type, return-value]
+        out.setdefault((r.layer, r.hw), []).append(r)
+    return out
+
+
+@dataclass(frozen=True)
+class Chosen:
+    config: Any
+    seconds: float             # timing model, one call (device + host terms)
+    source: str                # records | tophub | template
+    family: str
+    record_s: float | None     # the record's own seconds (a board measurement for tophub)
+
+
+class ScheduleChooser:
+    """`choose(layer) -> (config, seconds)` with the sources above; remembers what it chose."""
+
+    def __init__(self, hw: HwConfig, records: Sequence[MeasureRecord] = (), family: str | None = None,
+                 params: timing.TimingParams | None = None) -> None:
+        self.hw, self.params = hw, params or timing.default_params()
+        mine = [r for r in records if family is None or record_family(r) == family]
+        self.records = _ranked(mine)
+        self.tophub = _ranked(import_autotvm_log(TOPHUB_LOG))
+        self.chosen: dict[tuple[Layer, Epilogue], Chosen] = {}
+        self.demands: dict[Layer, Epilogue] = {}
+        self.skipped: dict[str, str] = {}  # layer -> why its record / tophub schedule was not used
+
+    def __call__(self, layer: Layer) -> tuple[Any, float]:
+        got = self.choose(layer)
+        return got.config, got.seconds
+
+    def choose(self, layer: Layer) -> Chosen:
+        """The schedule of `layer` for any op it serves: it fits the layer's most demanding epilogue."""
+        return self.for_epilogue(layer, self.demand(layer))
+
+    def for_epilogue(self, layer: Layer, epi: Epilogue) -> Chosen:
+        """The schedule of `layer` for an op with epilogue `epi` (what a placed step re-chooses)."""
+        key = (layer, _footprint(epi))
+        if key not in self.chosen:
+            self.chosen[key] = self._choose(layer, key[1])
+        return self.chosen[key]
+
+    def demand(self, layer: Layer) -> Epilogue:
+        """The most demanding epilogue VTA can run on `layer` with some template schedule."""
+        if layer not in self.demands:
+            space = get_space(layer, self.hw)
+            self.demands[layer] = next(
+                (epi for epi in DEMANDS if fused_reason(layer, epi, self.hw) is None and any(
+                    fused_invalid(layer, space.get(int(i)), self.hw, epi) is None for i in space.valid_indices())),
+                DEMANDS[-1])
+        return self.demands[layer]
+
+    def _choose(self, layer: Layer, epi: Epilogue) -> Chosen:
+        key = (layer.name, self.hw.name)
+        for source, table in (("records", self.records), ("tophub", self.tophub)):
+            for rec in table.get(key, ()):  # fastest first: the first that fits the fused epilogue
+                family = record_family(rec)
+                space = get_space(layer, self.hw, family)
+                try:
+                    config = space.from_knobs(rec.knobs)
+                except CodesignError as exc:
+                    self.skipped.setdefault(layer.name, f"{source} record ({family}): {exc}")
+                    continue
+                why = space.why_invalid(config) or fused_invalid(layer, config, self.hw, epi)
+                if why is None:
+                    seconds = measure_seconds(layer, config, self.hw, self.params)[0]
+                    return Chosen(config, float(seconds), source, family, rec.seconds)
+                self.skipped.setdefault(layer.name, f"{source} schedule #{config.index} ({family}): {why}")
+        return self._template(layer, epi)
+
+    def _template(self, layer: Layer, epi: Epilogue) -> Chosen:
+        space = get_space(layer, self.hw)
+        best: tuple[float, Any] | None = None
+        for i in space.valid_indices():
+            config = space.get(int(i))
+            if fused_invalid(layer, config, self.hw, epi) is not None:
+                continue
+            s = measure_fused(layer, config, self.hw, epi, self.params).seconds
+            if best is None or s < best[0]:
+                best = (s, config)
+        if best is None:
+            raise CodesignError(f"layer {layer.name}: no template schedule on {self.hw.name} fits a fused {epi}")
+        config = best[1]
+        return Chosen(config, float(measure_seconds(layer, config, self.hw, self.params)[0]), "template", "autotvm", None)
+
+
+def _footprint(epi: Epilogue) -> Epilogue:
+    """`epi` with every non-zero shift as 1: the same program shape, SRAM use and time (a shift
+    amount is an immediate), so one choice serves every op of that shape."""
+    res = None if epi.residual is None else tuple(min(1, int(v)) for v in epi.residual)
+    return Epilogue(shift=min(1, int(epi.shift)), bias=epi.bias, relu=epi.relu, residual=res)  # type: ignore[arg-type]
+
+
+__all__ = ["Chosen", "ScheduleChooser", "FAMILIES", "record_family"]
