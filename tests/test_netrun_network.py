@@ -215,3 +215,37 @@ def test_bad_input_is_one_line(nets, tmp_path, capsys, case, expect):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expect in err, err
 
+
+
+
+def _fast(space, layer, epi, skip=0, first=300):
+    """Among the first `first` valid configs of `space` whose mapping takes the fused epilogue
+    `epi`, the `skip`-th fastest (so the planner keeps the layer on VTA)."""
+    from codesign.evaluate.fused import fused_invalid, measure_fused
+
+    fits = [space.get(int(i)) for i in space.valid_indices()[:first]]
+    fits = [c for c in fits if fused_invalid(layer, c, HW, epi) is None]
+    return sorted(fits, key=lambda c: measure_fused(layer, c, HW, epi).seconds)[skip]
+
+
+def test_run_uses_the_fastest_record_of_any_family(nets, tmp_path, capsys):
+    from codesign.netrun.schedules import ScheduleChooser
+    from codesign.schedule import get_space
+    from codesign.tune.records import MeasureRecord
+    from codesign.workloads import Conv2D
+
+    layer = Conv2D(1, 16, 16, 16, 32, 3, 3, 1, 1)  # the conv of `small`
+    epi = ScheduleChooser(HW).demand(layer)
+    auto, vta = _fast(get_space(layer, HW), layer, epi, 1), _fast(get_space(layer, HW, "vta"), layer, epi)
+    assert vta.family == "vta" and auto.family == "autotvm"
+    recs = tmp_path / "records.jsonl"
+    recs.write_text(MeasureRecord.make(layer, HW, auto, 2e-3, 1, None, "test", 0).to_json() + "\n"
+                    + MeasureRecord.make(layer, HW, vta, 1e-3, 1, None, "test", 0).to_json() + "\n")
+    argv = ["run", "--workload", f"{nets}:small", "--hw", "pynq_1x16", "--simulate", "--records", str(recs), "--json"]
+    for extra, want in (([], vta), (["--schedules", "autotvm"], auto)):
+        assert main(argv + extra) == 0
+        res = json.loads(capsys.readouterr().out)
+        conv = next(r for r in res["ops"] if r["name"] == "conv2d")
+        assert res["bit_exact"] and conv["placement"] == "vta", conv["reason"]
+        assert conv["schedule"] == {"source": "records", "family": want.family, "index": int(want.index),
+                                    "layer": layer.name}
