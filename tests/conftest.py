@@ -104,3 +104,28 @@ def resnet18_schedule_sample():
             valid = space.valid_indices()
             out.append((layer, hw, [space.get(int(valid[k])) for k in range(0, len(valid), max(1, len(valid) // 12))]))
     return out
+
+
+@pytest.fixture(scope="session")
+def small_cnn():
+    """The class of a small CNN: a conv-BN-ReLU stem, a residual block, max pool, average pool and a
+    dense classifier (the whole-network tests train it on 8x8 digits)."""
+    import torch
+    from torch import nn
+
+    class SmallCNN(nn.Module):
+        """conv-BN-ReLU stem, a residual block, max pool, average pool and a dense classifier."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+            self.c1, self.c2 = nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 3, 1, 1)
+            self.mp, self.ap = nn.MaxPool2d(2), nn.AvgPool2d(2)
+            self.fc = nn.Linear(16 * 2 * 2, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.bn(self.stem(x)))
+            y = torch.relu(self.c2(torch.relu(self.c1(y))) + y)
+            return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
+
+    return SmallCNN

@@ -27,25 +27,9 @@ HW = HwConfig.resolve("pynq_1x16")
 BATCH = 16  # images per run: the exported graph's batch (a VTA layer's batch is a multiple of BATCH=1)
 
 
-class DigitNet(nn.Module):
-    """conv-BN-ReLU stem, a residual block, max pool, average pool and a dense classifier."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
-        self.c1, self.c2 = nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 3, 1, 1)
-        self.mp, self.ap = nn.MaxPool2d(2), nn.AvgPool2d(2)
-        self.fc = nn.Linear(16 * 2 * 2, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.bn(self.stem(x)))
-        y = torch.relu(self.c2(torch.relu(self.c1(y))) + y)
-        return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
-
-
 @pytest.fixture(scope="module")
-def digits():
-    """DigitNet trained on 1,500 of scikit-learn's 1,797 8x8 digits; the other 297 held back."""
+def digits(small_cnn):
+    """The small CNN trained on 1,500 of scikit-learn's 1,797 8x8 digits; the other 297 held back."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -54,7 +38,7 @@ def digits():
     order = np.random.default_rng(0).permutation(len(x))
     train, test = order[:1500], order[1500:]
     torch.manual_seed(0)
-    net = DigitNet()
+    net = small_cnn()
     opt = torch.optim.Adam(net.parameters(), 1e-2)
     net.train()
     xtr, ytr = torch.from_numpy(x[train]), torch.from_numpy(y[train])

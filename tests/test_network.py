@@ -32,22 +32,6 @@ from codesign.schedule import get_space
 from codesign.workloads import Conv2D, get_workload
 
 
-class SmallNet(nn.Module):
-    """conv-BN-ReLU stem, a residual block, max pool, average pool and a dense classifier."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
-        self.c1, self.c2 = nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 3, 1, 1)
-        self.mp, self.ap = nn.MaxPool2d(2), nn.AvgPool2d(2)
-        self.fc = nn.Linear(16 * 2 * 2, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.bn(self.stem(x)))
-        y = torch.relu(self.c2(torch.relu(self.c1(y))) + y)
-        return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
-
-
 def _digits(rng: np.random.Generator, templates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """8x8 glyphs: one of 10 fixed random templates, shifted by up to a pixel, plus noise."""
     y = rng.integers(0, 10, n)
@@ -59,13 +43,13 @@ def _digits(rng: np.random.Generator, templates: np.ndarray, n: int) -> tuple[np
 
 
 @pytest.fixture(scope="module")
-def trained():
+def trained(small_cnn):
     rng = np.random.default_rng(0)
     templates = (rng.random((10, 8, 8)) < 0.35).astype(np.float32)
     xtr, ytr = _digits(rng, templates, 1600)
     xte, yte = _digits(rng, templates, 400)  # held back: never seen in training or calibration
     torch.manual_seed(0)
-    net = SmallNet()
+    net = small_cnn()
     opt = torch.optim.Adam(net.parameters(), 1e-2)
     net.train()
     for _ in range(3):

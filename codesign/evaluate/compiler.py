@@ -16,7 +16,7 @@ from codesign.lower import Lowered, dram_bases, lower_program, regions
 from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config, KnobValue
 from codesign.vta import isa
-from codesign.vta.program import DramAllocator, Program
+from codesign.vta.program import DramAllocator, DramRegion, Program
 from codesign.workloads.layers import Layer
 
 
@@ -33,6 +33,22 @@ def compile_insns(layer: Layer, config: Config | dict[str, KnobValue], hw: HwCon
     return lower_program(mapping_for(layer, config, hw, _check_shift(shift)), hw)
 
 
+def place_regions(comp: Lowered, hw: HwConfig, arrays: dict[str, np.ndarray], functional: bool = True) -> list[DramRegion]:
+    """The DRAM regions of a lowered program in order (`lower.regions`), filled with the packed
+    `arrays` given by region name, then the micro-ops (functional) or their size only."""
+    alloc = DramAllocator()
+    for name, nbytes, align, role in regions(comp.mapping, hw):
+        arr = arrays.get(name)
+        alloc.alloc(name, nbytes, align, role, None if arr is None else np.ascontiguousarray(arr).view(np.uint8))
+    if functional:
+        uop_region = alloc.alloc_uops(comp.uops, hw)
+    else:
+        uop_region = alloc.alloc("uop", comp.uops.shape[0] * isa.UOP_BYTES, isa.UOP_BYTES, "uop")
+    # LOAD UOP dram_base was computed by the lowering's allocator; this one must agree.
+    assert uop_region.addr == dram_bases(comp.mapping, hw)[1] * isa.UOP_BYTES, "DRAM layout mismatch"
+    return alloc.regions
+
+
 def compile_layer(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *,
                   data: np.ndarray | None = None, weight: np.ndarray | None = None, shift: int = 8,
                   functional: bool = True) -> Program:
@@ -44,24 +60,15 @@ def compile_layer(layer: Layer, config: Config | dict[str, KnobValue], hw: HwCon
     """
     comp = compile_insns(layer, config, hw, shift=shift)
     m = comp.mapping
-    alloc = DramAllocator()
     packed = {"data": (data, layer.pack_data), "weight": (weight, layer.pack_weight)}
-    for name, nbytes, align, role in regions(m, hw):
-        arr = None
-        if name in packed and functional and packed[name][0] is not None:
-            arr = np.ascontiguousarray(packed[name][1](np.asarray(packed[name][0]), hw)).view(np.uint8)
-        alloc.alloc(name, nbytes, align, role, arr)
-    if functional:
-        uop_region = alloc.alloc_uops(comp.uops, hw)
-    else:
-        uop_region = alloc.alloc("uop", comp.uops.shape[0] * isa.UOP_BYTES, isa.UOP_BYTES, "uop")
-    # LOAD UOP dram_base was computed by the lowering's allocator; this one must agree.
-    assert uop_region.addr == dram_bases(m, hw)[1] * isa.UOP_BYTES, "DRAM layout mismatch"
+    arrays = {name: pack(np.asarray(arr), hw) for name, (arr, pack) in packed.items()
+              if functional and arr is not None}
+    placed = place_regions(comp, hw, arrays, functional)
     meta = {"layer": getattr(layer, "name", str(layer)), "template": layer.template,
             "knobs": dict(getattr(config, "knobs", config)), "shift": int(shift),
             "index": getattr(config, "index", None), "n_pairs": m.n_pairs,
             "n_steps": m.n_steps, "n_threads": m.n_threads, **dict(m.info)}
-    return Program(hw, comp.insns, comp.uops, alloc.regions, meta)
+    return Program(hw, comp.insns, comp.uops, placed, meta)
 
 
-__all__ = ["compile_layer", "compile_insns"]
+__all__ = ["compile_layer", "compile_insns", "place_regions"]

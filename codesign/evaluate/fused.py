@@ -22,18 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
-from codesign.evaluate.compiler import _check_shift
+from codesign.evaluate.compiler import _check_shift, place_regions
 from codesign.evaluate.run import LayerRun, Measurement, _params, layer_io_bytes, resolve_config
 from codesign.hw.config import HwConfig
-from codesign.lower import Lowered, PairBlocks, dram_bases, lower_blocks, lower_program, regions
+from codesign.lower import Lowered, PairBlocks, lower_blocks, lower_program
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, Mapping, fuse
 from codesign.network.reference import _round_shift, conv2d_int, linear_int
 from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.support import unsupported_reason
-from codesign.vta import isa, timing
-from codesign.vta.program import DramAllocator, Program
+from codesign.vta import timing
+from codesign.vta.program import Program
 from codesign.vta.simulator import simulate
 from codesign.workloads.layers import Conv2D, Dense, Layer
 
@@ -167,23 +167,13 @@ def compile_fused(layer: Layer, config: Config | dict[str, KnobValue], hw: HwCon
                 raise CodesignError(f"residual of {layer.name}: expected int8 values, got {r.dtype}")
             data["residual"] = layer.pack_output(r.astype(np.int8), hw)
             data["identity"] = _identity(hw, int(epi.residual[1]))
-    alloc = DramAllocator()
-    for name, nbytes, align, role in regions(m, hw):
-        arr = data.get(name)
-        if arr is not None:
-            arr = np.ascontiguousarray(arr).view(np.uint8)
-        alloc.alloc(name, nbytes, align, role, arr)
-    if functional:
-        uop_region = alloc.alloc_uops(comp.uops, hw)
-    else:
-        uop_region = alloc.alloc("uop", comp.uops.shape[0] * isa.UOP_BYTES, isa.UOP_BYTES, "uop")
-    assert uop_region.addr == dram_bases(m, hw)[1] * isa.UOP_BYTES, "DRAM layout mismatch"
+    placed = place_regions(comp, hw, {k: v for k, v in data.items() if v is not None}, functional)
     meta = {"layer": layer.name, "template": layer.template, "knobs": dict(getattr(config, "knobs", config)),
             "shift": int(epi.shift), "epilogue": {"bias": epi.bias, "relu": epi.relu,
                                                   "residual": None if epi.residual is None else list(epi.residual)},
             "index": getattr(config, "index", None), "n_pairs": m.n_pairs, "n_steps": m.n_steps,
             "n_threads": m.n_threads, **dict(m.info)}
-    return Program(hw, comp.insns, comp.uops, alloc.regions, meta)
+    return Program(hw, comp.insns, comp.uops, placed, meta)
 
 
 def fused_io_bytes(layer: Layer, epi: Epilogue) -> tuple[int, int]:
