@@ -11,12 +11,15 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.mapping.batch import geometry
 from codesign.schedule.knobs import Config, Knob, KnobValue, index_of, positions_of
+from codesign.workloads.layers import Layer, parse_layer
 
 
 class KnobSpace:
-    """Subclasses set `layer`, `hw`, `template`, `family`, `knobs`, `knob_names`, `dims`, `size`,
-    `_valid = None` and define `valid_mask(indices)`, `why_invalid(config)`, `features_batch`."""
+    """Subclasses set `family`, define `make_knobs()` (the knobs in define order), `valid_mask(indices)`,
+    `why_invalid(config)` and `features_batch`."""
 
     family: str
     template: str
@@ -25,6 +28,29 @@ class KnobSpace:
     dims: tuple[int, ...]
     size: int
     _valid: np.ndarray | None
+
+    def __init__(self, layer: Layer | str, hw: HwConfig | str) -> None:
+        self.layer = parse_layer(layer)
+        self.hw = HwConfig.resolve(hw)
+        reason = self.layer.structural_reason(self.hw)
+        if reason is not None:
+            raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
+        self.template = self.layer.template
+        self.knobs = self.make_knobs()
+        self.knob_names = tuple(k.name for k in self.knobs)
+        self.dims = tuple(len(k) for k in self.knobs)
+        self.size = int(np.prod(self.dims, dtype=np.int64))
+        self._geo = geometry(self.layer, self.hw)
+        self._valid = None
+        # inner factor (or thread count) of each candidate, per knob, for vectorized decoding
+        self._values = [np.array([c[1] if k.kind == "sp" else c for c in k.candidates], dtype=np.int64)
+                        for k in self.knobs]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.layer.name}, {self.hw.name}, size={self.size})"
+
+    def make_knobs(self) -> tuple[Knob, ...]:
+        raise NotImplementedError
 
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError

@@ -14,14 +14,14 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.mapping.batch import MappingBatch, geometry
+from codesign.mapping.batch import MappingBatch
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, index_of, make_knobs, positions_of
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.schedule.vta_space import VtaSpace
-from codesign.workloads.layers import Layer, parse_layer
+from codesign.workloads.layers import Layer
 
 
 class ScheduleSpace(KnobSpace):
@@ -29,25 +29,8 @@ class ScheduleSpace(KnobSpace):
 
     family = "autotvm"
 
-    def __init__(self, layer: Layer | str, hw: HwConfig | str) -> None:
-        self.layer = parse_layer(layer)
-        self.hw = HwConfig.resolve(hw)
-        reason = self.layer.structural_reason(self.hw)
-        if reason is not None:
-            raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
-        self.template: str = self.layer.template
-        self.knobs: tuple[Knob, ...] = make_knobs(self.layer, self.hw)
-        self.knob_names: tuple[str, ...] = tuple(k.name for k in self.knobs)
-        self.dims: tuple[int, ...] = tuple(len(k) for k in self.knobs)
-        self.size: int = int(np.prod(self.dims, dtype=np.int64))
-        self._geo = geometry(self.layer, self.hw)
-        self._valid: np.ndarray | None = None
-        # inner factor (or thread count) of each candidate, per knob, for vectorized decoding
-        self._values = [np.array([c[1] if k.kind == "sp" else c for c in k.candidates], dtype=np.int64)
-                        for k in self.knobs]
-
-    def __repr__(self) -> str:
-        return f"ScheduleSpace({self.layer.name}, {self.hw.name}, size={self.size})"
+    def make_knobs(self) -> tuple[Knob, ...]:
+        return make_knobs(self.layer, self.hw)
 
     # -- geometry and validity -----------------------------------------------------------------
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:

@@ -35,14 +35,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.errors import ConfigError
-from codesign.hw.config import HwConfig
-from codesign.mapping.batch import GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch, geometry
+from codesign.mapping.batch import GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch
 from codesign.schedule import templates
 from codesign.schedule.features import N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
 from codesign.schedule.validity import Rule, check
-from codesign.workloads.layers import Layer, parse_layer
 
 PAIR_AXES = ("b", "h", "co", "w")
 ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(PAIR_AXES))  # [0]: the template's
@@ -105,29 +103,13 @@ class VtaSpace(KnobSpace):
 
     family = "vta"
 
-    def __init__(self, layer: Layer | str, hw: HwConfig | str) -> None:
-        self.layer = parse_layer(layer)
-        self.hw = HwConfig.resolve(hw)
-        reason = self.layer.structural_reason(self.hw)
-        if reason is not None:
-            raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
-        self.template: str = self.layer.template
+    def make_knobs(self) -> tuple[Knob, ...]:
         tiles = tuple(k for k in make_knobs(self.layer, self.hw) if k.name in TILE_KNOBS)
-        self.knobs: tuple[Knob, ...] = tiles + (
+        return tiles + (
             Knob("order", "ot", tuple(range(len(ORDERS)))),
             Knob("wgt_stationary", "ot", (0, 1)),
             Knob("vthread", "ot", tuple(range(len(VTHREADS)))),
             Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))))
-        self.knob_names: tuple[str, ...] = tuple(k.name for k in self.knobs)
-        self.dims: tuple[int, ...] = tuple(len(k) for k in self.knobs)
-        self.size: int = int(np.prod(self.dims, dtype=np.int64))
-        self._geo = geometry(self.layer, self.hw)
-        self._valid: np.ndarray | None = None
-        self._values = [np.array([c[1] if k.kind == "sp" else c for c in k.candidates], dtype=np.int64)
-                        for k in self.knobs]
-
-    def __repr__(self) -> str:
-        return f"VtaSpace({self.layer.name}, {self.hw.name}, size={self.size})"
 
     # -- geometry and validity -----------------------------------------------------------------
     def batch(self, indices: np.ndarray) -> VtaBatch:
