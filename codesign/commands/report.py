@@ -8,11 +8,14 @@ from typing import Any
 
 from codesign.pareto.io import read_pareto_json
 
+STEPS_SHOWN = 5  # front designs whose steps the table lists by default (a large front: --all-steps)
+
 EPILOG = """\
 examples:
   codesign report runs/sweep              # table of the front, stock-config comparison
   codesign report runs/sweep --json       # the pareto.json object, for scripts
   codesign report runs/sweep --sort area  # order the table by another objective
+  codesign report runs/sweep --all-steps  # the steps of every front design, not only the first few
 
 columns: latency_ms is one request (one image) through the whole network: the VTA steps with their
 tuned schedules plus the CPU steps (vta_ms + cpu_ms); a BATCH=N design serves a request in its
@@ -41,6 +44,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--sort", default="latency_ms",
                    choices=("latency_ms", "throughput_ips", "area", "power_w", "energy_j", "cpu_ms", "vta_ms"),
                    help="table order, best first (default: latency_ms)")
+    p.add_argument("--all-steps", action="store_true",
+                   help=f"list the steps of every front design (default: the first {STEPS_SHOWN} in table order)")
     p.set_defaults(func=run)
 
 
@@ -77,7 +82,8 @@ def _steps_line(point: dict[str, Any], limit: int = 6) -> str | None:
     return f"  {point['config']}: " + " | ".join(parts)
 
 
-def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
+def format_table(doc: dict[str, Any], sort: str = "latency_ms", steps_shown: int | None = STEPS_SHOWN) -> str:
+    """The front as text, best first by `sort`; the steps of the first `steps_shown` designs (None: all)."""
     flip = -1.0 if sort == "throughput_ips" else 1.0  # best first
     points = sorted(doc["points"], key=lambda p: (p.get(sort) is None, flip * (p.get(sort) or 0)))
     dominators = {c for s in doc.get("stock_comparison", {}).values() for c in s.get("dominated_by", [])}
@@ -116,8 +122,11 @@ def format_table(doc: dict[str, Any], sort: str = "latency_ms") -> str:
         out.append(f"latency counts: {', '.join(scopes)}")
     steps = [line for line in (_steps_line(p) for p in points) if line]
     if steps:
-        out.append("steps of one request (CPU beside VTA, slowest CPU steps named):")
-        out.extend(steps)
+        shown = steps if steps_shown is None else steps[:steps_shown]
+        out.append("steps of one request (CPU beside VTA, slowest CPU steps named)"
+                   + (f", the first {len(shown)} of {len(steps)} designs (--all-steps for every one)"
+                      if len(shown) < len(steps) else "") + ":")
+        out.extend(shown)
     out.append("")
     board = doc.get("board") or {}
     if board.get("status"):
@@ -169,5 +178,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
     else:
-        print(format_table(doc, args.sort))
+        print(format_table(doc, args.sort, None if args.all_steps else STEPS_SHOWN))
     return 0

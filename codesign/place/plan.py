@@ -267,6 +267,7 @@ class _Planner:
         self.have: dict[str, set[str]] = {n: {FLOAT} for n, _ in self.net.inputs}
         self.packed_elems: dict[str, int] = {}  # tensor -> elements of its packed (padded) copy
         self.steps: list[Step] = []
+        self.group = ""  # the GEMM group being placed
 
     # -- layouts --------------------------------------------------------------------------------
     def elems(self, tensor: str, layout: str) -> int:
@@ -394,6 +395,7 @@ class _Planner:
 
     def gemm(self, group: Group) -> None:
         head = group.head
+        self.group = head.name  # whose forms `choose` is asked about (`choose_layers`)
         layer, why_none = layer_of(self.net, head)
         epi = _epilogue(self.qnet, group)
         options, why = ([], [why_none]) if layer is None else self.vta_options(group, layer, epi)
@@ -566,4 +568,22 @@ def plan_network(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | s
     return _Planner(net, HwConfig.resolve(hw), board, choose).run()
 
 
-__all__ = ["Step", "Plan", "plan_network", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]
+def choose_layers(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> dict[Layer, int]:
+    """The layers `plan_network(net, hw, board, choose)` asks `choose` about (every VTA form of
+    every conv/linear group whose epilogue VTA can run), each with the number of groups that ask
+    for it: its occurrences per request. What is asked depends on the network and `hw` only, not
+    on the answers, so a caller can tune these layers together before planning (the sweep's task
+    scheduler). Costs one plan with every group on the CPU (no schedule is timed)."""
+    board = board if isinstance(board, Board) else Board.named(board)
+    asked: dict[Layer, set[str]] = {}
+
+    def probe(layer: Layer) -> tuple[Config, float]:
+        asked.setdefault(layer, set()).add(planner.group)
+        raise CodesignError("probe: layers only")
+
+    planner = _Planner(net, HwConfig.resolve(hw), board, probe)
+    planner.run()
+    return {layer: len(groups_) for layer, groups_ in asked.items()}
+
+
+__all__ = ["Step", "Plan", "plan_network", "choose_layers", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]

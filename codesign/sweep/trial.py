@@ -27,7 +27,7 @@ from codesign.hw.space import HwSpace
 from codesign.network.graph import Network
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
-from codesign.place import plan_network
+from codesign.place import choose_layers, plan_network
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
@@ -71,6 +71,9 @@ class InnerTuning:
     params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
     hparams: dict[str, str] | None = field(default=None, hash=False)  # the tuner's `--hparam` overrides
     schedules: str = DEFAULT_SCHEDULES  # schedule family (`--schedules`)
+    # How the learned layers share their measurements (`codesign.tune.scheduler.POLICIES`): "gain"
+    # where the expected gain is largest, "even" each layer its own budget (benchmarks, tests).
+    scheduler: str = "gain"
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
     """Inner tuning of the offloaded layers (with their counts): the task scheduler spends the
     learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`)."""
     runs = [_task_run(layer, hw, tuning, writer=writer, records=records) for layer, _count in layers]
-    results = TaskScheduler([run for run, _done in runs], [count for _layer, count in layers]).run()
+    results = TaskScheduler([run for run, _done in runs], [count for _layer, count in layers],
+                            policy=tuning.scheduler).run()
     for res, (_run, done) in zip(results, runs):
         res.measurements += done
     return results
@@ -357,11 +361,8 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
         layers.append(tuner.row(layer, count))
 
     if not layers:
-        reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
-        result = infeasible_result(hw, f"no layer of {workload.name} runs on this config ({reasons})", board,
-                                   resources=resources)
-        return {**result, "unsupported": unsupported, "measurements": tuner.measurements,
-                "wall_s": time.perf_counter() - start}
+        return _nothing_runs(hw, board, resources, f"no layer of {workload.name} runs on this config", unsupported,
+                             tuner, start)
 
     activity = activity_from_busy(busy, total_cycles)  # time-weighted over layers (one clock)
     # One request waits for its padded batch: the batch's time, whoever else rides in it.
@@ -377,11 +378,22 @@ def evaluate_usable(hw: HwConfig, board: Board, workload: Workload, resources: R
     }
 
 
+def _nothing_runs(hw: HwConfig, board: Board, resources: Resources, what: str, unsupported: list[dict[str, Any]],
+                  tuner: LayerTuner, start: float) -> dict[str, Any]:
+    """The result of a usable design on which no layer runs: infeasible, `what` and the first
+    reasons said, the layers left out and the measurements spent kept."""
+    reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
+    result = infeasible_result(hw, f"{what} ({reasons})", board, resources=resources)
+    return {**result, "unsupported": unsupported, "measurements": tuner.measurements,
+            "wall_s": time.perf_counter() - start}
+
+
 def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resources, tuner: LayerTuner, *,
                   power_model: PowerModel | None = None, start: float | None = None) -> dict[str, Any]:
     """One request through the whole network on `hw` + the board's CPU: the network plan
     (`codesign.place.plan_network`) with `choose` = this trial's inner tuning of each layer the
-    plan asks about (the rewritten stem, the padded dense, ...). `latency_ms` is the plan's
+    plan asks about (the rewritten stem, the padded dense, ...), all tuned first as one task set
+    (`codesign.place.choose_layers`, weighted by occurrences per request). `latency_ms` is the plan's
     latency, `throughput_ips` its images per second at full batches, `vta_ms`/`cpu_ms` its parts
     (host passes are CPU steps); `layers` the plan's VTA layers with their tuned schedules,
     `unsupported` the convs/denses it leaves on the CPU with the reason, `steps` every step."""
@@ -393,15 +405,15 @@ def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resou
             raise CodesignError(f"no schedule of {layer.name} ran in {res.measurements} measurements")
         return res.best, float(best.seconds)
 
+    # Every layer the plan will ask about, tuned as one task set: the scheduler spends the learned
+    # layers' measurements where they save the most per request (weights: occurrences per request).
+    tuner.tune_all(list(choose_layers(network, hw, board).items()))
     plan = plan_network(network, hw, board, choose)
     counts = vta_layer_counts(plan)
     unsupported = cpu_gemms(plan)
     if not counts:
-        reasons = "; ".join(f"{u['layer']}: {u['reason']}" for u in unsupported[:3])
-        result = infeasible_result(hw, f"no layer of {network.name} runs on VTA on this config ({reasons})", board,
-                                   resources=resources)
-        return {**result, "unsupported": unsupported, "measurements": tuner.measurements,
-                "wall_s": time.perf_counter() - start}
+        return _nothing_runs(hw, board, resources, f"no layer of {network.name} runs on VTA on this config",
+                             unsupported, tuner, start)
     busy = {"load": 0.0, "compute": 0.0, "store": 0.0}
     for layer, count in counts.items():
         best = tuner.results[layer][1]
