@@ -193,7 +193,7 @@ def test_records_carry_the_schedule_family(tmp_path):
     rec, config = best_any_family(back)[(layer.name, HW.name)]  # what codesign run deploys
     assert rec.family == "vta" and config == vcfg and config.family == "vta"
     # a record whose knobs are no candidates is passed over for the next fastest
-    bad = MeasureRecord(**{**new.__dict__, "seconds": 1e-4, "knobs": {**new.knobs, "tile_h": [3, 5]}})
+    bad = MeasureRecord(**{**new.__dict__, "seconds": 1e-4, "knobs": {**new.knobs, "tile_h": [1, 999]}})
     rec, config = best_any_family([*back, bad])[(layer.name, HW.name)]
     assert rec.seconds == 5e-4 and config == vcfg
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.lower.access import INP_PLACE, WGT_PLACE, pad_classes, spec
+from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
@@ -95,12 +95,14 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G = m.n_threads, m.n_steps, m.tile.b
     R = fused_slots(m).chunks if m.has_residual else 0
-    max_rows = (1 + m.inp_loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + len(u.uses) + 1
+    loads = max(int(sc[3][:, INP_SPLIT].max()), m.inp_loads)
+    max_rows = (1 + loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + len(u.uses) + 1
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
-    kern = np.array([[getattr(k, f) for f in LOOP_FIELDS] for k in (m.gemm, m.reset)], dtype=np.int64)
+    tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
+    kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
-    counts = emit(pairs, sc[0], sc[1], sc[2], kern, epi, u.sizes, u.uses, u.ring.load, u.ring.bgn,
-                  u.dram_off + sc[3], out)
+    counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn,
+                  u.first_pair, u.dram_off, u.dram_off + sc[4], out)
     return out[:int(counts.sum()) + 3], counts
 
 
@@ -115,7 +117,8 @@ def _epilogue(ops: tuple[AluOp, ...]) -> np.ndarray:
 
 
 def _spec(m: Mapping, hw: HwConfig, u: Uops) -> tuple:
-    """`access.spec` of `m` at its DRAM bases, plus the uop region's base (elements)."""
+    """`access.spec` of `m` at its DRAM bases (scalars, loop tables, variant table), plus the uop
+    region's base (elements)."""
     bases, uop_base = dram_bases(m, hw)
     return (*spec(m, bases, -1 if u.ring.start is None else u.ring.start, hw.wgt_depth), uop_base)
 
@@ -133,7 +136,7 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     legal(m, hw)
     u = uop_plan(m, hw.uop_depth)
     rows, _ = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
-    return Lowered(rows, uop_array(m, u.first, hw.wgt_depth), m)
+    return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
@@ -145,12 +148,15 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     steady = ring.steady(P)
     sc = _spec(m, hw, u)
     axes = [lp.axis for lp in m.pair_loops]
-    h_loop, w_loop = axes.index("h"), axes.index("w")
-    hc, wc = pad_classes(sc[0], sc[1], sc[2], h_loop, w_loop)
+    h_loop, w_loop, co_loop = axes.index("h"), axes.index("w"), axes.index("co")
+    hc, wc, cc = pad_classes(sc[0], sc[3], sc[1], sc[2], h_loop, w_loop, co_loop)
     placed = sc[0][[INP_PLACE, WGT_PLACE]].tolist()
     places = [p for p in placed if p]  # operands loaded outside the reduction
-    pairs, pair_class = classes(P, hc, sc[1][h_loop, 1], wc, sc[1][w_loop, 1], np.array(places, dtype=np.int64),
-                                steady, ring.load.shape[0], -1 if ring.start is None else ring.start)
+    # edge tiles: the pairs that load a kernel first are their own classes
+    special = np.unique(u.first_pair[u.first]) if m.edges is not None else np.zeros(0, dtype=np.int64)
+    pairs, pair_class = classes(P, hc, sc[1][h_loop, 1], wc, sc[1][w_loop, 1], cc, sc[1][co_loop, 1],
+                                np.array(places, dtype=np.int64), steady, ring.load.shape[0],
+                                -1 if ring.start is None else ring.start, special)
     rows, counts = _rows(m, pairs, u, sc)
     block_start = np.zeros(counts.shape[0] + 2, dtype=np.int64)
     np.cumsum(counts, out=block_start[1:-1])
@@ -164,6 +170,8 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
         loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
     n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + 1)
                + ring.n_loads(P) + 3)
+    if m.edges is not None:  # edge tiles load fewer INP blocks, and each kernel once: count the blocks
+        n_insns = int(counts[pair_class[:-1]].sum()) + 3
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
                       periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))
 

@@ -34,11 +34,15 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
         "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
         "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
-        "id_each")
+        "id_each", "e_ci", "e_acc", "h_last", "w_last", "co_last", "ci_last")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
- BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH) = range(len(SPEC))
+ BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH,
+ E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST) = range(len(SPEC))
+#: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
+#: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
+VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC)
 
 
 @lru_cache(maxsize=1024)
@@ -52,10 +56,12 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
 
 
 def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: int = 0
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(scalars `SPEC`, pair loop table, thread loop table) of `m`; `bases` are the element offsets
-    of the data, weight and output regions (then of the bias, residual and identity regions of a
-    fused epilogue), `ring_start` the micro-op ring's period start (`uops`)."""
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(scalars `SPEC`, pair loop table, thread loop table, variant table) of `m`; `bases` are the
+    element offsets of the data, weight and output regions (then of the bias, residual and
+    identity regions of a fused epilogue), `ring_start` the micro-op ring's period start (`uops`).
+    The variant table has one row of scalars per edge tile variant (`mapping.edges`; one row, the
+    scalars, when every tile size divides): the transfer sizes of a tile come from its row."""
     g, t = m.geo, m.tile
     fused = (0,) * 9  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
     if m.has_bias or m.has_residual:
@@ -71,8 +77,15 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
                    places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
-                   ring_start, m.inp_loads, *fused], dtype=np.int64)
-    return sc, loop_table(m.pair_loops), loop_table(m.vthreads)
+                   ring_start, m.inp_loads, *fused, t.ci, t.acc_sram, -1, -1, -1, -1], dtype=np.int64)
+    scv = sc[None, :].copy()
+    if m.edges is not None:
+        sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
+        scv = np.repeat(sc[None, :], len(m.edges.variants), axis=0)
+        for v, e in enumerate(m.edges.variants):
+            et = e.tile
+            scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci, et.acc_sram)
+    return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv
 
 
 @njit(cache=True)
@@ -127,8 +140,8 @@ def inp_part_access(sc, b, h, co, w, k, part):  # pragma: no cover - compiled
     """INP load `part` (= batch block x TCI + channel block) of a tile loaded one block per LOAD
     (`Mapping.inp_loads`): hin rows of win pixels at stride W, pads as the padded load."""
     hs, ws, yp0, yp1, xp0, xp1 = window(sc, h, w)
-    chan = ((b * sc[TB] + part // sc[TCI]) * sc[C_IMG] + (co * sc[TCO]) // sc[CO_PG] * sc[CI]
-            + k * sc[TCI] + part % sc[TCI])
+    chan = ((b * sc[TB] + part // sc[E_CI]) * sc[C_IMG] + (co * sc[TCO]) // sc[CO_PG] * sc[CI]
+            + k * sc[TCI] + part % sc[E_CI])
     dram = sc[INP_BASE] + (chan * sc[H] + hs + yp0) * sc[W] + ws + xp0
     return (dram, sc[HIN] - yp0 - yp1, sc[WIN] - xp0 - xp1, sc[W], yp0, yp1, xp0, xp1)
 
@@ -168,17 +181,28 @@ def bias_access(sc, co):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _axis_classes(sc, loops, threads, lp, which, T):  # pragma: no cover - compiled
+def variant(sc, h, w, co):  # pragma: no cover - compiled
+    """Row of tile (h, w, co) in the variant table (`spec`): its h, w, co edge bits."""
+    return (1 if h == sc[H_LAST] else 0) | (2 if w == sc[W_LAST] else 0) | (4 if co == sc[CO_LAST] else 0)
+
+
+@njit(cache=True)
+def _axis_classes(sc, scv, loops, threads, lp, which, T):  # pragma: no cover - compiled
     n, place = loops[lp, 0], loops[lp, 1]
-    sig = np.zeros((n, 2 * T), np.int64)
+    sig = np.zeros((n, 3 * T), np.int64)
     ids = np.zeros(n, np.int64)
     n_ids = 0
     for i in range(n):
         for t in range(T):
             b, h, co, w = tile_of(i * place, t, loops, threads)
-            pads = window(sc, h, w)
-            sig[i, 2 * t] = pads[2 + 2 * which]
-            sig[i, 2 * t + 1] = pads[3 + 2 * which]
+            if which == 2:  # co: the edge bit only (pads and sizes of h, w are the other loops')
+                sig[i, 3 * t] = 1 if co == sc[CO_LAST] else 0
+                continue
+            v = variant(sc, h, w, -2)
+            pads = window(scv[v if v < scv.shape[0] else 0], h, w)
+            sig[i, 3 * t] = pads[2 + 2 * which]
+            sig[i, 3 * t + 1] = pads[3 + 2 * which]
+            sig[i, 3 * t + 2] = v >> which & 1  # the edge tile: its own sizes
         ids[i] = n_ids
         for q in range(i):
             if (sig[q] == sig[i]).all():
@@ -190,12 +214,13 @@ def _axis_classes(sc, loops, threads, lp, which, T):  # pragma: no cover - compi
 
 
 @njit(cache=True)
-def pad_classes(sc, loops, threads, h_loop, w_loop):  # pragma: no cover - compiled
-    """Which pairs load identically shaped (padded) INP tiles: a class id per index of the h and
-    of the w pair loop (the pads over all threads; ids in order of first appearance). Every
-    other DMA field the timing depends on is the same at every tile position (the DRAM offsets
-    differ but only set the footprint)."""
+def pad_classes(sc, scv, loops, threads, h_loop, w_loop, co_loop):  # pragma: no cover - compiled
+    """Which pairs load identically shaped (padded) INP tiles: a class id per index of the h, w
+    and co pair loops (the pads and edge tiles over all threads; ids in order of first
+    appearance). Every other DMA field the timing depends on is the same at every tile position
+    (the DRAM offsets differ but only set the footprint)."""
     T = 1
     for lp in range(threads.shape[0]):
         T *= threads[lp, 0]
-    return (_axis_classes(sc, loops, threads, h_loop, 0, T), _axis_classes(sc, loops, threads, w_loop, 1, T))
+    return (_axis_classes(sc, scv, loops, threads, h_loop, 0, T), _axis_classes(sc, scv, loops, threads, w_loop, 1, T),
+            _axis_classes(sc, scv, loops, threads, co_loop, 2, T))

@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from codesign.lower import access as ac
+from codesign.mapping.edges import CI_BIT
 from codesign.vta import isa
 
 C = isa.COL
@@ -46,6 +47,18 @@ COLS = np.array([C[f] for f in ("opcode", "memory_type", "sram_base", "pop_prev_
 ALU_OPS = {"shr": isa.ALU_SHR, "min": isa.ALU_MIN, "max": isa.ALU_MAX, "add": isa.ALU_ADD}
 _OP, _MEM, _SRAM, _POP_P, _POP_N, _PUSH_P, _PUSH_N, _RST, _BGN, _END, _AOP, _IMM_ON, _IMM = range(13)
 _LOOP0 = 17
+T_MAX = 64  # virtual threads the emitter tracks per pair
+
+
+@njit(cache=True)
+def _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use):  # pragma: no cover - compiled
+    """(LOAD UOP before this use?, the kernel's uop SRAM start): from the ring's rows, or with
+    edge tiles at the kernel's first use (every kernel stays cached, `uops.uop_plan`)."""
+    if not edge:
+        return load[u, use], bgn[u, use]
+    ld = first_pair[kid] == j and not seen[kid]
+    seen[kid] = True
+    return ld, kbgn[kid]
 
 
 @njit(cache=True)
@@ -104,18 +117,23 @@ def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src,
 
 
 @njit(cache=True)
-def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram, out):  # pragma: no cover
+def emit(pairs, sc, scv, loops, threads, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
+         out):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
-    returns the row count of each pair. `sc`, `loops`, `threads` are the access spec
-    (`access.spec`), `kern` the loop fields of the GEMM and reset kernels, `epi` the epilogue's
-    ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`), `uop_dram` the DRAM
-    offset of each kernel."""
+    returns the row count of each pair. `sc`, `loops`, `threads`, `scv` are the access spec
+    (`access.spec`), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
+    `epi` the epilogue's ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`),
+    `uop_dram` the DRAM offset of each kernel. A use's kernel is `kvar[uses[use], variant]`.
+    With edge tiles (`first_pair` not empty: `uops.uop_plan`) every kernel stays in the micro-op
+    cache once loaded: it is loaded at its first use, in pair `first_pair[kernel]`, at `kbgn`."""
     cols, dcols = COLS, DMA_COLS
+    edge = first_pair.shape[0] > 0
+    seen = np.zeros(first_pair.shape[0], np.bool_)
+    var = np.zeros(T_MAX, np.int64)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E = sc[ac.TB], epi.shape[1]
-    split, block = sc[ac.INP_SPLIT], sc[ac.HIN] * sc[ac.WIN]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
-    gloop, rloop, epi_op, epi_imm, epi_src = kern[0], kern[1], epi[0], epi[1], epi[2]
+    epi_op, epi_imm, epi_src = epi[0], epi[1], epi[2]
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
         if epi_src[o] == 2:
@@ -132,36 +150,44 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
         if ring_start >= 0 and j >= m:
             u = ring_start + (j - m) % (m - ring_start)
         use = 0
+        seen[:] = False
         for t in range(T):
             tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
+            var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
         for k in range(K):
+            kb = CI_BIT if k == sc[ac.CI_LAST] else 0
             for t in range(T):
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
+                row = scv[var[t] | kb]
                 if ac.loaded(sc, sc[ac.INP_PLACE], j, k):
+                    split = row[ac.INP_SPLIT]
                     if split == 1:
-                        _dma(out, r, cols, dcols, ac.inp_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
+                        _dma(out, r, cols, dcols, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
                              t * sram[0])
                         r += 1
                     else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
+                        block = row[ac.HIN] * row[ac.WIN]
                         for part in range(split):
-                            _dma(out, r, cols, dcols, ac.inp_part_access(sc, b, h, co, w, k, part), isa.OP_LOAD,
+                            _dma(out, r, cols, dcols, ac.inp_part_access(row, b, h, co, w, k, part), isa.OP_LOAD,
                                  isa.MEM_INP, t * sram[0] + part * block)
                             r += 1
                 if ac.loaded(sc, sc[ac.WGT_PLACE], j, k):
-                    _dma(out, r, cols, dcols, ac.wgt_access(sc, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
+                    _dma(out, r, cols, dcols, ac.wgt_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT,
+                         t * sram[1])
                     r += 1
                 out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0) else 1  # g2l (WAR)
                 out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-            for _t in range(T):
+            for t in range(T):
                 for phase in range(2):
                     if phase == 0 and k > 0:
                         continue
+                    v = var[t] if phase == 0 else var[t] | kb
                     for b in range(G):
-                        kid = uses[use]
-                        r = _kernel_use(out, r, cols, isa.OP_GEMM, load[u, use], bgn[u, use], sizes[kid],
-                                        uop_dram[kid])
-                        lp = rloop if phase == 0 else gloop
+                        kid = kvar[uses[use], v]
+                        ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+                        r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
+                        lp = kern[v, 1] if phase == 0 else kern[v, 0]
                         for f in range(8):
                             out[r, cols[_LOOP0 + f]] = lp[f]
                         if phase == 0:
@@ -173,9 +199,12 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                         r += 1
                         use += 1
         for t in range(T):  # the epilogue up to the residual (all of it without one)
+            acc = (sram[0], sram[1], scv[var[t]][ac.E_ACC])  # the ALU runs over the tile's ACC elements
             for o in range(o_res):
-                r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram,
-                              load[u, use], bgn[u, use], sizes[uses[use]], uop_dram[uses[use]])
+                kid = kvar[uses[use], var[t]]
+                ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+                r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
+                              ld, bg, sizes[kid], uop_dram[kid])
                 use += 1
         for c in range(R):  # residual chunk c: a load group and a GEMM per thread, as a reduction step
             for t in range(T):
@@ -209,7 +238,8 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
                     use += 1
         for t in range(T):
             b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-            _dma(out, r, cols, dcols, ac.out_access(sc, b, h, co, w), isa.OP_STORE, isa.MEM_OUT, t * sram[2])
+            _dma(out, r, cols, dcols, ac.out_access(scv[var[t]], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
+                 t * sram[2])
             out[r, cols[_POP_P]] = 1  # g2s
             out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and t < T - 1) else 1  # s2g; the last to the tail
             r += 1
@@ -227,15 +257,18 @@ def emit(pairs, sc, loops, threads, kern, epi, sizes, uses, load, bgn, uop_dram,
 
 
 @njit(cache=True)
-def classes(P, hc, h_place, wc, w_place, places, steady, m, ring_start):  # pragma: no cover - compiled
-    """Classes of identical pairs: same INP padding (class of the h and w loop index), same
-    operands loaded (`places`: loaded at pair j when j % place == 0), same uop loads (ring row),
-    plus the first and the last pair (own tokens). Returns (one member of each class in program
-    order, the class = block index of every pair + the tail block)."""
+def classes(P, hc, h_place, wc, w_place, cc, c_place, places, steady, m, ring_start,
+            special):  # pragma: no cover - compiled
+    """Classes of identical pairs: same INP padding and edge tiles (class of the h, w and co loop
+    index), same operands loaded (`places`: loaded at pair j when j % place == 0), same uop loads
+    (ring row), plus the first and the last pair (own tokens) and the `special` pairs (edge
+    tiles: a kernel's first load). Returns (one member of each class in program order, the class
+    = block index of every pair + the tail block)."""
     n_h, n_w, w_ids = hc.shape[0], wc.shape[0], wc.max() + 1
+    n_c, c_ids = cc.shape[0], cc.max() + 1
     n_f = 1 << places.shape[0]
     n_u = 1 if steady else m
-    n_code = (hc.max() + 1) * w_ids * n_f * n_u
+    n_code = (hc.max() + 1) * w_ids * c_ids * n_f * n_u
     codes = np.empty(P, np.int64)
     for j in range(P):
         u = 0
@@ -247,10 +280,13 @@ def classes(P, hc, h_place, wc, w_place, places, steady, m, ring_start):  # prag
         for i in range(places.shape[0]):
             if j % places[i] == 0:
                 f |= 1 << i
-        codes[j] = ((hc[(j // h_place) % n_h] * w_ids + wc[(j // w_place) % n_w]) * n_f + f) * n_u + u
+        hw_code = (hc[(j // h_place) % n_h] * w_ids + wc[(j // w_place) % n_w]) * c_ids + cc[(j // c_place) % n_c]
+        codes[j] = (hw_code * n_f + f) * n_u + u
+    for i in range(special.shape[0]):
+        codes[special[i]] = n_code + 2 + i
     codes[P - 1] = n_code + 1
     codes[0] = n_code
-    block = np.full(n_code + 2, -1, np.int64)
+    block = np.full(n_code + 2 + special.shape[0], -1, np.int64)
     members = np.empty(P, np.int64)
     n_blocks = 0
     for j in range(P):  # blocks numbered in order of first appearance: members are sorted

@@ -9,13 +9,16 @@ loaded by one LOAD UOP the first time they are used, reloaded only after being e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 from numba import njit
 
+from codesign.errors import InvalidSchedule
+from codesign.lower.access import AXIS, loop_table
 from codesign.mapping.batch import Kernel
+from codesign.mapping.edges import CI_BIT, PAIR_BITS
 from codesign.mapping.mapping import Mapping, fused_slots
 
 
@@ -151,6 +154,12 @@ class Uops:
     ring: Ring
     dram_off: np.ndarray  # kernel -> offset in the DRAM uop array (first-load order)
     first: np.ndarray     # kernels in first-use order
+    #: kernel of use slot s for tile variant v: kvar[s, v] (`mapping.edges`; one column without edges)
+    kvar: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.int64))
+    #: with edge tiles: the pair of each kernel's first use (never reloaded), else empty
+    first_pair: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: with edge tiles: (thread, slot, variant) of every kernel
+    origin: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
 
 
 def _residual(m: Mapping) -> tuple[int, int]:
@@ -169,15 +178,101 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
     sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + epi, dtype=np.int64), T)
     uses, first = use_order(T, K, G, E, R, n_pre)
+    if m.edges is not None:
+        return _edge_plan(m, depth, sizes, uses)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
     dram_off = np.zeros(len(sizes), dtype=np.int64)
     dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
-    return Uops(sizes, uses, ring, dram_off, first)
+    return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None])
 
 
-def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0) -> np.ndarray:
+def pair_variants(m: Mapping) -> np.ndarray:
+    """(T, P) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair."""
+    last = dict(zip(("h", "w", "co"), m.edges.last[:3])) if m.edges is not None else {}
+    j = np.arange(m.n_pairs, dtype=np.int64)
+    out = np.zeros((m.n_threads, m.n_pairs), dtype=np.int64)
+    loops, threads = loop_table(m.pair_loops), loop_table(m.vthreads)
+    for t in range(m.n_threads):
+        idx = {a: np.zeros_like(j) for a in AXIS}
+        for (ext, place, ax, scale) in loops.tolist():
+            idx[next(a for a, i in AXIS.items() if i == ax)] += (j // place) % ext * scale
+        for (ext, place, ax, scale) in threads.tolist():
+            idx[next(a for a, i in AXIS.items() if i == ax)] += (t // place) % ext * scale
+        for bit, a in enumerate(("h", "w", "co")):
+            if last.get(a, -1) >= 0:
+                out[t] |= (idx[a] == last[a]).astype(np.int64) << bit
+    return out
+
+
+def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> Uops:
+    """Edge tiles (`mapping.edges`): each thread's reset and GEMM kernels exist once per tile
+    variant it runs; every kernel is loaded once, at its first use, and stays in the micro-op
+    cache (validity rule `edge_uop_cache`: all of them fit at once), so the runtime's ring never
+    wraps and a kernel's SRAM start is its offset in the DRAM array (first-use order)."""
+    T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
+    S = 2 * G + E
+    ev = m.edges.variants
+    kvar = np.repeat(np.arange(len(sizes), dtype=np.int64)[:, None], len(ev), axis=1)
+    size_list = sizes.tolist()
+    origin: list[tuple[int, int, int]] = [(t, s, 0) for t in range(T) for s in range(S)]  # (thread, slot, variant)
+    for t in range(T):
+        for v in range(1, len(ev)):
+            for slot in range(2 * G):
+                reset = slot < G
+                key = v & PAIR_BITS if reset else v  # a reset runs at step 0 over the pair's ACC tile
+                if key == 0:
+                    continue
+                if reset and key != v:
+                    kvar[t * S + slot, v] = kvar[t * S + slot, key]
+                    continue
+                kvar[t * S + slot, v] = len(size_list)
+                size_list.append((ev[key].reset if reset else ev[key].gemm).size)
+                origin.append((t, slot, key))
+    sizes = np.array(size_list, dtype=np.int64)
+    # the uses of each pair that first runs some (thread, variant), in program order
+    pv = pair_variants(m)
+    specials = sorted({int(np.argmax(pv[t] == v)) for t in range(T) for v in np.unique(pv[t]).tolist()})
+    ci_last = m.edges.last[3]
+    first_pair = np.full(len(sizes), -1, dtype=np.int64)
+    order: list[int] = []
+    for j in specials:
+        use = 0
+        seq: list[int] = []
+        for k in range(K):
+            kb = CI_BIT if k == ci_last else 0
+            for t in range(T):
+                for phase in ((0, 1) if k == 0 else (1,)):
+                    v = pv[t, j] if phase == 0 else pv[t, j] | kb
+                    for _ in range(G):
+                        seq.append(int(kvar[uses[use], v]))
+                        use += 1
+        for t in range(T):
+            for _ in range(E):
+                seq.append(int(kvar[uses[use], pv[t, j]]))
+                use += 1
+        for kid in seq:
+            if first_pair[kid] < 0:
+                first_pair[kid] = j
+                order.append(kid)
+    first = np.array(order, dtype=np.int64)
+    dram_off = np.zeros(len(sizes), dtype=np.int64)
+    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    total = int(sizes[first].sum())
+    if total > depth:
+        raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
+                              f"{total} micro-ops together > UOP depth {depth}")
+    first_pair[first_pair < 0] = np.iinfo(np.int64).max  # never used: never loaded
+    ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
+    ring_origin = np.array(origin, dtype=np.int64)
+    ring_origin.setflags(write=False)
+    return Uops(sizes, uses, ring, dram_off, first, kvar, first_pair, origin=ring_origin)
+
+
+def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0, origin: np.ndarray | None = None) -> np.ndarray:
     """The DRAM micro-op array: the kernels (each thread's SRAM slice and batch block shifted)
-    in first-use order."""
+    in first-use order; `origin` (edge tiles, `uop_plan`): (thread, slot, variant) of each kernel."""
+    if m.edges is not None and origin is not None:
+        return _edge_array(m, first, origin)
     tl, G = m.tile, m.tile.b
     acc_b, inp_b, hw_ = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win, tl.h * tl.w
     fs = fused_slots(m, wgt_depth)
@@ -199,3 +294,26 @@ def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0) -> np.ndarray:
             else:
                 kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))
     return np.concatenate([kernels[kid].uops for kid in first])
+
+
+def _edge_array(m: Mapping, first: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """`uop_array` with edge tiles: kernel (t, slot, v) is variant v's reset/GEMM of batch block
+    slot % G shifted to thread t's slices (the variant's compact layouts start where the full
+    tile's do), or thread t's epilogue kernel (full-tile ALU kernels: their iter_in is the
+    tile's ACC elements, an instruction field)."""
+    tl, G = m.tile, m.tile.b
+    out = []
+    for kid in first.tolist():
+        t, slot, v = origin[kid].tolist()
+        et = m.edges.variants[v].tile if v else tl
+        dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
+        acc_b, inp_b = et.co * et.h * et.w, et.ci * et.hin * et.win
+        if slot < G:
+            k = (m.edges.variants[v].reset if v else m.reset).shifted(dsh + slot * acc_b, 0, 0)
+        elif slot < 2 * G:
+            b = slot - G
+            k = (m.edges.variants[v].gemm if v else m.gemm).shifted(dsh + b * acc_b, ssh + b * inp_b, wsh)
+        else:
+            k = Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0))
+        out.append(k.uops)
+    return np.concatenate(out)

@@ -32,6 +32,7 @@ The reset GEMM (reduction init, `reset_reg=1`) folds the same way over (w, co, h
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -43,6 +44,8 @@ from codesign.workloads.layers import Conv2D, Layer
 KnobValue = list[int] | tuple[int, ...] | int  # a knob's value (schedule.knobs)
 
 GEMM_LOOPS = ("k_o.inner", "w", "dj", "di", "co", "h")
+#: pairs of GEMM loops a fold may put into iter_out / iter_in (`vta` family knob `uop_fold`)
+FOLD_PAIRS: tuple[tuple[int, int], ...] = tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2))
 RESET_LOOPS = ("w", "co", "h")
 
 # Instruction field limits (docs/vta.md §1.3, §2.3, §2.4, §7.4.6).
@@ -197,11 +200,13 @@ class MappingBatch:
         s = geo.stride
         self.hin_t = (self.tile_h - 1) * s + geo.kh
         self.win_t = (self.tile_w - 1) * s + geo.kw
-        self.b_tiles = geo.b // self.tile_b
-        self.h_tiles = geo.out_h // self.tile_h
-        self.w_tiles = geo.out_w // self.tile_w
-        self.co_tiles = geo.co // self.tile_co
-        self.ci_steps = geo.ci // self.tile_ci
+        # tile counts round up: a tile size that does not divide its extent leaves a smaller last
+        # (edge) tile (the `vta` family; the templates' splits divide, where this is n // f)
+        self.b_tiles = -(-geo.b // self.tile_b)
+        self.h_tiles = -(-geo.out_h // self.tile_h)
+        self.w_tiles = -(-geo.out_w // self.tile_w)
+        self.co_tiles = -(-geo.co // self.tile_co)
+        self.ci_steps = -(-geo.ci // self.tile_ci)
         self.n_tiles = self.b_tiles * self.h_tiles * self.w_tiles * self.co_tiles
         # SRAM elements per virtual thread (docs/vta.md §7.4.1)
         self.acc_sram = self.tile_b * self.tile_co * self.tile_h * self.tile_w
@@ -362,6 +367,28 @@ class MappingBatch:
             self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
                                                       (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
         return self._patterns["wgt"]
+
+
+def take(obj: object, rows: np.ndarray, n: int | None = None) -> object:
+    """A copy of a batch object (`MappingBatch`, or one holding one) with only the configs `rows`:
+    every array of length n (directly, in dicts, in nested batches) indexed, the rest shared;
+    cached tables are dropped. Cheaper than rebuilding the geometry of repeated configs."""
+    n = getattr(obj, "n", n)
+
+    def pick(v: object) -> object:
+        if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n:
+            return v[rows]
+        if isinstance(v, dict):
+            return {k: pick(x) for k, x in v.items()}
+        if isinstance(v, MappingBatch):
+            return take(v, rows)
+        return v
+
+    new = object.__new__(type(obj))
+    new.__dict__.update({k: pick(v) for k, v in vars(obj).items() if k != "_table"})
+    if hasattr(obj, "n"):
+        new.__dict__["n"] = len(rows)
+    return new
 
 
 # The zero-skipping kernel of conv2d_transpose_packed.vta (docs/vta.md §7.6).

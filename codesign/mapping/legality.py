@@ -8,6 +8,7 @@ space's, with its message."""
 from __future__ import annotations
 
 from codesign.hw.config import HwConfig
+from codesign.mapping.edges import EDGE_AXES
 from codesign.mapping.mapping import AXES, DEPENDS, Mapping, fused_slots
 
 
@@ -33,7 +34,8 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         n = 1
         for lp in m.loops + m.vthreads:
             n *= lp.extent if lp.axis == axis else 1
-        if n * tile != size:
+        edge = m.edges is not None and axis in EDGE_AXES and m.edges.last[EDGE_AXES.index(axis)] >= 0
+        if n * tile != size and not (edge and n == -(-size // tile)):  # a smaller last tile: mapping.edges
             out.append(("cover", f"divisibility: axis {axis} of {size} is covered by {n} tile(s) of {tile}"))
     for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
                               ("wgt", t.wgt_sram, hw.wgt_depth)):
@@ -55,6 +57,9 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
     if m.n_threads > 2:
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
     if m.has_bias or m.has_residual:
+        if m.edges is not None:
+            out.append(("fused_edge", "fused epilogue: the bias and residual steps are lowered for full tiles "
+                                      "only; this schedule has edge tiles (a tile size that does not divide)"))
         out += _fused(m, hw)
     return out
 

@@ -22,6 +22,8 @@ turns it into the program. Its parts:
   slice, GEMM with 2^lb·identity accumulating onto the tile). The SRAM slots and chunks follow
   from the tile alone (`fused_slots`).
 - `inp_loads`: how many LOADs bring one INP tile (1, or one per batch x channel block).
+- `edges`: the smaller last tiles of tile sizes that do not divide their extent (`mapping.edges`),
+  None when every tile size divides.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from codesign.mapping.batch import Geometry, Kernel
+from codesign.mapping.edges import Edges
 
 AXES = ("b", "h", "co", "w", "ci")
 OPERANDS = ("inp", "wgt", "out")  # loaded / stored operands (ACC and UOP live on chip, see lower)
@@ -104,6 +107,7 @@ class Mapping:
     #: load per (batch, channel) block, each hin rows of win pixels at stride W, into its slice
     #: of the tile's inp[b][ci][hin][win] layout (tiles whose INP region is no 2-D pattern).
     inp_loads: int = 1
+    edges: Edges | None = None  # edge tiles (mapping.edges); None: every tile size divides
 
     @cached_property
     def pair_loops(self) -> tuple[Loop, ...]:

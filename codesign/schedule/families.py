@@ -30,12 +30,14 @@ import numpy as np
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, transpose_uops
+from codesign.mapping.edges import Edges, EdgeTile
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
+from codesign.schedule import edge_rules
 from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
 from codesign.schedule.validity import first_failure
-from codesign.schedule.vta_space import N_THREADS, ORDERS, PAIR_AXES, VTHREADS, VtaSpace
+from codesign.schedule.vta_space import N_THREADS, ORDERS, PAIR_AXES, VTHREADS, VtaBatch, VtaSpace
 from codesign.workloads.layers import Layer
 
 CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
@@ -187,6 +189,11 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
         inp_loads=tile.b * tile.ci if split else 1)
+    last = tuple(n - 1 if size % f else -1 for size, f, n in (
+        (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
+        (geo.ci, tile.ci, g["ci_steps"])))
+    if max(last) >= 0:  # tile sizes that do not divide: the edge tiles' variants (mapping.edges)
+        m = replace(m, edges=_edges(b, r, last, geo.width))
     if layer.template == GROUP_TEMPLATE:
         m = replace(m, inp_channels=layer.in_channels // hw.block_in,
                     co_per_group=layer.out_channels // hw.block_out // layer.groups)
@@ -194,6 +201,23 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         uops = transpose_uops(layer, tile.h, tile.w, tile.ci, tile.co)
         m = replace(m, gemm=Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64)))
     return m
+
+
+def _edges(b: VtaBatch, r: int, last: tuple[int, ...], width: int) -> Edges:
+    """The 16 tile variants of config row `r` of `b` (`edge_rules.variant_batch`) as `Edges`."""
+    vb, split = edge_rules.variant_batch(b, r)
+    variants = []
+    for v in range(vb.n):
+        g = vb.row(v)
+        gemm, reset = vb.kernels(v)
+        tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
+                    g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+        sp = bool(split[v])
+        inp = (tile.hin, tile.win, width) if sp else (g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+        variants.append(EdgeTile(tile, gemm, reset, inp, (g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"]),
+                                 (g["store_y_size"], g["store_x_size"], g["store_x_stride"]),
+                                 tile.b * tile.ci if sp else 1))
+    return Edges(last, tuple(variants))
 
 
 Producer = Callable[..., Mapping]

@@ -5,7 +5,11 @@ WGT loaded at every reduction step, virtual threads on h or co). This family kee
 geometry of `mapping.MappingBatch` and frees what the lowering (`codesign.lower`) can emit
 correctly for any nest:
 
-- `tile_b/h/w/ci/co`: the template's split knobs (divisors of the extent, `[n // f, f]`);
+- `tile_b/h/w/ci/co`: the template's split knobs (divisors of the extent, `[n // f, f]`), then for
+  h, w, ci, co the sizes that do not divide (`[ceil(n / f), f]`, one per tile count: f =
+  ceil(n / k)): the last tile is a smaller edge tile (`mapping.edges`; not for transposed convs,
+  whose zero-skipping kernel depends on the tile, nor co of grouped convs, whose co tiles lie in
+  one group; batch blocks are 1 in every zoo workload);
 - `order`: the order of the four pair loops, an index into `ORDERS` (0 = the template's);
 - `wgt_stationary`: 1 loads each weight tile once per iteration of the co loop and keeps it
   across the loops inside it (needs the whole reduction in one tile, `ci_steps == 1`);
@@ -35,8 +39,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.errors import ConfigError
-from codesign.mapping.batch import GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch
-from codesign.schedule import templates
+from codesign.mapping.batch import FOLD_PAIRS, GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch, take
+from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
@@ -49,7 +53,6 @@ N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two 
 TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
 #: This family's rules that depend on the loop order or the residency (`valid_indices`).
 ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical"})
-FOLD_PAIRS: tuple[tuple[int, int], ...] = tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2))
 #: Template rules this family replaces: INP loads split per block (pad_ci, pad_b, dma_inp), and
 #: its own thread rule (one axis, `vthread_div`) instead of the template's two knobs.
 REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max"})
@@ -60,8 +63,28 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "log2_wgt_bytes_loaded",  # WGT bytes over the layer with residency
     "log2_inp_loads",         # INP LOAD instructions over the layer
     "uop_fold_chosen",        # 1: the GEMM fold is a chosen pair, 0: the template's
+    "edge_tile_frac",         # fraction of the output tiles that are edge tiles (smaller, own kernels)
+    "edge_fill",              # output elements / (tiles x full tile elements): 1 when every size divides
 )
 N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
+
+
+def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
+    """Put the chosen micro-op folds (`uop_fold` > 0, `FOLD_PAIRS`) into `t.gemm`; returns
+    whether each fold is live (both loops of extent > 1, not the template's own pair)."""
+    fold_ok = fold == 0
+    chosen = fold > 0
+    if chosen.any():
+        pair = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[fold]
+        live = t.gemm["loops"][..., 0] > 1
+        rows = np.arange(t.n)
+        roles = t.gemm["roles"]
+        fold_ok = fold_ok | (live[rows, pair[:, 0]] & live[rows, pair[:, 1]]
+                             & ~((roles[rows, pair[:, 0]] == 1) & (roles[rows, pair[:, 1]] == 2)))
+        fp = MappingBatch.fold_pair(t.gemm["loops"], pair[:, 0], pair[:, 1])
+        t.gemm = {k: (np.where(chosen[:, None] if fp[k].ndim == 2 else chosen, fp[k], t.gemm[k])
+                      if k != "loops" else t.gemm[k]) for k in t.gemm}
+    return fold_ok
 
 
 def _canonical_table() -> np.ndarray:
@@ -97,6 +120,12 @@ class VtaBatch:
         self.tiles = tiles
         self.split = (t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]
 
+    def refold(self, t: MappingBatch, rows: np.ndarray) -> MappingBatch:
+        """`t` (the geometry of other tile sizes of the configs `rows`, e.g. their edge tiles)
+        with those configs' micro-op folds."""
+        apply_fold(t, self.fold[rows])
+        return t
+
 
 class VtaSpace(KnobSpace):
     """All `vta`-family schedules of `layer` on `hw` (module docstring)."""
@@ -104,7 +133,8 @@ class VtaSpace(KnobSpace):
     family = "vta"
 
     def make_knobs(self) -> tuple[Knob, ...]:
-        tiles = tuple(k for k in make_knobs(self.layer, self.hw) if k.name in TILE_KNOBS)
+        tiles = tuple(edge_rules.with_edges(k, self.layer) for k in make_knobs(self.layer, self.hw)
+                      if k.name in TILE_KNOBS)
         return tiles + (
             Knob("order", "ot", tuple(range(len(ORDERS)))),
             Knob("wgt_stationary", "ot", (0, 1)),
@@ -121,18 +151,7 @@ class VtaSpace(KnobSpace):
         geo["oc_nthread"] = np.where(vt > 0, N_THREADS, 1)
         t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
         fold = v["uop_fold"]
-        fold_ok = fold == 0
-        chosen = fold > 0
-        if chosen.any() and self.template != templates.TRANSPOSE_TEMPLATE:  # its kernel is no loop nest
-            pair = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[fold]
-            live = t.gemm["loops"][..., 0] > 1
-            rows = np.arange(t.n)
-            roles = t.gemm["roles"]
-            fold_ok = fold_ok | (live[rows, pair[:, 0]] & live[rows, pair[:, 1]]
-                                 & ~((roles[rows, pair[:, 0]] == 1) & (roles[rows, pair[:, 1]] == 2)))
-            fp = MappingBatch.fold_pair(t.gemm["loops"], pair[:, 0], pair[:, 1])
-            t.gemm = {k: (np.where(chosen[:, None] if fp[k].ndim == 2 else chosen, fp[k], t.gemm[k])
-                          if k != "loops" else t.gemm[k]) for k in t.gemm}
+        fold_ok = apply_fold(t, fold) if self.template != templates.TRANSPOSE_TEMPLATE else fold == 0
         return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok)
 
     def valid_table(self) -> tuple[VtaBatch, dict[int, int]]:
@@ -166,9 +185,9 @@ class VtaSpace(KnobSpace):
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         return self.batch(indices).t
 
-    def rules(self, b: VtaBatch) -> list[Rule]:
+    def rules(self, b: VtaBatch, edges: bool = True) -> list[Rule]:
         """Every rule, in order: the template rules that still hold, the layer template's own,
-        then this family's."""
+        then this family's (the edge tiles' last, `edge_rules`; `edges=False` leaves them out)."""
         t, n = b.t, b.t.n
         out = [r for r in check(t) if r.name not in REPLACED] + templates.rules(self.layer, t)
 
@@ -199,6 +218,8 @@ class VtaSpace(KnobSpace):
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
         add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
             f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
+        if edges:
+            out += edge_rules.rules(b)
         return out
 
     @staticmethod
@@ -221,29 +242,42 @@ class VtaSpace(KnobSpace):
             core_dims = [1 if j in (j_order, j_ws) else d for j, d in enumerate(self.dims)]
             n_core = int(np.prod(core_dims, dtype=np.int64))
             survivors = []
+            grid = np.array([(o, w) for o in range(self.dims[j_order]) for w in range(self.dims[j_ws])], dtype=np.int64)
             chunk = 1 << 17
             for start in range(0, n_core, chunk):
                 pos = np.stack(np.unravel_index(np.arange(start, min(start + chunk, n_core)), core_dims[::-1])[::-1],
                                axis=1)
                 idx = self.index_of(pos)
                 ok = np.ones(len(idx), dtype=bool)
-                for rule in self.rules(self.batch(idx)):
+                b = self.batch(idx)
+                for rule in self.rules(b, edges=False):
                     if rule.name not in ORDER_RULES:
                         ok &= rule.ok
-                survivors.append(pos[ok])
-            pos = np.concatenate(survivors) if survivors else np.zeros((0, len(self.dims)), dtype=np.int64)
-            grid = np.array([(o, w) for o in range(self.dims[j_order]) for w in range(self.dims[j_ws])], dtype=np.int64)
-            full = np.repeat(pos, len(grid), axis=0)
-            full[:, j_order], full[:, j_ws] = np.tile(grid[:, 0], len(pos)), np.tile(grid[:, 1], len(pos))
-            idx = np.sort(self.index_of(full))
-            self._valid = idx[self.valid_mask(idx)] if len(idx) else idx
+                for rule in edge_rules.rules(b, ok):  # the edge tiles' kernels, of the survivors only
+                    ok &= rule.ok
+                keep = np.flatnonzero(ok)
+                # pass 2 on these survivors x every order and residency: their geometry is taken
+                # from this batch, not rebuilt; the edge rules ignore order and residency
+                full = np.repeat(pos[keep], len(grid), axis=0)
+                full[:, j_order], full[:, j_ws] = np.tile(grid[:, 0], len(keep)), np.tile(grid[:, 1], len(keep))
+                bf = take(b, np.repeat(keep, len(grid)), b.t.n)
+                bf.order, bf.ws = full[:, j_order], full[:, j_ws]
+                ok2 = np.ones(len(full), dtype=bool)
+                for rule in self.rules(bf, edges=False):
+                    ok2 &= rule.ok
+                survivors.append(self.index_of(full[ok2]))
+            idx = np.sort(np.concatenate(survivors)) if survivors else np.zeros(0, dtype=np.int64)
+            self._valid = idx
             self._valid.setflags(write=False)
         return self._valid
 
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
+        return self._mask(idx)
+
+    def _mask(self, idx: np.ndarray, edges: bool = True) -> np.ndarray:
         mask = np.ones(idx.shape[0], dtype=bool)
-        for rule in self.rules(self.batch(idx)):
+        for rule in self.rules(self.batch(idx), edges):
             mask &= rule.ok
         return mask
 
@@ -285,5 +319,6 @@ class VtaSpace(KnobSpace):
         inp_loads = t.n_tiles * t.ci_steps * np.where(b.split, t.tile_b * t.tile_ci, 1)
         extra = np.concatenate([pos, b.ws[:, None], vt,
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
-                                np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None]], axis=1)
+                                np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None],
+                                *edge_rules.features(t)], axis=1)
         return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)

@@ -1,0 +1,174 @@
+"""Edge tiles in the `vta` family (`mapping.edges`, docs/schedules.md): the tile-size candidates
+that do not divide, the validity rules of the edge tiles, their features, and one config's 16
+tile variants for the producer.
+
+Candidates: for each tile count k of an axis of extent n one size f = ceil(n / k) (any other size
+with k tiles only wastes more of the last one), so an axis has about 2·sqrt(n) sizes; the
+dividing ones keep their positions (the template's splits come first, `[n // f, f]`), the others
+follow as `[ceil(n / f), f]`, ascending.
+
+Rules (the full tile's SRAM, DMA and micro-op rules bound the edge tiles' footprint and fields;
+what an edge tile adds is checked here, on each of its variants):
+- `edge_uop_cache`: the kernels of every variant a thread runs (resets and GEMMs per batch block,
+  the epilogue's ALU kernels) fit the micro-op cache at once: each is loaded once, at its first
+  use (`lower.uops`), so the ring never evicts and pairs stay identical;
+- `edge_uop_hazard`: no variant's kernel writes an ACC row one of the previous two micro-ops wrote
+  (a variant whose fold would, takes the first fold without that hazard: `edge_fold`);
+- `edge_dma_store`: every variant's STORE is one 2-D pattern (an INP load that is not is split
+  into one LOAD per channel block, as for the full tile);
+- `edge_field_iter`: every variant's GEMM/reset loop counts fit the 14-bit fields.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from codesign.mapping.batch import FOLD_PAIRS, MAX_ITER, MappingBatch
+from codesign.mapping.edges import CI_BIT, EDGE_AXES, N_VARIANTS, edge_bits, edge_sizes, variant_sizes
+from codesign.schedule.knobs import Knob
+from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
+from codesign.schedule.validity import Rule
+from codesign.workloads.layers import Layer
+
+
+class VtaBatch(Protocol):
+    """What the rules read of `vta_space.VtaBatch` (that module imports this one)."""
+
+    t: MappingBatch
+    vt: np.ndarray
+    extent: dict[str, np.ndarray]
+
+    def refold(self, t: MappingBatch, rows: np.ndarray) -> MappingBatch: ...
+
+EDGE_KNOBS = {"tile_h": "h", "tile_w": "w", "tile_ci": "ci", "tile_co": "co"}
+#: ALU kernels of the epilogue per thread: the requantization's SHR, MIN, MAX, one micro-op each
+#: (`schedule.families.clip_epilogue`; fused epilogues are not lowered on edge tiles).
+EPILOGUE_KERNELS = 3
+THREAD_AXES = (None, "h", "co", "w", "b")  # vta_space.VTHREADS (the thread axis of knob `vthread`)
+
+
+def with_edges(knob: Knob, layer: Layer) -> Knob:
+    """`knob` with the non-dividing sizes of its axis appended (module docstring); unchanged for
+    axes without edge tiles (batch; transposed convs; co of grouped convs)."""
+    axis = EDGE_KNOBS.get(knob.name)
+    if axis is None or layer.template == TRANSPOSE_TEMPLATE or (axis == "co" and layer.template == GROUP_TEMPLATE):
+        return knob
+    n = max(f for _, f in knob.candidates)
+    extra = tuple((-(-n // f), f) for f in sorted({-(-n // k) for k in range(1, n + 1)}) if n % f)
+    return Knob(knob.name, knob.kind, tuple(knob.candidates) + extra)
+
+
+def edge_fold(b: VtaBatch, vb: MappingBatch, rows: np.ndarray) -> MappingBatch:
+    """`vb` (edge tile variants of the configs `rows` of `b`) with the configs' micro-op folds; a
+    variant whose GEMM kernel would then write one ACC row twice in a row (an edge tile of one
+    output row and channel block leaves only the dst-0 loops dj, di in the kernel) takes the first
+    fold of `FOLD_PAIRS` that has no such hazard over its whole GEMM stream (its own kernel)."""
+    b.refold(vb, rows)
+    bad = vb.gemm["hazard"].copy()
+    for out, inn in FOLD_PAIRS:
+        sel = np.flatnonzero(bad)
+        if sel.size == 0:
+            break
+        fp = MappingBatch.fold_pair(vb.gemm["loops"][sel], np.full(sel.size, out), np.full(sel.size, inn))
+        ok = sel[~fp["hazard"]]
+        for k in vb.gemm:
+            if k != "loops":
+                vb.gemm[k][ok] = fp[k][~fp["hazard"]]
+        bad[ok] = False
+    return vb
+
+
+def _occurs(b: VtaBatch, rows: np.ndarray, bits: np.ndarray, th: int, v: int) -> np.ndarray:
+    """(len(rows),) bool: thread `th` runs a tile of variant `v` (its edge bits within `bits`). A
+    threaded axis' edge tile is the last thread's last tile: thread 0 never runs it, and thread 1
+    runs only it when each thread has one tile on that axis."""
+    t = b.t
+    ok = ((bits & v) == v) & (th < t.nthreads[rows])
+    vt = b.vt[rows]
+    for k, a in enumerate(EDGE_AXES[:3]):
+        on, edged = v >> k & 1, (bits >> k & 1) == 1
+        threaded = vt == THREAD_AXES.index(a)
+        if th == 0:
+            ok &= ~(threaded & (on == 1))
+        else:
+            ok &= ~(threaded & edged & (on == 0) & (b.extent[a][rows] == 1))
+    return ok
+
+
+def rules(b: VtaBatch, need: np.ndarray | None = None) -> list[Rule]:
+    """The edge rules (module docstring) over the configs of `b` (only the rows `need` are checked;
+    the others pass)."""
+    t, n, hw = b.t, b.t.n, b.t.hw
+    bits = edge_bits(t)
+    sel = np.flatnonzero((bits > 0) if need is None else (bits > 0) & need)
+    total = np.zeros(n, dtype=np.int64)
+    hazard = np.zeros(n, dtype=bool)
+    store_bad = np.zeros(n, dtype=bool)
+    iters = np.zeros(n, dtype=np.int64)
+    if sel.size:
+        sb = bits[sel]
+        gemm_n = np.zeros((sel.size, N_VARIANTS), dtype=np.int64)
+        reset_n = np.zeros((sel.size, N_VARIANTS), dtype=np.int64)
+        gemm_n[:, 0], reset_n[:, 0] = t.gemm["n_uops"][sel], t.reset["n_uops"][sel]
+        for v in range(1, N_VARIANTS):
+            m = (sb & v) == v
+            if not m.any():
+                continue
+            rows = sel[m]
+            vb = edge_fold(b, MappingBatch(t.geo, hw, variant_sizes(t, v, rows)), rows)
+            gemm_n[m, v], reset_n[m, v] = vb.gemm["n_uops"], vb.reset["n_uops"]
+            hazard[rows] |= vb.gemm["hazard"] | vb.reset["hazard"]
+            store_bad[rows] |= ~vb.store_pattern()["ok"]
+            it = np.max(np.stack([vb.gemm["iter_out"], vb.gemm["iter_in"], vb.reset["iter_out"],
+                                  vb.reset["iter_in"]]), axis=0)
+            iters[rows] = np.maximum(iters[rows], it)
+        g = t.tile_b[sel]
+        acc = np.zeros(sel.size, dtype=np.int64)
+        for th in range(2):
+            acc += np.where(th < t.nthreads[sel], EPILOGUE_KERNELS, 0)
+            for v in range(N_VARIANTS):
+                occ = _occurs(b, sel, sb, th, v)
+                # a reset runs at step 0 over the pair's tile: one kernel per h, w, co variant
+                acc += np.where(occ, g * (gemm_n[:, v] + (reset_n[:, v] if v & CI_BIT == 0 else 0)), 0)
+        total[sel] = acc
+    depth = hw.uop_depth
+    return [
+        Rule("edge_uop_cache", total <= depth, lambda i: (
+            f"micro-op cache: the kernels of the full and edge tiles need {total[i]} micro-ops together > "
+            f"UOP depth {depth} (with edge tiles every kernel stays cached)")),
+        Rule("edge_uop_hazard", ~hazard, lambda i: (
+            "uop dst hazard: a GEMM or reset kernel of an edge tile writes the same ACC row as one of the "
+            "previous two micro-ops")),
+        Rule("edge_dma_store", ~store_bad, lambda i: (
+            "2-D DMA pattern: the STORE of an edge tile does not reduce to 2-D")),
+        Rule("edge_field_iter", iters <= MAX_ITER, lambda i: (
+            f"field range: an edge tile's GEMM/reset loop count {iters[i]} > {MAX_ITER} (14-bit iter fields)")),
+    ]
+
+
+def features(t: MappingBatch) -> list[np.ndarray]:
+    """(n, 1) columns: the fraction of output tiles that are edge tiles (h, w or co), and the
+    output elements over tiles x full tile elements (1 when every size divides)."""
+    e = edge_sizes(t)
+    full_tiles = ((t.h_tiles - (e["h"] < t.tile_h)) * (t.w_tiles - (e["w"] < t.tile_w))
+                  * (t.co_tiles - (e["co"] < t.tile_co)) * t.b_tiles)
+    g = t.geo
+    fill = (g.b * g.co * g.out_h * g.out_w) / (t.n_tiles * t.acc_sram)
+    return [(1.0 - full_tiles / t.n_tiles)[:, None], np.broadcast_to(fill, (t.n,))[:, None]]
+
+
+def variant_batch(b: VtaBatch, r: int) -> tuple[MappingBatch, np.ndarray]:
+    """Config row `r` of `b`: its 16 tile variants as the rows of a MappingBatch (its fold), and
+    whether each variant's INP tile is loaded one block per LOAD (as `VtaBatch.split`)."""
+    t = b.t
+    row = np.array([r])
+    sizes = [variant_sizes(t, v, row) for v in range(N_VARIANTS)]
+    rows = np.full(N_VARIANTS, r)
+    vb = edge_fold(b, MappingBatch(t.geo, t.hw, {k: np.concatenate([s[k] for s in sizes]) for k in sizes[0]}), rows)
+    split = (t.geo.pad > 0) & (vb.tile_b * vb.tile_ci > 1) | ~vb.inp_pattern()["ok"]
+    return vb, split
+
+
+__all__ = ["EDGE_KNOBS", "features", "rules", "variant_batch", "with_edges"]
