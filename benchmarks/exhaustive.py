@@ -26,8 +26,11 @@ enumeration (~5%); the path itself adds little once Configs are built in one ste
 instruction blocks (`codesign.evaluate.blocks`), most of the rest the cycle model's kernel; reaching the
 target needs a faster compile, not less bookkeeping.
 
+`--schedules vta` times the `vta` family's spaces instead (10^4-10^5 valid schedules per layer:
+run it with `--repeats 1`, and `--paths space` for the table path alone).
+
 Prints one JSON object. Usage: `python benchmarks/exhaustive.py [--hw pynq_1x16 pynq_4x8]
-[--repeats 3]`.
+[--repeats 3] [--schedules autotvm|vta] [--paths space tune tune_records]`.
 """
 
 from __future__ import annotations
@@ -83,14 +86,14 @@ def _jobs(names: list[str]) -> list[tuple[Conv2D, HwConfig]]:
     return jobs
 
 
-def _path_space(jobs) -> int:
-    return sum(len(_exhaustive.exhaustive_table(layer, hw)) for layer, hw in jobs)
+def _path_space(jobs, family: str = "autotvm") -> int:
+    return sum(len(_exhaustive.exhaustive_table(layer, hw, family=family)) for layer, hw in jobs)
 
 
-def _path_tune(jobs, records: Path | None = None) -> int:
+def _path_tune(jobs, records: Path | None = None, family: str = "autotvm") -> int:
     n = 0
     for layer, hw in jobs:
-        res = tune_layer(layer, hw, tuner="exhaustive", budget=None, records=records)
+        res = tune_layer(layer, hw, tuner="exhaustive", budget=None, records=records, family=family)
         n += res.measurements
     return n
 
@@ -105,7 +108,7 @@ def _best_cpu(fn, repeats: int) -> tuple[float, int]:
     return best, n
 
 
-def _stages(jobs, repeats: int) -> dict[str, float]:
+def _stages(jobs, repeats: int, family: str = "autotvm") -> dict[str, float]:
     """CPU seconds of each stage of the `space` path, each the best of `repeats`."""
     params = timing.default_params()
     out: dict[str, float] = {}
@@ -122,7 +125,7 @@ def _stages(jobs, repeats: int) -> dict[str, float]:
     for layer, hw in jobs:
         def enumerate_space(layer=layer, hw=hw):
             _space_mod.get_space.cache_clear()
-            return SpaceView(get_space(layer, hw))
+            return SpaceView(get_space(layer, hw, family))
 
         view = stage("space_and_validity", enumerate_space)
         configs = stage("configs", lambda view=view: view.configs(view.valid))
@@ -137,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hw", nargs="+", default=["pynq_1x16", "pynq_4x8"])
     ap.add_argument("--repeats", type=int, default=3, help="runs per path; the fastest counts")
+    ap.add_argument("--schedules", choices=("autotvm", "vta"), default="autotvm", help="schedule family")
+    ap.add_argument("--paths", nargs="+", choices=("space", "tune", "tune_records"),
+                    default=["space", "tune", "tune_records"], help="paths to time (space is always timed)")
     args = ap.parse_args(argv)
+    family = args.schedules
     jobs = _jobs(args.hw)
     layer0, hw0 = jobs[-1]  # warm-up: numba kernels compile or load from cache outside the clock
     space0 = get_space(layer0, hw0)
@@ -149,15 +156,17 @@ def main(argv: list[str] | None = None) -> int:
 
         def tune_with_records() -> int:
             records.unlink(missing_ok=True)
-            return _path_tune(jobs, records)
+            return _path_tune(jobs, records, family)
 
-        for name, fn in (("space", lambda: _path_space(jobs)), ("tune", lambda: _path_tune(jobs)),
+        for name, fn in (("space", lambda: _path_space(jobs, family)), ("tune", lambda: _path_tune(jobs, None, family)),
                          ("tune_records", tune_with_records)):
+            if name != "space" and name not in args.paths:
+                continue
             cpu, n = _best_cpu(fn, args.repeats)
             paths[name] = {"evaluations": n, "cpu_s": cpu, "evals_per_cpu_s": n / cpu}
             print(f"{name}: {n} evaluations in {cpu:.3f} CPU-s = {n / cpu:.0f}/CPU-s", file=sys.stderr)
 
-    stages = _stages(jobs, args.repeats)
+    stages = _stages(jobs, args.repeats, family)
     n = paths["space"]["evaluations"]
     cost = {k: 1e6 * v / n for k, v in stages.items()}
     cost["runner_and_bookkeeping"] = max(0.0, 1e6 * paths["space"]["cpu_s"] / n - sum(cost.values()))
@@ -165,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     # the per-evaluation distribution benchmarks/compiler.py summarizes by its median
     per_eval = []
     for layer, hw in jobs:
-        view = SpaceView(get_space(layer, hw))
+        view = SpaceView(get_space(layer, hw, family))
         for config in view.configs(view.valid):
             c0 = time.process_time_ns()
             measure_seconds(layer, config, hw)
@@ -174,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = min(p["evals_per_cpu_s"] for p in paths.values())
     summary = {
         "hw": sorted({hw.name for _, hw in jobs}),
+        "schedules": family,
         "layers": len(jobs),
         "repeats": args.repeats,
         "target_evals_per_cpu_s": TARGET,
