@@ -30,7 +30,8 @@ target needs a faster compile, not less bookkeeping.
 run it with `--repeats 1`, and `--paths space` for the table path alone).
 
 Prints one JSON object. Usage: `python benchmarks/exhaustive.py [--hw pynq_1x16 pynq_4x8]
-[--repeats 3] [--schedules autotvm|vta] [--paths space tune tune_records]`.
+[--repeats 3] [--schedules autotvm|vta] [--paths space tune tune_records] [--layers 0,3,5,8]`
+(`--layers`: ResNet-18 convs 0-9, default all).
 """
 
 from __future__ import annotations
@@ -77,12 +78,13 @@ def _clear_caches() -> None:
                     value.cache_clear()
 
 
-def _jobs(names: list[str]) -> list[tuple[Conv2D, HwConfig]]:
+def _jobs(names: list[str], layer_ids: list[int] | None = None) -> list[tuple[Conv2D, HwConfig]]:
     jobs = []
     for name in names:
         hw = HwConfig.resolve(name)
         wl = get_workload("resnet18").for_hw(hw)
-        jobs += [(ly, hw) for ly, _ in partition(wl, hw)[0] if isinstance(ly, Conv2D)]
+        convs = [ly for ly, _ in partition(wl, hw)[0] if isinstance(ly, Conv2D)]
+        jobs += [(ly, hw) for i, ly in enumerate(convs) if layer_ids is None or i in layer_ids]
     return jobs
 
 
@@ -141,11 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", nargs="+", default=["pynq_1x16", "pynq_4x8"])
     ap.add_argument("--repeats", type=int, default=3, help="runs per path; the fastest counts")
     ap.add_argument("--schedules", choices=("autotvm", "vta"), default="autotvm", help="schedule family")
+    ap.add_argument("--layers", default=None, help="comma-separated ResNet-18 conv numbers 0-9 (default all)")
     ap.add_argument("--paths", nargs="+", choices=("space", "tune", "tune_records"),
                     default=["space", "tune", "tune_records"], help="paths to time (space is always timed)")
     args = ap.parse_args(argv)
     family = args.schedules
-    jobs = _jobs(args.hw)
+    jobs = _jobs(args.hw, None if args.layers is None else [int(x) for x in args.layers.split(",") if x])
     layer0, hw0 = jobs[-1]  # warm-up: numba kernels compile or load from cache outside the clock
     space0 = get_space(layer0, hw0)
     measure_seconds(layer0, space0.get(int(space0.valid_indices()[0])), hw0)

@@ -1,13 +1,22 @@
-"""Train the pretrained agent shipped with the package (`sim/agents/bandit_sim.pt`).
+"""Train the pretrained agents shipped with the package (`sim/agents/bandit_sim.pt` for the
+AutoTVM template family, `sim/agents/bandit_vta_sim.pt` for the `vta` family).
 
-The hardware-conditioned contextual bandit is trained on simulator measurements only: every
-offloaded ResNet-18 conv on each hardware config of `--hw`, `--budget` measurements per (layer,
-config) task, the agent carried from task to task (`codesign.tune.env.pretrain`). Writes the
-checkpoint and `<checkpoint>.json` with its training provenance (command, tasks, measurements,
-seed, package commit, date, wall time). `codesign tune --tuner auto` picks this agent when a
-measurement is expensive (a board) and the layer's template is conv2d/dense.
+The hardware-conditioned contextual bandit is trained on simulator measurements only: offloaded
+ResNet-18 convs on each hardware config of `--hw`, `--budget` measurements per (layer, config)
+task, the agent carried from task to task (`codesign.tune.env.pretrain`). Writes the checkpoint
+and `<checkpoint>.json` with its training provenance (command, family, tasks — every (layer,
+config) trained on, so the tuner benchmark can check its evaluation tasks are held out —,
+measurements, observation length, seed, package commit, date, wall time). `codesign tune --tuner
+auto` picks the family's agent when a measurement is expensive (a board) and the layer's template
+is conv2d/dense; an agent whose observation length no longer matches the family (its features
+changed) is refused in one line and the bandit starts cold: retrain it with this script.
 
-    python benchmarks/train_agent.py                 # writes sim/agents/bandit_sim.pt(.json)
+`--schedules vta` trains, by default, on the ResNet-18 convs the tuner benchmark does not evaluate
+(`tuners.VTA_EVAL_LAYERS` held out) on the benchmark's training configs (`tuners.TRAIN_HWS`; the
+evaluation configs 1x16 and 4x8 held out).
+
+    python benchmarks/train_agent.py                       # writes sim/agents/bandit_sim.pt(.json)
+    nice python benchmarks/train_agent.py --schedules vta  # writes sim/agents/bandit_vta_sim.pt(.json)
     python benchmarks/train_agent.py --budget 20 --out /tmp/agent.pt
 """
 
@@ -22,28 +31,45 @@ from pathlib import Path
 
 from codesign.fileio import atomic_write_json
 from codesign.hw.config import HwConfig
-from codesign.paths import SHIPPED_AGENT
+from codesign.paths import SHIPPED_AGENT, SHIPPED_VTA_AGENT
 from codesign.schedule import partition
 from codesign.tune.env import pretrain
 from codesign.workloads import Conv2D, get_workload
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tuners  # noqa: E402 - the benchmark's held-out layers and training configs (one place)
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hw", nargs="+", default=["pynq_1x16", "pynq_4x8"])
-    ap.add_argument("--budget", type=int, default=20, help="simulator measurements per (layer, config) task")
+    ap.add_argument("--schedules", default="autotvm", choices=("autotvm", "vta"), help="schedule family")
+    ap.add_argument("--hw", nargs="+", default=None,
+                    help="training configs (default: pynq_1x16 pynq_4x8; vta: the tuner benchmark's training configs)")
+    ap.add_argument("--layers", default=None,
+                    help="comma-separated ResNet-18 conv numbers 0-9 (default: all; vta: those the benchmark holds out "
+                         "excluded)")
+    ap.add_argument("--budget", type=int, default=None,
+                    help="simulator measurements per (layer, config) task (default 20; vta 40)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(SHIPPED_AGENT))
+    ap.add_argument("--out", default=None, help="checkpoint (default: the family's shipped agent)")
     args = ap.parse_args(argv)
+    vta = args.schedules == "vta"
+    hws = args.hw or (list(tuners.TRAIN_HWS) if vta else ["pynq_1x16", "pynq_4x8"])
+    budget = args.budget or (40 if vta else 20)
+    if args.layers is not None:
+        layer_ids = [int(x) for x in args.layers.split(",") if x]
+    else:
+        layer_ids = [i for i in range(10) if not vta or i not in tuners.VTA_EVAL_LAYERS]
+    out = Path(args.out or (SHIPPED_VTA_AGENT if vta else SHIPPED_AGENT))
     tasks = []
-    for name in args.hw:
+    for name in hws:
         hw = HwConfig.resolve(name)
         offloaded, _ = partition(get_workload("resnet18").for_hw(hw), hw)
-        tasks += [(layer, hw) for layer, _ in offloaded if isinstance(layer, Conv2D)]
+        convs = [layer for layer, _ in offloaded if isinstance(layer, Conv2D)]
+        tasks += [(convs[i], hw) for i in layer_ids if i < len(convs)]
     t0 = time.perf_counter()
-    agent = pretrain("bandit", tasks, budget=args.budget, seed=args.seed)
+    agent = pretrain("bandit", tasks, budget=budget, seed=args.seed, family=args.schedules)
     wall = time.perf_counter() - t0
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     agent.save(out)
     try:
@@ -54,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     provenance = {
         "algo": "bandit", "trained_on": "simulator (codesign.vta timing model, sim/timing_params.json)",
         "command": "python benchmarks/train_agent.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "hw": [HwConfig.resolve(h).name for h in args.hw], "workload": "resnet18 (offloaded convs)",
-        "tasks": len(tasks), "measurements": len(tasks) * args.budget, "budget_per_task": args.budget,
+        "schedules": args.schedules, "obs_dim": agent.obs_dim,
+        "hw": [HwConfig.resolve(h).name for h in hws], "workload": "resnet18 (offloaded convs)",
+        "layers": layer_ids, "task_list": [[hw.name, layer.spec] for layer, hw in tasks],
+        "tasks": len(tasks), "measurements": len(tasks) * budget, "budget_per_task": budget,
         "seed": args.seed, "commit": commit, "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "wall_s": round(wall, 1), "bytes": out.stat().st_size,
     }

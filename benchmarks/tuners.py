@@ -50,6 +50,9 @@ EVAL_HWS = ("pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18")
 # Extra configs only used to pretrain transfer agents (bigger/smaller cores and buffers).
 TRAIN_HWS = ("pynq_2x16_i8w8a32_15_16_18_18", "pynq_1x32_i8w8a32_15_16_19_17",
              "pynq_1x16_i8w8a32_15_14_17_16", "pynq_1x8_i8w8a32_15_14_16_16")
+#: ResNet-18 convs the `--schedules vta` benchmark evaluates (3x3 at 56x56 and 14x14, the strided
+#: 1x1, the 512-channel 7x7): the shipped vta agent is trained on the others (train_agent.py).
+VTA_EVAL_LAYERS = (0, 3, 5, 8)
 TUNERS = ("random", "grid", "ga", "xgb", "bandit", "ppo", "dqn")
 RL = ("bandit", "ppo", "dqn")
 TRANSFER = ("xgb", *RL)
@@ -190,6 +193,196 @@ def pretrain_and_eval(algo: str, hw_name: str, train: list[tuple[str, str]], hel
     return out
 
 
+# -- the vta-family target: held-out layers x held-out configs, ground truth per task ------------
+#: Searches of the target run (`--schedules vta`): name -> (tuner, what it starts from).
+VTA_VARIANTS = {
+    "random": ("random", None), "xgb": ("xgb", None), "evo": ("evo", None), "bandit": ("bandit", None),
+    "xgb+transfer": ("xgb", "records"), "evo+transfer": ("evo", "records"), "bandit+pretrained": ("bandit", "agent"),
+}
+EXHAUSTIVE_MAX_S = 3600.0  # ground truth is exhaustive when timing every valid schedule fits this
+
+
+class CachedRunner:
+    """The simulator, each config measured once per task (runs of several tuners and seeds share
+    it): the runner of a task whose exhaustive table would take too long."""
+
+    def __init__(self, hw: Any) -> None:
+        from codesign.tune import SimulatorRunner
+
+        self.inner, self.memo = SimulatorRunner(hw), {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def run(self, inputs: list[Any]) -> list[Any]:
+        todo = [i for i in inputs if int(i.config.index) not in self.memo]
+        for inp, res in zip(todo, self.inner.run(todo) if todo else []):
+            self.memo[int(inp.config.index)] = res
+        from dataclasses import replace
+
+        return [replace(self.memo[int(i.config.index)], config=i.config) for i in inputs]
+
+
+def vta_task(hw_name: str, layer_spec: str, variants: tuple[str, ...], seeds: int, budget: int, cache_dir: str,
+             stop: float, max_run_s: float, agent: str | None, records_path: str | None) -> dict[str, Any]:
+    """Every variant x seed on one held-out (layer, hw): exhaustive ground truth when it fits
+    `EXHAUSTIVE_MAX_S` (estimated from the measured cost of one evaluation), else the simulator
+    (cached) and the best any run found. Runs stop at `stop` of the exhaustive optimum's speed
+    (nothing is learned past it), at `budget` measurements or after `max_run_s` seconds."""
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import get_space
+    from codesign.tune import SpaceView, TableRunner, load_records
+    from codesign.tune.loop import TaskRun
+    from codesign.tune.measure import MeasureInput, SimulatorRunner
+    from codesign.tune.task import make_task
+    from codesign.workloads import parse_layer
+
+    hw, layer = HwConfig.resolve(hw_name), parse_layer(layer_spec)
+    space = get_space(layer, hw, "vta")
+    view = SpaceView(space)
+    n_valid = view.n_valid()
+    probe = [MeasureInput(layer, hw, view.config(i)) for i in view.sample_valid(8, np.random.default_rng(0))]
+    cost = SimulatorRunner(hw).seconds_per_measurement(probe)
+    estimate = n_valid * cost
+    table = None
+    if estimate <= EXHAUSTIVE_MAX_S:
+        t0 = time.perf_counter()
+        table = table_for(layer, hw, Path(cache_dir), "vta")
+        truth = {"kind": "exhaustive", "seconds_to_compute": round(time.perf_counter() - t0, 1)}
+    else:
+        truth = {"kind": "best found by any run", "exhaustive_estimate_s": round(estimate)}
+    opt = min(v[0] for v in table.values()) if table else None
+    shared = None if table else CachedRunner(hw)
+    records = load_records(records_path) if records_path else None
+    out: dict[str, Any] = {"hw": hw.name, "layer": layer.name, "valid": int(round(n_valid)), "truth": truth, "runs": {}}
+    for name in variants:
+        tuner, start = VTA_VARIANTS[name]
+        runs = []
+        for seed in range(seeds):
+            t0 = time.perf_counter()
+            task = make_task(layer, hw, tuner, seed, space=space, view=view,
+                             agent=agent if start == "agent" else None)
+            run = TaskRun(task, budget=budget, seed=seed, runner=TableRunner(table) if table else shared,
+                          warm_start_records=records if start == "records" else None)
+            stopped = "budget"
+            while not run.done:
+                run.step()
+                best = run.result.best_seconds
+                if opt is not None and best is not None and opt / best >= stop - 1e-12:
+                    stopped = f"reached {stop:g}"
+                    break
+                if time.perf_counter() - t0 > max_run_s:
+                    stopped = "time"
+                    break
+            run.close()
+            runs.append({"seed": seed, "curve_s": run.result.curve().tolist(), "stopped": stopped,
+                         "measurements": run.result.measurements, "wall_s": time.perf_counter() - t0})
+        out["runs"][name] = runs
+        print(f"  {hw.name[:9]} {layer.name:<34} {name:<17} meas {[r['measurements'] for r in runs]} "
+              f"{[r['stopped'] for r in runs]}", file=sys.stderr, flush=True)
+    if opt is None:
+        found = [min(r["curve_s"]) for rs in out["runs"].values() for r in rs if r["curve_s"]]
+        opt = min(found)
+    out["opt_s"] = opt
+    for rs in out["runs"].values():
+        for r in rs:
+            curve = np.asarray(r.pop("curve_s"), dtype=float)
+            r.update(run_metrics(curve, opt, budget))
+            r["curve"] = (curve / opt).tolist()
+    return out
+
+
+def vta_training_tasks(agent: str | None, layer_ids: list[int], eval_hws: tuple[str, ...]) -> tuple[list, dict]:
+    """[(hw, layer spec)] the pretrained agent was trained on (its provenance), and whether the
+    evaluation tasks are held out of it (layers and configs)."""
+    prov_path = Path(str(agent) + ".json") if agent else None
+    if prov_path is None or not prov_path.exists():
+        raise SystemExit(f"tuners.py: {prov_path}: no provenance beside the agent; train it with "
+                         "python benchmarks/train_agent.py --schedules vta")
+    prov = json.loads(prov_path.read_text())
+    train = [tuple(t) for t in prov.get("task_list", [])]
+    overlap_hw = sorted(set(prov.get("hw", [])) & set(eval_hws))
+    overlap_layers = sorted(set(prov.get("layers", [])) & set(layer_ids))
+    return train, {"agent": str(agent), "agent_commit": prov.get("commit"), "train_tasks": len(train),
+                   "train_measurements": prov.get("measurements"), "budget_per_task": prov.get("budget_per_task"),
+                   "held_out": not overlap_hw and not overlap_layers, "overlap_hw": overlap_hw,
+                   "overlap_layers": overlap_layers, "agent_obs_dim": prov.get("obs_dim")}
+
+
+def main_vta(args: argparse.Namespace) -> int:
+    """`--schedules vta`: the issue's target run (module docstring)."""
+    from codesign.hw.config import HwConfig
+    from codesign.paths import SHIPPED_VTA_AGENT
+    from codesign.tune import MeasureRecord, SimulatorRunner, tune_layer
+    from codesign.workloads import parse_layer
+
+    seeds = args.seeds or 5
+    budget = args.budget or 20000
+    variants = tuple(v for v in (args.tuners or ",".join(VTA_VARIANTS)).split(",") if v)
+    bad = [v for v in variants if v not in VTA_VARIANTS]
+    if bad:
+        raise SystemExit(f"tuners.py: --tuners {bad[0]!r}: allowed with --schedules vta: {', '.join(VTA_VARIANTS)}")
+    hws = tuple(_canon(h) for h in args.hw.split(",") if h)
+    layer_ids = [int(x) for x in args.layers.split(",")] if args.layers is not None else list(VTA_EVAL_LAYERS)
+    agent = str(args.agent or SHIPPED_VTA_AGENT)
+    train, held = vta_training_tasks(agent, layer_ids, hws)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    # XGBoost's transfer data: random-search records of the agent's own training tasks, as many per task
+    pre_budget = args.pretrain_budget or int(held["budget_per_task"] or 40)
+    records_path = out / "transfer_records.jsonl"
+    if any(VTA_VARIANTS[v][1] == "records" for v in variants):
+        recs = []
+        for h, spec in train:
+            layer, thw = parse_layer(spec), HwConfig.resolve(h)
+            res = tune_layer(layer, thw, tuner="random", budget=pre_budget, seed=0, runner=SimulatorRunner(thw),
+                             family="vta")
+            recs += [MeasureRecord.make(layer, thw, r.config, r.seconds, r.cycles, r.error, "random", 0, 0.0)
+                     for r in res.history]
+        atomic_write_text(records_path, "".join(r.to_json() + "\n" for r in recs))
+    layers_by_hw = {h: resnet_layers(h) for h in hws}
+    jobs = [(h, layers_by_hw[h][i].spec) for h in hws for i in layer_ids]
+    print(f"tuners benchmark (vta): {len(jobs)} held-out tasks x {len(variants)} searches x {seeds} seeds, budget "
+          f"{budget}, stop at {args.stop:g}", file=sys.stderr)
+    with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
+        futs = [pool.submit(vta_task, h, spec, variants, seeds, budget, str(out / "tables"), args.stop,
+                            args.max_run_s, agent, str(records_path)) for h, spec in jobs]
+        tasks = [f.result() for f in futs]
+    wall = time.perf_counter() - t_start
+    summary = {}
+    for name in variants:
+        runs = [r for t in tasks for r in t["runs"][name]]
+        summary[name] = {"n95": _stats([r["n95"] for r in runs], budget), "n99": _stats([r["n99"] for r in runs], budget),
+                         "stopped_on_time": sum(r["stopped"] == "time" for r in runs),
+                         "wall_s_per_run": float(np.mean([r["wall_s"] for r in runs]))}
+    target = None
+    if "bandit+pretrained" in summary and "xgb+transfer" in summary:
+        a, b = summary["bandit+pretrained"]["n99"]["median"], summary["xgb+transfer"]["n99"]["median"]
+        target = {"pretrained_n99": a, "xgb_transfer_n99": b,
+                  "met": a is not None and b is not None and a <= b / 2}
+    result = {"config": {"schedules": "vta", "seeds": seeds, "budget": budget, "stop": args.stop,
+                         "max_run_s": args.max_run_s, "layers": layer_ids, "hws": hws, "variants": variants,
+                         "jobs": args.jobs, "transfer_records_per_task": pre_budget},
+              "held_out": held, "tasks": [{k: v for k, v in t.items() if k != "runs"} for t in tasks],
+              "summary": summary, "target": target, "wall_s": wall}
+    atomic_write_text(out / "tuners_vta.json", json.dumps({**result, "runs": tasks}, indent=1))
+    md = [f"# Tuner benchmark, vta family: {len(jobs)} held-out tasks x {seeds} seeds (wall {wall:.0f} s)", "",
+          "| search | meas. to 95% | meas. to 99% | reached 99% |", "|---|---|---|---|"]
+    md += [f"| {n} | {_fmt(s['n95'])} | {_fmt(s['n99'])} | {s['n99']['reached'] * 100:.0f}% |" for n, s in summary.items()]
+    md += ["", "| task | valid | ground truth | optimum (ms) |", "|---|---|---|---|"]
+    md += [f"| {t['hw']} {t['layer']} | {t['valid']} | {t['truth']['kind']} | {t['opt_s'] * 1e3:.4f} |" for t in tasks]
+    atomic_write_text(out / "tuners_vta.md", "\n".join(md) + "\n")
+    print("\n".join(md), file=sys.stderr)
+    print(json.dumps({"summary": {n: {"n95": s["n95"]["median"], "n99": s["n99"]["median"],
+                                      "reached99": s["n99"]["reached"]} for n, s in summary.items()},
+                      "target": target, "held_out": held["held_out"],
+                      "tasks": [{"task": f"{t['hw']}/{t['layer']}", "valid": t["valid"], "truth": t["truth"]["kind"]}
+                                for t in tasks],
+                      "out": str(out), "wall_s": round(wall, 1)}))
+    return 0
+
+
 # -- summaries ------------------------------------------------------------------------------------
 def _stats(values: list[float | None], cap: float) -> dict[str, Any]:
     """Median and IQR; None (not reached) counts as +inf so it can only push the median up."""
@@ -282,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4 layers, 3 seeds, budget 100, 1 transfer fold set")
     ap.add_argument("--out", default="runs/bench_tuners", help="output directory")
-    ap.add_argument("--tuners", default=",".join(TUNERS))
+    ap.add_argument("--tuners", default=None, help=f"default {','.join(TUNERS)}; vta: {','.join(VTA_VARIANTS)}")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per tuner (default 5; quick 3)")
     ap.add_argument("--budget", type=int, default=None, help="measurements per run (default 200; quick 100)")
     ap.add_argument("--layers", default=None, help="comma-separated ResNet-18 layer numbers 0-9")
@@ -295,13 +488,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transfer-budget", type=int, default=50, help="measurements per held-back layer")
     ap.add_argument("--pretrain-budget", type=int, default=None, help="measurements per pretraining task")
     ap.add_argument("--folds", type=int, default=2, help="layer folds for the transfer case")
-    ap.add_argument("--schedules", default="autotvm", choices=("autotvm", "vta"), help="schedule family (default autotvm)")
+    ap.add_argument("--schedules", default="autotvm", choices=("autotvm", "vta"),
+                    help="schedule family (default autotvm); vta: the held-out target run (docstring)")
+    ap.add_argument("--agent", default=None, help="vta: the pretrained agent (default the shipped one)")
+    ap.add_argument("--stop", type=float, default=0.99, help="vta: a run stops at this fraction of the optimum")
+    ap.add_argument("--max-run-s", type=float, default=60.0, help="vta: seconds one run may take")
     args = ap.parse_args(argv)
+    if args.schedules == "vta":
+        return main_vta(args)
 
     seeds = args.seeds or (3 if args.quick else 5)
     budget = args.budget or (100 if args.quick else 200)
     pre_budget = args.pretrain_budget or (40 if args.quick else 60)
-    tuners = tuple(t for t in args.tuners.split(",") if t)
+    tuners = tuple(t for t in (args.tuners or ",".join(TUNERS)).split(",") if t)
     hws = tuple(_canon(h) for h in args.hw.split(",") if h)
     if args.layers is not None:
         layer_ids = [int(x) for x in args.layers.split(",")]

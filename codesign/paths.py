@@ -16,6 +16,9 @@ SIM_DATA = ROOT / "sim"
 # The pretrained agent `codesign tune --tuner auto` uses where measuring is expensive (trained on
 # simulator data by benchmarks/train_agent.py; provenance in the .json beside it).
 SHIPPED_AGENT = SIM_DATA / "agents" / "bandit_sim.pt"
+#: The same for the `vta` schedule family (`benchmarks/train_agent.py --schedules vta`): its observations
+#: have the family's feature length, so it is retrained whenever the family's features change.
+SHIPPED_VTA_AGENT = SIM_DATA / "agents" / "bandit_vta_sim.pt"
 BITSTREAMS = ROOT / "bitstreams"
 
 

@@ -19,6 +19,7 @@ from codesign.hw.config import HwConfig
 from codesign.netrun import load_schedule_records, plot, run_network
 from codesign.netrun import network as whole
 from codesign.netrun.schedules import FAMILIES
+from codesign.tune.records import skipped_line
 
 DESCRIPTION = """\
 Run a quantized network end to end on one hardware config: import the model with its weights
@@ -109,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
                                f"{', emulated' if info.get('emulated') else ''})", progress(prep))
     if bar is not None:
         bar.close()
+    if prep.chooser.stale:  # vta records are matched by knobs; those no longer in the space are counted
+        print(skipped_line("codesign run: --records", len(prep.chooser.stale), prep.chooser.n_records),
+              file=sys.stderr)
     result["params"] = source
     if args.plot:
         whole.plot_steps(prep, result, args.plot)
@@ -171,6 +175,8 @@ def run_layers(args: argparse.Namespace) -> int:
         result["measured_by"] = f"board {client.name} ({info.get('board')}{', emulated' if info.get('emulated') else ''})"
     if bar is not None:
         bar.close()
+    if result.get("records_skipped"):  # vta records are matched by knobs; those no longer in the space
+        print(skipped_line("codesign run: --records", result["records_skipped"], len(records)), file=sys.stderr)
     result["params"] = source
     if args.plot:
         plot(result, args.plot, "simulated" if args.simulate else "measured")

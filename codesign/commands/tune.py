@@ -18,7 +18,7 @@ from codesign.schedule.support import partition, unsupported_reason
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import ProgressCallback, RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.records import RecordWriter, describe_skipped, read_autotvm_log, read_records
+from codesign.tune.records import RecordWriter, describe_skipped, read_autotvm_log, read_records, skipped_line
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
 from codesign.tune.scheduler import POLICIES, TaskScheduler
@@ -224,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
                 results.append((layer, _count, res))
     finally:
         runner.close()
+    stale = sum(res.warm_skipped for _layer, _count, res in results)
+    if stale:  # vta records are matched by knob values; those no longer in the space are counted
+        mine = sum(1 for r in warm or () if any(r.layer == layer.name and r.hw == hw.name for layer, _c in layers))
+        print(skipped_line("codesign tune: --warm-start", stale, mine), file=sys.stderr)
     if args.save_agent and agent is not None and not isinstance(agent, str):
         agent.save(args.save_agent)
     if args.plot:

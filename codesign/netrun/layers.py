@@ -28,14 +28,21 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import CodesignError, ConfigError
+from codesign.errors import ConfigError
 from codesign.evaluate.run import measure_seconds, run_layer
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.space import get_space
 from codesign.schedule.support import partition
-from codesign.tune.records import MeasureRecord, best_records, import_autotvm_log, load_records
+from codesign.tune.records import (
+    MeasureRecord,
+    best_any_family,
+    best_records,
+    import_autotvm_log,
+    load_records,
+    resolve_config,
+)
 from codesign.vta import timing
 from codesign.workloads import get_workload
 from codesign.workloads.networks import Workload
@@ -96,26 +103,25 @@ def record_family(rec: MeasureRecord) -> str:
     return str(getattr(rec, "family", "autotvm"))
 
 
-def choose_schedules(workload: Workload, hw: HwConfig, records: Sequence[MeasureRecord]
-                     ) -> list[tuple[Any, int, Any, str, float | None]]:
-    """(layer, count, config, source, record seconds) for every offloaded layer, in network order."""
+def choose_schedules(workload: Workload, hw: HwConfig, records: Sequence[MeasureRecord],
+                     skipped: list[MeasureRecord] | None = None) -> list[tuple[Any, int, Any, str, float | None]]:
+    """(layer, count, config, source, record seconds) for every offloaded layer, in network order.
+    Records are resolved by their knobs (`best_any_family`); faster records whose knobs are no
+    longer a valid schedule are passed over and appended to `skipped`."""
     offloaded, _cpu = partition(workload, hw)
-    mine = best_records(records)
+    mine = best_any_family(records, skipped)  # the fastest valid record of any family
     tophub = best_records(import_autotvm_log(TOPHUB_LOG))
     out = []
     for layer, count in offloaded:
         space = get_space(layer, hw)
-        for source, table in (("records", mine), ("tophub", tophub)):
-            rec = table.get((layer.name, hw.name))
-            if rec is not None:
-                family_space = get_space(layer, hw, record_family(rec))  # the fastest of any family
-                try:
-                    config = family_space.from_knobs(rec.knobs)
-                except CodesignError:
-                    continue
-                if family_space.why_invalid(config) is None:
-                    out.append((layer, count, config, source, rec.seconds))
-                    break
+        got = mine.get((layer.name, hw.name))
+        if got is not None:
+            out.append((layer, count, got[1], "records", got[0].seconds))
+            continue
+        rec = tophub.get((layer.name, hw.name))
+        config = None if rec is None else resolve_config(get_space(layer, hw, record_family(rec)), rec.knobs)
+        if config is not None:
+            out.append((layer, count, config, "tophub", rec.seconds))  # type: ignore[union-attr]
         else:
             out.append((layer, count, space.get(int(space.valid_indices()[0])), "fallback", None))
     return out
@@ -131,7 +137,8 @@ def run_network(workload_name: str | Workload, hw: HwConfig, records: Sequence[M
     rng = np.random.default_rng(SEED)
     prev: np.ndarray | None = None
     rows: list[LayerResult] = []
-    for k, (layer, count, config, source, record_s) in enumerate(choose_schedules(workload, hw, records)):
+    stale: list[MeasureRecord] = []
+    for k, (layer, count, config, source, record_s) in enumerate(choose_schedules(workload, hw, records, stale)):
         weight = rng.integers(-128, 128, size=layer.weight_shape(), dtype=np.int8)
         if prev is not None and prev.shape == tuple(layer.data_shape()):
             data, input_source = prev, "chained"
@@ -154,7 +161,7 @@ def run_network(workload_name: str | Workload, hw: HwConfig, records: Sequence[M
     calls = [r.measured_call_s for r in rows]
     return {
         "workload": workload.name, "batch": workload.batch, "hw": hw.name,
-        "layers": [r.to_dict() for r in rows],
+        "layers": [r.to_dict() for r in rows], "records_skipped": len(stale),
         "cpu_layers": [{"layer": layer.name, "count": c, "reason": why} for layer, c, why in cpu],
         # Device time, model vs executor; then whole calls: model (device + host) and board.
         "total_predicted_device_s": total_pred, "total_measured_device_s": total_meas,

@@ -30,7 +30,7 @@ from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.netrun.layers import TOPHUB_LOG, record_family
 from codesign.schedule.space import SPACES, get_space
-from codesign.tune.records import MeasureRecord, import_autotvm_log
+from codesign.tune.records import MeasureRecord, import_autotvm_log, resolve_config
 from codesign.vta import timing
 from codesign.workloads.layers import Layer
 
@@ -70,6 +70,8 @@ class ScheduleChooser:
         self.chosen: dict[tuple[Layer, Epilogue], Chosen] = {}
         self.demands: dict[Layer, Epilogue] = {}
         self.skipped: dict[str, str] = {}  # layer -> why its record / tophub schedule was not used
+        self.stale: set[int] = set()  # ids of records whose knobs no longer resolve (`resolve_config`)
+        self.n_records = len(mine)
 
     def __call__(self, layer: Layer) -> tuple[Any, float]:
         got = self.choose(layer)
@@ -102,12 +104,14 @@ class ScheduleChooser:
             for rec in table.get(key, ()):  # fastest first: the first that fits the fused epilogue
                 family = record_family(rec)
                 space = get_space(layer, self.hw, family)
-                try:
-                    config = space.from_knobs(rec.knobs)
-                except CodesignError as exc:
-                    self.skipped.setdefault(layer.name, f"{source} record ({family}): {exc}")
+                config = resolve_config(space, rec.knobs)  # by knob values: a vta index changes as the family grows
+                if config is None:
+                    if source == "records":
+                        self.stale.add(id(rec))
+                    self.skipped.setdefault(layer.name, f"{source} record ({family}, stored index {rec.index}): its "
+                                            "knobs are no longer a valid schedule of the space")
                     continue
-                why = space.why_invalid(config) or fused_invalid(layer, config, self.hw, epi)
+                why = fused_invalid(layer, config, self.hw, epi)
                 if why is None:
                     seconds = measure_seconds(layer, config, self.hw, self.params)[0]
                     return Chosen(config, float(seconds), source, family, rec.seconds)

@@ -3,20 +3,30 @@ is expensive. Before the first proposal it asks the runner what one measurement 
 (`Runner.seconds_per_measurement`: a probe of a few configs on the simulator, the board's cost
 on a board) and searches exhaustively when every valid config fits the time budget
 (`time_budget_s`, `--exhaustive-budget`); otherwise it runs a learned tuner within the loop's
-measurement budget: `learned` when given, else the pretrained agent shipped with the package
-(`paths.SHIPPED_AGENT`, a hardware-conditioned bandit trained on simulator data) when it matches
-the task (conv2d/dense template, same feature set), else XGBoost."""
+measurement budget: `learned` when given, else the pretrained agent shipped with the package for
+the space's family (`paths.SHIPPED_AGENT`, `paths.SHIPPED_VTA_AGENT`: hardware-conditioned bandits
+trained on simulator data) when it matches the task (conv2d/dense template; an agent of another
+feature length is refused in one line and the bandit starts cold), else XGBoost.
+
+On a family larger than the templates (`vta`) the learned search never ends worse than the
+template: when the family is too big to time whole but the template's valid schedules (its
+`from_template` points, 40-3,500 per ResNet-18 layer) fit the time budget, those are timed first,
+exhaustively (the "template" phase), then the rest of the budget goes to the learned search over
+the whole family, which has observed them (its model and local moves start from the best).
+`choice` records which (`search` "template+bandit", `template_points`, `template_phase`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.paths import SHIPPED_AGENT
+from codesign.paths import SHIPPED_AGENT, SHIPPED_VTA_AGENT
 from codesign.schedule.knobs import Config
-from codesign.schedule.space import ScheduleSpace
+from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.tune.exhaustive import ExhaustiveTuner
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
@@ -29,7 +39,9 @@ from codesign.workloads.layers import Layer
 #: at seconds per measurement is far above it.
 DEFAULT_EXHAUSTIVE_S = 10.0
 PROBES = 3  # configs timed to estimate the cost of one measurement
-AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped agent was trained on
+AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped agents were trained on
+SHIPPED_AGENTS = {"autotvm": SHIPPED_AGENT, "vta": SHIPPED_VTA_AGENT}  # per schedule family
+TEMPLATE_BATCH = 64  # configs per round of the template phase (exhaustive: no model between rounds)
 
 
 class AutoTuner(Tuner):
@@ -46,6 +58,8 @@ class AutoTuner(Tuner):
         self._agent_path: Any = None
         self.choice: dict[str, Any] = {}
         self._task: tuple[Layer, HwConfig] | None = None
+        self._queue: list[int] = []  # template points still to time (the template phase)
+        self._held: list[MeasureResult] = []  # their results, handed to the learned tuner in one call
 
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self._task = (layer, hw)
@@ -58,32 +72,59 @@ class AutoTuner(Tuner):
         probe = self.view.sample_valid(PROBES, self.rng)
         cost = runner.seconds_per_measurement([MeasureInput(layer, hw, self.view.config(int(i))) for i in probe])
         exhaustive_s = cost * n_valid
+        points: list[int] = []
         if exhaustive_s <= self.time_budget_s:
             self.inner = ExhaustiveTuner(self.space, self.seed, view=self.view)
             self.inner.set_task(layer, hw)
         else:
             self.inner = self._learned(layer, hw)
-        self.choice = {"search": self.inner.name, "valid": int(round(n_valid)), "seconds_per_measurement": cost,
-                       "exhaustive_s": exhaustive_s, "time_budget_s": self.time_budget_s,
-                       "agent": None if self._agent_path is None else str(self._agent_path)}
-        self.batch_size = self.inner.batch_size
+            points = self.template_points(layer, hw)
+            if points and cost * len(points) <= self.time_budget_s:
+                self._queue = list(points)
+        phase = bool(self._queue)
+        self.choice = {"search": ("template+" if phase else "") + self.inner.name, "valid": int(round(n_valid)),
+                       "seconds_per_measurement": cost, "exhaustive_s": exhaustive_s,
+                       "time_budget_s": self.time_budget_s,
+                       "agent": None if self._agent_path is None else str(self._agent_path),
+                       "template_points": len(points), "template_phase": phase,
+                       "agent_refused": getattr(self.inner, "refused", None)}
+        self.batch_size = TEMPLATE_BATCH if phase else self.inner.batch_size
         if budget is None:
-            return int(round(n_valid)) if isinstance(self.inner, ExhaustiveTuner) else self.learned_budget
+            if isinstance(self.inner, ExhaustiveTuner):
+                return int(round(n_valid))
+            return len(self._queue) + self.learned_budget
         return int(budget)
 
+    def template_points(self, layer: Layer, hw: HwConfig) -> list[int]:
+        """Indices of the template's valid schedules in this family's space (`from_template`),
+        valid here, in the template's index order; [] for the template family itself or a space
+        without `from_template`."""
+        from_template = getattr(self.space, "from_template", None)
+        if self.view.family == "autotvm" or from_template is None:
+            return []
+        try:
+            tspace = get_space(layer, hw)
+            idx = [int(from_template(tspace.get(int(i))).index) for i in tspace.valid_indices()]
+        except ConfigError:
+            return []  # no template space (or a template config the family cannot express)
+        idx = list(dict.fromkeys(idx))
+        ok = self.view.valid_mask(np.asarray(idx, dtype=np.int64))
+        return [i for i, k in zip(idx, ok.tolist()) if k]
+
+    def exact_pending(self) -> int:
+        return len(self._queue)
+
     def _learned(self, layer: Layer, hw: HwConfig) -> Tuner:
-        """The learned tuner (already `set_task`): `learned`, else the shipped agent if it matches,
-        else XGBoost."""
+        """The learned tuner (already `set_task`): `learned`, else the family's shipped agent
+        (the bandit refuses one of another feature length in one line and starts cold), else XGBoost."""
         self._agent_path: Any = self.agent_arg
-        if self.learned is None and self.agent_arg is None and SHIPPED_AGENT.exists() \
+        shipped = SHIPPED_AGENTS.get(self.view.family)
+        if self.learned is None and self.agent_arg is None and shipped is not None and shipped.exists() \
                 and getattr(layer, "template", None) in AGENT_TEMPLATES:
-            try:
-                tuner = make_tuner("bandit", self.space, self.seed, view=self.view, agent=str(SHIPPED_AGENT))
-                tuner.set_task(layer, hw)  # ConfigError if the agent's features (or family) do not match
-                self._agent_path = SHIPPED_AGENT
-                return tuner
-            except ConfigError:
-                pass  # an agent of another feature set: XGBoost instead
+            tuner = make_tuner("bandit", self.space, self.seed, view=self.view, agent=str(shipped))
+            tuner.set_task(layer, hw)  # an agent of another feature length: refused, cold start
+            self._agent_path = shipped if getattr(tuner, "refused", None) is None else None
+            return tuner
         agent = {} if self.agent_arg is None else {"agent": self.agent_arg}
         tuner = make_tuner(self.learned or "xgb", self.space, self.seed, view=self.view, **agent, **self.learned_kw)
         tuner.set_task(layer, hw)
@@ -100,10 +141,20 @@ class AutoTuner(Tuner):
         return None if self.inner is None else self.inner.agent
 
     def propose(self, n: int) -> list[Config]:
+        if self._queue:  # the template phase: every template point, in order
+            take, self._queue = self._queue[:n], self._queue[n:]
+            return [self.view.config(i) for i in take]
         return self._chosen().propose(n)
 
     def observe(self, results: Sequence[MeasureResult]) -> None:
         super().observe(results)
+        if self._queue or self._held:
+            self._held += list(results)
+            if self._queue:
+                return
+            # the template phase is over: the learned tuner sees all of it at once (one model fit)
+            results, self._held = self._held, []
+            self.batch_size = self._chosen().batch_size
         self._chosen().observe(results)
 
     def warm_start(self, results: Sequence[MeasureResult]) -> None:

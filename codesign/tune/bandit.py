@@ -16,6 +16,7 @@ so that a few very slow configs do not dominate the squared error.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from codesign.schedule.knobs import Config
 from codesign.tune.agents import CheckpointMixin, torch_module
 from codesign.tune.env import PENALTY, ScheduleEnv
 from codesign.tune.measure import MeasureResult
-from codesign.tune.records import MeasureRecord, family_space
+from codesign.tune.records import MeasureRecord, family_space, resolve_config
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
 from codesign.workloads import parse_layer
@@ -48,6 +49,7 @@ HPARAMS = {
     "min_data": 8,  # measurements before a fresh (untrained) model is trusted
     "max_data": 20000,
 }
+_SAID: set[str] = set()  # refusal lines printed in this process
 CANDIDATES = 4096  # random valid configs ranked per proposal in a space too large to enumerate
 # Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
 HPARAM_RANGES = {"hidden": (1, None), "heads": (1, None), "fit_batch": (1, None), "bootstrap_p": (0, 1),
@@ -155,6 +157,8 @@ class BanditTuner(Tuner):
                  hparams: dict | None = None) -> None:
         super().__init__(space, seed, view, hparams)
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
+        self.agent_file = str(agent) if isinstance(agent, (str, Path)) else None
+        self.refused: str | None = None  # why the agent file was refused (then: a cold start)
         self.hparams = self.hp  # converted and checked (`resolve_hparams`), not the --hparam strings
         self.env: ScheduleEnv | None = None
         self._obs: np.ndarray | None = None  # observation of every valid config (enumerable spaces; row-aligned)
@@ -164,11 +168,19 @@ class BanditTuner(Tuner):
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
         self._obs = self.env.obs_batch(self.view.valid_pos) if self.view.enumerable else None
+        if self.agent is not None and self.agent.obs_dim != self.env.obs_dim:
+            why = (f"agent observations are {self.agent.obs_dim} long, the {self.view.family} family's are "
+                   f"{self.env.obs_dim} now ({self.env.n_features} schedule features); the agent was trained with "
+                   f"another feature set: retrain it (python benchmarks/train_agent.py --schedules {self.view.family})")
+            if self.agent_file is None:
+                raise ConfigError(why)
+            self.refused = f"{self.agent_file}: {why}; cold start"
+            if self.refused not in _SAID:  # once per process, not once per layer
+                _SAID.add(self.refused)
+                print(f"bandit: {self.refused}", file=sys.stderr)
+            self.agent = None
         if self.agent is None:
             self.agent = BanditAgent(self.env.obs_dim, self.hparams, self.seed)
-        elif self.agent.obs_dim != self.env.obs_dim:
-            raise ConfigError(f"agent observation size {self.agent.obs_dim} != {self.env.obs_dim} for this "
-                              "space (agent trained with another feature set); retrain it")
         self._pretrained = self.agent.trained
         self.agent.rng = np.random.default_rng(self.seed)
         torch_module().manual_seed(self.seed)
@@ -203,9 +215,11 @@ class BanditTuner(Tuner):
             try:
                 layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
                 view = SpaceView(family_space(layer, hw, recs[0].family))
-                configs = [view.space.from_knobs(r.knobs) for r in recs]
-            except Exception:  # noqa: BLE001 - records of a layer/config we cannot rebuild: skip
+            except Exception:  # noqa: BLE001, S112 - records of a layer/config we cannot rebuild: skip
                 continue
+            resolved = [(r, resolve_config(view.space, r.knobs)) for r in recs]  # by knobs: vta indices change
+            recs = [r for r, c in resolved if c is not None]
+            configs = [c for _, c in resolved if c is not None]
             env = ScheduleEnv(view, layer, hw, self.rng)
             for r, c in zip(recs, configs):
                 env.record(int(c.index), r.seconds if r.ok else None)

@@ -84,6 +84,7 @@ class ScheduleEnv:
         sizes[: self.n_knobs] = np.log2(self.dims)
         self._sizes = sizes / 4.0
         self.obs_dim = int(self.obs(np.zeros(self.n_knobs, dtype=np.int64)).shape[0])
+        self.n_features = self.obs_dim - 2 * self.slots - int(self.context.size)  # the space's config features
 
     # -- observations -----------------------------------------------------------------------
     def obs(self, pos: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.tune.measure import INVALID, MeasureInput, MeasureResult, Runner, SimulatorRunner
-from codesign.tune.records import MeasureRecord, RecordWriter, load_records
+from codesign.tune.records import DEFAULT_FAMILY, MeasureRecord, RecordWriter, load_records, resolve_config
 from codesign.tune.task import TuneTask, make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView
@@ -46,6 +46,7 @@ class TuneResult:
     measurements: int = 0
     invalid_skipped: int = 0
     stopped: str = "budget"
+    warm_skipped: int = 0  # warm-start records of this task whose knobs are no longer a valid schedule
 
     def curve(self) -> np.ndarray:
         """Best seconds after each measurement (inf until the first success)."""
@@ -132,7 +133,8 @@ def warm_start(task: TuneTask, records: str | Path | Sequence[MeasureRecord] | N
     if records is None:
         return {}
     recs = load_records(records) if isinstance(records, (str, Path)) else list(records)
-    cache = {int(r.config.index): r for r in _as_results(recs, task.layer, task.hw, task.space)}
+    mine, result.warm_skipped = _as_results(recs, task.layer, task.hw, task.space)
+    cache = {int(r.config.index): r for r in mine}
     if cache:
         task.tuner.warm_start(list(cache.values()))
     lname, hname = task.layer.name, task.hw.name
@@ -182,19 +184,29 @@ def measure_round(task: TuneTask, runner: Runner, to_run: Sequence[Config], cach
     return measured, since_best
 
 
-def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, space: ScheduleSpace) -> list[MeasureResult]:
-    out = []
+def _as_results(records: Iterable[MeasureRecord], layer: Layer, hw: HwConfig, space: ScheduleSpace
+                ) -> tuple[list[MeasureResult], int]:
+    """(this task's records as results, how many of its records were skipped): resolved by knob
+    values, not the stored index (`resolve_config`: the vta family's index changes as it grows);
+    a record whose knobs are no longer a valid schedule is skipped and counted."""
+    out, skipped = [], 0
     lname, hname = layer.name, hw.name  # properties that format a string: once, not per record
     family = str(getattr(space, "family", "autotvm"))
     for r in records:
         if r.layer != lname or r.hw != hname or r.family != family:
             continue
-        try:
-            config = space.from_knobs(r.knobs)  # knobs, not the index: robust to space changes
-        except Exception:  # noqa: BLE001 - a record that is not a candidate here: ignore it
+        if family == DEFAULT_FAMILY:  # a stable index: template records replay even when invalid (no re-proposal)
+            try:
+                config = space.from_knobs(r.knobs)
+            except Exception:  # noqa: BLE001 - knobs not candidates here
+                config = None
+        else:
+            config = resolve_config(space, r.knobs)
+        if config is None:
+            skipped += 1
             continue
         out.append(MeasureResult(config, r.seconds, r.cycles, r.error, measured=False))
-    return out
+    return out, skipped
 
 
 class TaskRun:

@@ -230,11 +230,13 @@ def best_records(records: Iterable[MeasureRecord], family: str | None = None) ->
     return best
 
 
-def best_any_family(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], tuple[MeasureRecord, Config]]:
+def best_any_family(records: Iterable[MeasureRecord], skipped: list[MeasureRecord] | None = None,
+                    ) -> dict[tuple[str, str], tuple[MeasureRecord, Config]]:
     """What deploys (`codesign run`): per (layer, hw), the fastest successful record of any
-    schedule family and its `Config` rebuilt in that family's space (from the knobs, so records
-    stay usable if a space's index changes). Records whose layer, hardware or knobs cannot be
-    rebuilt are passed over for the next fastest."""
+    schedule family and its `Config` rebuilt in that family's space from its knobs
+    (`resolve_config`: a vta record's index changes as the family grows). Records whose layer,
+    hardware or knobs cannot be rebuilt, or are no longer valid, are passed over for the next
+    fastest and appended to `skipped` (for the caller's one-line count)."""
     ranked = sorted((r for r in records if r.ok), key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
     out: dict[tuple[str, str], tuple[MeasureRecord, Config]] = {}
     for r in ranked:
@@ -243,16 +245,52 @@ def best_any_family(records: Iterable[MeasureRecord]) -> dict[tuple[str, str], t
             continue
         try:
             config = record_config(r)
-        except Exception:  # noqa: BLE001, S112 - not rebuildable here: the next fastest record
+        except Exception:  # noqa: BLE001 - not rebuildable here: the next fastest record
+            if skipped is not None:
+                skipped.append(r)
             continue
         out[key] = (r, config)
     return out
 
 
+def resolve_config(space: Any, knobs: dict[str, Any]) -> Config | None:
+    """The valid `Config` of stored `knobs` in `space` as it is now, or None. Records are
+    resolved by knob values, never by their stored index: the vta family's index changes
+    whenever a knob or a value is added. Knobs the space gained since the record was written are
+    set to their first candidate — the shared rule for new vta knobs is that position 0 is the
+    program the space had before the knob existed — so an old record keeps its program. A knob
+    the space no longer has, a value that is no longer a candidate, or a config that breaks a
+    rule now gives None (the caller skips and counts it)."""
+    knobs = dict(knobs)
+    if str(getattr(space, "family", DEFAULT_FAMILY)) != DEFAULT_FAMILY:
+        for k in space.knobs:
+            if k.name not in knobs:
+                c = k.candidates[0]
+                knobs[k.name] = list(c) if isinstance(c, (list, tuple)) else c
+    try:
+        config = space.from_knobs(knobs)
+        return config if space.why_invalid(config) is None else None
+    except Exception:  # noqa: BLE001 - unknown knob, value not a candidate: not in this space
+        return None
+
+
+def skipped_line(what: str, n_skipped: int, total: int) -> str:
+    """'WHAT: skipped N of M records whose knobs are not a valid schedule of the current space
+    (resolved by knob values; ...)' — the one line callers print."""
+    return (f"{what}: skipped {n_skipped} of {total} records whose knobs are no longer a valid schedule of "
+            "their family's space (records are matched by knob values; a knob or value the space dropped, "
+            "or a rule the schedule now breaks)")
+
+
 def record_config(record: MeasureRecord) -> Config:
-    """The record's `Config` in its family's space (ConfigError if its knobs are not candidates)."""
+    """The record's valid `Config` in its family's space as it is now (`resolve_config`);
+    ConfigError naming the record when its knobs are no longer a valid schedule there."""
     layer, hw = parse_layer(record.layer_spec), HwConfig.resolve(record.hw)
-    return family_space(layer, hw, record.family).from_knobs(record.knobs)
+    config = resolve_config(family_space(layer, hw, record.family), record.knobs)
+    if config is None:
+        raise ConfigError(f"record of {record.layer} on {record.hw} ({record.family}, stored index "
+                          f"{record.index}): its knobs are no longer a valid schedule of the space")
+    return config
 
 
 def import_autotvm_log(path: str | Path) -> list[MeasureRecord]:

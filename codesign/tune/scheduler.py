@@ -16,7 +16,8 @@ largest expected gain per measurement, weighted by how often the layer runs in t
 - w_i: the layer's weight (occurrences in the network), c: `explore`.
 
 Layers whose search is exhaustive (`exhaustive`, or `auto` choosing it) are not scheduled: they
-run to completion first. The others share a pool of measurements (default: the sum of their own
+run to completion first, and so does the exact phase of a learned one (`Tuner.exact_pending`:
+`auto`'s template points on the vta family), outside the pool. The others share a pool of measurements (default: the sum of their own
 budgets); each may use the whole pool.
 """
 
@@ -72,7 +73,8 @@ class TaskScheduler:
         self.policy, self.window, self.explore = policy, int(window), float(explore)
         self.on_round = on_round  # (layer position, measurements made) after every round
         self.learned = [k for k, r in enumerate(self.runs) if not is_exhaustive(r)]
-        self.pool = sum(self.runs[k].budget for k in self.learned) if pool is None else int(pool)
+        exact = sum(min(self.runs[k].task.tuner.exact_pending(), self.runs[k].budget) for k in self.learned)
+        self.pool = sum(self.runs[k].budget for k in self.learned) - exact if pool is None else int(pool)
         self.bounds = [bound(r.task.layer, r.task.hw) if k in self.learned else None
                        for k, r in enumerate(self.runs)]
         self.allocation = Allocation([0] * len(self.runs))
@@ -103,8 +105,8 @@ class TaskScheduler:
     def run(self) -> list[TuneResult]:
         """Tune every layer; the results in the order of `runs`. Runs are closed at the end."""
         try:
-            for k, r in enumerate(self.runs):  # exhaustive layers: nothing to schedule
-                while k not in self.learned and not r.done:
+            for k, r in enumerate(self.runs):  # exhaustive layers and exact phases: nothing to schedule
+                while (k not in self.learned or r.task.tuner.exact_pending() > 0) and not r.done:
                     self._step(k)
             if self.policy == "even":
                 for k in self.learned:

@@ -117,6 +117,12 @@ class Tuner:
         its search from the runner's cost)."""
         return DEFAULT_BUDGET if budget is None else int(budget)
 
+    def exact_pending(self) -> int:
+        """Measurements of an exact phase the tuner makes before it searches (`auto`'s template
+        points on a larger family): the task scheduler runs them first and outside its pool, so
+        the guarantee they give is not traded away. Default: 0."""
+        return 0
+
     def warm_start(self, results: Sequence[MeasureResult]) -> None:
         """Results from earlier runs of the same layer/hw (records). Default: plain observations."""
         self.observe(results)

@@ -27,7 +27,7 @@ from codesign.hw.config import HwConfig
 from codesign.schedule.features import hw_features, layer_features
 from codesign.schedule.knobs import Config
 from codesign.tune.measure import MeasureResult
-from codesign.tune.records import MeasureRecord, family_space
+from codesign.tune.records import MeasureRecord, family_space, resolve_config
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView, squash
 from codesign.workloads.layers import Layer, parse_layer
@@ -95,9 +95,11 @@ class XGBTuner(Tuner):
             try:
                 layer, hw = parse_layer(spec), HwConfig.resolve(hw_name)
                 view = SpaceView(family_space(layer, hw, family))
-                idx = np.asarray([int(view.space.from_knobs(r.knobs).index) for r in recs], dtype=np.int64)
             except Exception:  # noqa: BLE001, S112 - records of a layer/config we cannot rebuild: skip
                 continue
+            configs = [resolve_config(view.space, r.knobs) for r in recs]  # by knobs: vta indices change
+            recs = [r for r, c in zip(recs, configs) if c is not None]
+            idx = np.asarray([int(c.index) for c in configs if c is not None], dtype=np.int64)
             keep = [(int(i), r) for i, r, ok in zip(idx, recs, view.valid_mask(idx)) if ok]
             ok = [r.seconds for _, r in keep if r.ok]
             if len(keep) < 2 or not ok:

@@ -1,0 +1,122 @@
+"""The search on the `vta` schedule family (issue 19 §2): `auto` never ends worse than the
+template, records are resolved by knob values (the family's index changes as it grows), and a
+shipped agent of another feature length is refused in one line, then the bandit starts cold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.knobs import Knob
+from codesign.schedule.vta_space import VtaSpace
+from codesign.tune import MeasureRecord, TableRunner, exhaustive_table, tune_layer
+from codesign.tune import auto as auto_mod
+from codesign.tune import records as records_mod
+from codesign.tune.bandit import BanditAgent
+from codesign.tune.loop import TaskRun
+from codesign.tune.records import best_any_family, resolve_config
+from codesign.tune.scheduler import TaskScheduler
+from codesign.tune.task import make_task
+from codesign.workloads import parse_layer
+
+HW = HwConfig()
+LAYER = parse_layer("conv2d:1,32,14,14,32,3,3,1,1")  # ~1,000 valid vta schedules, 34 template ones
+
+
+@pytest.fixture(scope="module")
+def table():
+    return exhaustive_table(LAYER, HW, family="vta")
+
+
+def _template_opt(table) -> float:
+    vta, tmpl = get_space(LAYER, HW, "vta"), get_space(LAYER, HW)
+    return min(table[vta.from_template(tmpl.get(int(i))).index][0] for i in tmpl.valid_indices())
+
+
+def test_auto_times_the_template_first_when_the_family_is_too_big(table):
+    n_template = get_space(LAYER, HW).n_valid
+    assert len(table) * 0.01 > 1.0 >= n_template * 0.01  # the family does not fit the budget, its templates do
+    for seed in range(3):
+        task = make_task(LAYER, HW, "auto", seed, family="vta", time_budget_s=1.0, learned_budget=4)
+        res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, seed=seed, runner=TableRunner(table, cost_s=0.01))
+        choice = task.tuner.choice
+        assert choice["template_phase"] and choice["search"].startswith("template+")
+        assert choice["template_points"] == n_template and res.measurements == n_template + 4
+        assert res.best_seconds <= _template_opt(table)  # never worse than the template
+
+
+def test_scheduler_runs_the_template_phase_outside_its_pool(table):
+    runs = []
+    for seed in range(2):
+        task = make_task(LAYER, HW, "auto", seed, family="vta", time_budget_s=1.0, learned_budget=4)
+        runs.append(TaskRun(task, budget=None, seed=seed, runner=TableRunner(table, cost_s=0.01)))
+    n_template = runs[0].task.tuner.exact_pending()
+    sched = TaskScheduler(runs)
+    assert sched.pool == 8  # the learned budgets only
+    results = sched.run()
+    assert sum(r.measurements for r in results) == 2 * n_template + 8
+    assert all(r.best_seconds <= _template_opt(table) for r in results)
+
+
+class Grown(VtaSpace):
+    """The vta family after other engineers grew it: a tile size that does not divide the extent
+    (edge tiles) and an appended knob whose position 0 is today's program. The new values are no
+    program yet here (invalid); what matters is that every index moved."""
+
+    def make_knobs(self):
+        knobs = tuple(Knob(k.name, k.kind, (*k.candidates, (5, 3))) if k.name == "tile_h" else k
+                      for k in super().make_knobs())
+        return knobs + (Knob("extra", "ot", (0, 1)),)
+
+    def _new(self, idx):
+        pos = self.positions_of(np.asarray(idx, dtype=np.int64).reshape(-1))
+        return (pos[:, -1] != 0) | (pos[:, self.knob_names.index("tile_h")] == self.dims[1] - 1)
+
+    def valid_mask(self, indices=None):
+        idx = np.arange(self.size) if indices is None else np.asarray(indices)
+        return super().valid_mask(idx) & ~self._new(idx)
+
+    def why_invalid(self, config):
+        cfg = self.as_config(config)
+        return "new: not a program yet" if self._new([cfg.index])[0] else super().why_invalid(cfg)
+
+
+def test_vta_records_are_resolved_by_knobs_not_index(monkeypatch):
+    old = get_space(LAYER, HW, "vta")
+    grown = Grown(LAYER, HW)
+    cfgs = [old.get(int(i)) for i in old.valid_indices()[[10, 200, 500]]]
+    recs = [MeasureRecord.make(LAYER, HW, c, 1e-3 * (k + 1), 100, None, "xgb", 0, 1.0) for k, c in enumerate(cfgs)]
+    stale = MeasureRecord(**{**recs[0].__dict__, "seconds": 1e-4, "knobs": {**recs[0].knobs, "uop_fold": 99}})
+    assert grown.size > 2 * old.size and grown.from_knobs({**cfgs[1].knobs, "extra": 0}).index != cfgs[1].index
+    # one record: the config with the same knob values (new knob at 0), whatever its index now
+    got = resolve_config(grown, recs[1].knobs)
+    assert got is not None and got.knobs == {**cfgs[1].knobs, "extra": 0}
+    assert resolve_config(grown, stale.knobs) is None
+    # warm start: the old records fill the cache under their new indices, the stale one is counted
+    res = tune_layer(LAYER, HW, tuner="random", budget=0, seed=0, space=grown, warm_start=[*recs, stale],
+                     runner=TableRunner({}))
+    assert res.warm_skipped == 1
+    assert res.best_seconds == 1e-3 and res.best.knobs == {**cfgs[0].knobs, "extra": 0}
+    # deployment: the fastest record is stale, so the next fastest is used, and the stale one counted
+    monkeypatch.setattr(records_mod, "family_space", lambda layer, hw, family="autotvm": grown)
+    skipped: list = []
+    rec, config = best_any_family([*recs, stale], skipped)[(LAYER.name, HW.name)]
+    assert rec.seconds == 1e-3 and config.index == grown.from_knobs({**cfgs[0].knobs, "extra": 0}).index
+    assert skipped == [stale]
+
+
+def test_an_agent_of_another_feature_length_is_refused_then_cold_start(tmp_path, monkeypatch, capsys, table):
+    path = tmp_path / "bandit_vta_old.pt"
+    BanditAgent(17).save(path)  # trained when the family had other features
+    monkeypatch.setitem(auto_mod.SHIPPED_AGENTS, "vta", path)
+    task = make_task(LAYER, HW, "auto", 0, family="vta", time_budget_s=1.0, learned_budget=4)
+    res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, seed=0, runner=TableRunner(table, cost_s=0.01))
+    choice = task.tuner.choice
+    assert choice["search"] == "template+bandit" and choice["agent"] is None
+    expected = task.tuner.inner.env.obs_dim
+    assert str(path) in choice["agent_refused"] and f"are {expected} now" in choice["agent_refused"]
+    err = [line for line in capsys.readouterr().err.splitlines() if str(path) in line]
+    assert len(err) == 1 and "cold start" in err[0] and "Traceback" not in err[0]
+    assert res.best_seconds <= _template_opt(table)
