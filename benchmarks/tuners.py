@@ -331,8 +331,10 @@ def main_vta(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     # XGBoost's transfer data: random-search records of the agent's own training tasks, as many per task
     pre_budget = args.pretrain_budget or int(held["budget_per_task"] or 40)
-    records_path = out / "transfer_records.jsonl"
-    if any(VTA_VARIANTS[v][1] == "records" for v in variants):
+    records_path: Path | None = out / "transfer_records.jsonl"
+    if not any(VTA_VARIANTS[v][1] == "records" for v in variants):
+        records_path = None
+    else:
         recs = []
         for h, spec in train:
             layer, thw = parse_layer(spec), HwConfig.resolve(h)
@@ -347,7 +349,7 @@ def main_vta(args: argparse.Namespace) -> int:
           f"{budget}, stop at {args.stop:g}", file=sys.stderr)
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
         futs = [pool.submit(vta_task, h, spec, variants, seeds, budget, str(out / "tables"), args.stop,
-                            args.max_run_s, agent, str(records_path)) for h, spec in jobs]
+                            args.max_run_s, agent, records_path and str(records_path)) for h, spec in jobs]
         tasks = [f.result() for f in futs]
     wall = time.perf_counter() - t_start
     summary = {}

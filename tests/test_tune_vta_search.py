@@ -61,18 +61,15 @@ def test_scheduler_runs_the_template_phase_outside_its_pool(table):
 
 
 class Grown(VtaSpace):
-    """The vta family after other engineers grew it: a tile size that does not divide the extent
-    (edge tiles) and an appended knob whose position 0 is today's program. The new values are no
-    program yet here (invalid); what matters is that every index moved."""
+    """The vta family after it grew a knob whose position 0 is today's program. Here the knob is
+    the least significant, so every index moves (as when a value is added to an existing knob);
+    its other value is no program yet (invalid)."""
 
     def make_knobs(self):
-        knobs = tuple(Knob(k.name, k.kind, (*k.candidates, (5, 3))) if k.name == "tile_h" else k
-                      for k in super().make_knobs())
-        return knobs + (Knob("extra", "ot", (0, 1)),)
+        return (Knob("extra", "ot", (0, 1)),) + super().make_knobs()
 
     def _new(self, idx):
-        pos = self.positions_of(np.asarray(idx, dtype=np.int64).reshape(-1))
-        return (pos[:, -1] != 0) | (pos[:, self.knob_names.index("tile_h")] == self.dims[1] - 1)
+        return self.positions_of(np.asarray(idx, dtype=np.int64).reshape(-1))[:, 0] != 0
 
     def valid_mask(self, indices=None):
         idx = np.arange(self.size) if indices is None else np.asarray(indices)
@@ -80,7 +77,7 @@ class Grown(VtaSpace):
 
     def why_invalid(self, config):
         cfg = self.as_config(config)
-        return "new: not a program yet" if self._new([cfg.index])[0] else super().why_invalid(cfg)
+        return "extra: not a program yet" if self._new([cfg.index])[0] else super().why_invalid(cfg)
 
 
 def test_vta_records_are_resolved_by_knobs_not_index(monkeypatch):
@@ -89,7 +86,7 @@ def test_vta_records_are_resolved_by_knobs_not_index(monkeypatch):
     cfgs = [old.get(int(i)) for i in old.valid_indices()[[10, 200, 500]]]
     recs = [MeasureRecord.make(LAYER, HW, c, 1e-3 * (k + 1), 100, None, "xgb", 0, 1.0) for k, c in enumerate(cfgs)]
     stale = MeasureRecord(**{**recs[0].__dict__, "seconds": 1e-4, "knobs": {**recs[0].knobs, "uop_fold": 99}})
-    assert grown.size > 2 * old.size and grown.from_knobs({**cfgs[1].knobs, "extra": 0}).index != cfgs[1].index
+    assert grown.size == 2 * old.size and grown.from_knobs({**cfgs[1].knobs, "extra": 0}).index != cfgs[1].index
     # one record: the config with the same knob values (new knob at 0), whatever its index now
     got = resolve_config(grown, recs[1].knobs)
     assert got is not None and got.knobs == {**cfgs[1].knobs, "extra": 0}

@@ -19,12 +19,17 @@ import numpy as np
 
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import index_of, positions_of
+from codesign.schedule.vta_space import VtaSpace
 
 FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA template spaces are a few thousand)
 # Enumerate valid configs of spaces up to this size (one vectorized mask pass, ~1 s per 10^6 configs);
 # sample larger ones. The vta family's ResNet-18 spaces are 10^5-10^6 configs with ~0.5% valid, where
 # sampling by rejection would draw ~200 indices per valid one.
 ENUMERATE_LIMIT = 1 << 21
+# The vta family enumerates its valid configs itself in two passes (`VtaSpace.valid_indices`: the
+# order- and residency-free rules over 1/48 of the grid first, ~1 s per 10^6 configs of that pass),
+# far cheaper than rejection sampling at <1% validity: its spaces are enumerated up to this size.
+VTA_ENUMERATE_LIMIT = 1 << 27
 SAMPLE_CHUNK = 4096  # indices drawn per mask call when sampling a large space
 MAX_SAMPLE_DRAWS = 1 << 22  # give up sampling after this many draws (a space with ~no valid configs)
 
@@ -43,7 +48,8 @@ class SpaceView:
         self.family: str = str(getattr(space, "family", "autotvm"))
         self.dims = tuple(int(d) for d in space.dims)
         self.size = int(space.size)
-        self.enumerable = self.size <= int(enumerate_limit)
+        self.enumerable = self.size <= int(enumerate_limit) or (
+            isinstance(space, VtaSpace) and enumerate_limit == ENUMERATE_LIMIT and self.size <= VTA_ENUMERATE_LIMIT)
         self._valid: np.ndarray | None = None
         self._valid_set: set[int] | None = None
         self._valid_pos: np.ndarray | None = None
