@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from codesign.bitstream import catalog
 from codesign.bitstream.bitfile import make_header
+
+# Property tests assert behaviour, not speed: no per-example deadline (a loaded 2-core machine made
+# hypothesis's 200 ms default fail a test whose code was correct).
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")
 
 
 @pytest.fixture(scope="session", autouse=True)
