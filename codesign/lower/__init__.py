@@ -15,7 +15,7 @@ import numpy as np
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
+from codesign.lower.access import INP_IPLACE, INP_PLACE, INP_SPLIT, WGT_IPLACE, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
@@ -93,16 +93,17 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
 
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
-    T, K, G = m.n_threads, m.n_steps, m.tile.b
+    T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     loads = max(int(sc[3][:, INP_SPLIT].max()), m.inp_loads)
-    max_rows = (1 + loads) * T * K + G * T * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + len(u.uses) + 1
+    max_rows = ((1 + loads) * T * K * C + G * T * C * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
+                + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
     kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
-    counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn,
-                  u.first_pair, u.dram_off, u.dram_off + sc[4], out)
+    counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], sc[4], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load,
+                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out)
     return out[:int(counts.sum()) + 3], counts
 
 
@@ -148,13 +149,15 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     steady = ring.steady(P)
     sc = _spec(m, hw, u)
     axes = [lp.axis for lp in m.pair_loops]
-    h_loop, w_loop, co_loop = axes.index("h"), axes.index("w"), axes.index("co")
+    # an axis walked inside the reduction (`Mapping.inner_loops`) is alike in every pair: one class
+    h_loop, w_loop, co_loop = (axes.index(a) if a in axes else -1 for a in ("h", "w", "co"))
     hc, wc, cc = pad_classes(sc[0], sc[3], sc[1], sc[2], h_loop, w_loop, co_loop)
     placed = sc[0][[INP_PLACE, WGT_PLACE]].tolist()
     places = [p for p in placed if p]  # operands loaded outside the reduction
     # edge tiles: the pairs that load a kernel first are their own classes
     special = np.unique(u.first_pair[u.first]) if m.edges is not None else np.zeros(0, dtype=np.int64)
-    pairs, pair_class = classes(P, hc, sc[1][h_loop, 1], wc, sc[1][w_loop, 1], cc, sc[1][co_loop, 1],
+    place = [int(sc[1][lp, 1]) if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
+    pairs, pair_class = classes(P, hc, place[0], wc, place[1], cc, place[2],
                                 np.array(places, dtype=np.int64), steady, ring.load.shape[0],
                                 -1 if ring.start is None else ring.start, special)
     rows, counts = _rows(m, pairs, u, sc)
@@ -164,11 +167,13 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     periods = set((sc[1][:, 0] * sc[1][:, 1]).tolist()) | {2, 1}
     if not steady and ring.start is not None:
         periods.add(ring.load.shape[0] - ring.start)
-    loads = T * sum(n * (P // p if p else P * K) for n, p in zip((m.inp_loads, 1), placed))
+    C = m.n_inner
+    iplaced = sc[0][[INP_IPLACE, WGT_IPLACE]].tolist()
+    loads = T * sum(n * (P // p if p else P * K * (C // ip)) for n, p, ip in zip((m.inp_loads, 1), placed, iplaced))
     R = fused_slots(m).chunks if m.has_residual else 0
     if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity
         loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
-    n_insns = (loads + P * T * (m.tile.b * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + 1)
+    n_insns = (loads + P * T * (m.tile.b * C * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + C)
                + ring.n_loads(P) + 3)
     if m.edges is not None:  # edge tiles load fewer INP blocks, and each kernel once: count the blocks
         n_insns = int(counts[pair_class[:-1]].sum()) + 3

@@ -13,8 +13,9 @@ block co0) and the reduction step k:
     OUT   ((b0·CO + co0)·OH + h0)·OW + w0
 
 (a fused residual tile is read like OUT from the residual region, the bias as tile_co contiguous
-ACC blocks from co0·tile_co), and an operand is loaded at (j, k) when the index of its residency loop or of a loop outside it
-changed (always, when it is the reduction loop). The functions are compiled: the emitter calls
+ACC blocks from co0·tile_co), and an operand is loaded at (j, k, c) — pair, reduction step, sub-step
+of the loops inside the reduction (`Mapping.inner_loops`) — when the index of its residency loop or
+of a loop outside it changed (every step at c = 0 when it is the reduction loop). The functions are compiled: the emitter calls
 them per instruction (`emit`), and `pad_classes` per loop index.
 """
 
@@ -34,12 +35,13 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
         "out_stride", "inp_place", "wgt_place", "inp_base", "wgt_base", "out_base",
         "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
         "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
-        "id_each", "e_ci", "e_acc", "h_last", "w_last", "co_last", "ci_last")
+        "id_each", "e_ci", "e_acc", "h_last", "w_last", "co_last", "ci_last", "n_inner", "acc_sub", "inp_iplace",
+        "wgt_iplace")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
  BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH,
- E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST) = range(len(SPEC))
+ E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST, NC, ACC_SUB, INP_IPLACE, WGT_IPLACE) = range(len(SPEC))
 #: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC)
@@ -56,12 +58,13 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
 
 
 def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: int = 0
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(scalars `SPEC`, pair loop table, thread loop table, variant table) of `m`; `bases` are the
     element offsets of the data, weight and output regions (then of the bias, residual and
     identity regions of a fused epilogue), `ring_start` the micro-op ring's period start (`uops`).
     The variant table has one row of scalars per edge tile variant (`mapping.edges`; one row, the
-    scalars, when every tile size divides): the transfer sizes of a tile come from its row."""
+    scalars, when every tile size divides): the transfer sizes of a tile come from its row. Last,
+    the inner loop table: the loops inside the reduction (`Mapping.inner_loops`, ACC slots)."""
     g, t = m.geo, m.tile
     fused = (0,) * 9  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
     if m.has_bias or m.has_residual:
@@ -70,14 +73,21 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
                  int(fs.ident_each))
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
-    # pair j, step 0 when j % place == 0), 0: loaded at every reduction step
-    pl = inner_products(tuple(lp.extent for lp in m.pair_loops)) + (0,)
-    places = {op: pl[m.level(op)] for op in ("inp", "wgt")}
+    # pair j, step 0, sub-step 0 when j % place == 0), 0: loaded at reduction steps, at the
+    # sub-steps c (of the inner loops) with c % iplace == 0: iplace = n_inner at the reduction
+    # loop (once per step), the inner loop's place value at an inner loop
+    red, C = m.red, m.n_inner
+    pl = inner_products(tuple(lp.extent for lp in m.pair_loops))
+    il = inner_products(tuple(lp.extent for lp in m.inner_loops))
+    places = {op: pl[m.level(op)] if m.level(op) < red else 0 for op in ("inp", "wgt")}
+    iplaces = {op: 1 if m.level(op) < red else C if m.level(op) == red else il[m.level(op) - red - 1]
+               for op in ("inp", "wgt")}
     sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
-                   places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, t.acc_sram,
-                   ring_start, m.inp_loads, *fused, t.ci, t.acc_sram, -1, -1, -1, -1], dtype=np.int64)
+                   places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram,
+                   C * t.acc_sram, ring_start, m.inp_loads, *fused, t.ci, C * t.acc_sram, -1, -1, -1, -1, C,
+                   t.acc_sram, iplaces["inp"], iplaces["wgt"]], dtype=np.int64)
     scv = sc[None, :].copy()
     if m.edges is not None:
         sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
@@ -85,7 +95,7 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
         for v, e in enumerate(m.edges.variants):
             et = e.tile
             scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci, et.acc_sram)
-    return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv
+    return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
 
 
 @njit(cache=True)
@@ -112,8 +122,18 @@ def tile_of(j, t, loops, threads):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def loaded(sc, place, j, k):  # pragma: no cover - compiled
-    return place == 0 or (k == 0 and j % place == 0)
+def sub_tile(tiles, t, inner, c):  # pragma: no cover - compiled
+    """(b, h, co, w) of the output tile of sub-step c (the inner loops) of thread t's pair tile."""
+    return _add(inner, c, (tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]))
+
+
+@njit(cache=True)
+def loaded(sc, place, iplace, j, k, c):  # pragma: no cover - compiled
+    """Is an operand with residency place `place` / inner place `iplace` (`spec`) loaded at pair
+    j, reduction step k, sub-step c?"""
+    if place == 0:
+        return c % iplace == 0
+    return k == 0 and c == 0 and j % place == 0
 
 
 @njit(cache=True)
@@ -222,5 +242,7 @@ def pad_classes(sc, scv, loops, threads, h_loop, w_loop, co_loop):  # pragma: no
     T = 1
     for lp in range(threads.shape[0]):
         T *= threads[lp, 0]
-    return (_axis_classes(sc, scv, loops, threads, h_loop, 0, T), _axis_classes(sc, scv, loops, threads, w_loop, 1, T),
-            _axis_classes(sc, scv, loops, threads, co_loop, 2, T))
+    one = np.zeros(1, np.int64)  # an axis walked inside the reduction: alike in every pair
+    return (_axis_classes(sc, scv, loops, threads, h_loop, 0, T) if h_loop >= 0 else one,
+            _axis_classes(sc, scv, loops, threads, w_loop, 1, T) if w_loop >= 0 else one,
+            _axis_classes(sc, scv, loops, threads, co_loop, 2, T) if co_loop >= 0 else one)

@@ -3,21 +3,24 @@
 Per pair j (one iteration of the pair loops, `Mapping.pair_loops`) with T virtual threads t,
 K reduction steps k and G batch blocks b per tile (G = tile_b; the GEMMs run once per block)::
 
-    for k: for t: LOAD INP(t, k), LOAD WGT(t, k)   [the operands loaded here, `access`]
-           for t: (k == 0: for b: GEMM reset(t, b)); for b: GEMM(t, k, b)
+    for k: for c: for t: LOAD INP(t, k, c), LOAD WGT(t, k, c)   [the operands loaded here, `access`]
+                  for t: (k == 0: for b: GEMM reset(t, c, b)); for b: GEMM(t, k, c, b)
     [residual: for t: LOAD INP residual(t) (+ LOAD WGT identity, pair 0 only)]
     for t: the epilogue's steps over the thread's ACC slice ([LOAD ACC bias(t)] ALU ..., the
            residual GEMM between its ALU ops)
-    for t: STORE(t)
+    for t: for c: STORE(t, c)
     ... after the last pair: LOAD INP no-op, LOAD UOP no-op, FINISH (docs/vta.md §2.6, §5.4)
 
 with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`).
-Dependency tokens follow from who writes and who reads each SRAM slot (docs/vta.md §2.8): the
+c walks the C output tiles of the loops inside the reduction (`Mapping.inner_loops`; C = 1 in
+the templates), each in its own ACC slot of the thread; the epilogue runs once over the thread's
+C slots. Dependency tokens follow from who writes and who reads each SRAM slot (docs/vta.md §2.8): the
 load group (j, k, t) writes thread t's INP/WGT slice, so its first load pops g2l pushed by the
 GEMM that last read that slice (T groups earlier; none for the first T groups) and its last load
 pushes l2g for the GEMM (b = 0) that reads it; the epilogue's last op pushes g2s for the STORE
-reading the ACC slice, the STORE pushes s2g for the reset of the next pair of that thread, which
-overwrites the slice. A fused residual (docs/vta.md §7.8) is one more load group per thread after
+reading the ACC slice (the thread's first STORE pops it), the thread's last STORE pushes s2g for
+the first reset of the next pair of that thread, which overwrites the slice. Load groups are per
+(k, c, t) and never empty (`legality` `stationary_both`), so the g2l/l2g pairing is unchanged. A fused residual (docs/vta.md §7.8) is one more load group per thread after
 the reduction, with the same tokens as a reduction step (its GEMM pops l2g and pushes g2l; the
 last pair's push nothing); LOAD ACC of the bias runs on the compute module, in order, without
 tokens. Counts balance: the final no-op pops the last store's s2g and the l2g of
@@ -117,11 +120,12 @@ def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src,
 
 
 @njit(cache=True)
-def emit(pairs, sc, scv, loops, threads, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
+def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
          out):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. `sc`, `loops`, `threads`, `scv` are the access spec
-    (`access.spec`), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
+    (`access.spec`; `inner` the loops inside the reduction: C = n_inner ACC slots per thread, edge
+    tiles only with C = 1), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
     `epi` the epilogue's ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`),
     `uop_dram` the DRAM offset of each kernel. A use's kernel is `kvar[uses[use], variant]`.
     With edge tiles (`first_pair` not empty: `uops.uop_plan`) every kernel stays in the micro-op
@@ -131,14 +135,14 @@ def emit(pairs, sc, scv, loops, threads, kern, epi, sizes, uses, kvar, load, bgn
     seen = np.zeros(first_pair.shape[0], np.bool_)
     var = np.zeros(T_MAX, np.int64)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
-    G, E = sc[ac.TB], epi.shape[1]
+    G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
     epi_op, epi_imm, epi_src = epi[0], epi[1], epi[2]
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
         if epi_src[o] == 2:
             o_res = o
-    last_k = K - 1 + R  # the residual's load groups are R more reduction steps (docs/vta.md §7.8)
+    last_k = K * NC - 1 + R  # the last step x sub-step; a residual's load groups are R more steps (§7.8)
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
@@ -156,48 +160,51 @@ def emit(pairs, sc, scv, loops, threads, kern, epi, sizes, uses, kvar, load, bgn
             var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
         for k in range(K):
             kb = CI_BIT if k == sc[ac.CI_LAST] else 0
-            for t in range(T):
-                first = r
-                b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-                row = scv[var[t] | kb]
-                if ac.loaded(sc, sc[ac.INP_PLACE], j, k):
-                    split = row[ac.INP_SPLIT]
-                    if split == 1:
-                        _dma(out, r, cols, dcols, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
-                             t * sram[0])
-                        r += 1
-                    else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
-                        block = row[ac.HIN] * row[ac.WIN]
-                        for part in range(split):
-                            _dma(out, r, cols, dcols, ac.inp_part_access(row, b, h, co, w, k, part), isa.OP_LOAD,
-                                 isa.MEM_INP, t * sram[0] + part * block)
+            for c in range(NC):  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
+                for t in range(T):
+                    first = r
+                    b, h, co, w = ac.sub_tile(tiles, t, inner, c)
+                    row = scv[var[t] | kb]
+                    if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c):
+                        split = row[ac.INP_SPLIT]
+                        if split == 1:
+                            _dma(out, r, cols, dcols, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
+                                 t * sram[0])
                             r += 1
-                if ac.loaded(sc, sc[ac.WGT_PLACE], j, k):
-                    _dma(out, r, cols, dcols, ac.wgt_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT,
-                         t * sram[1])
-                    r += 1
-                out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0) else 1  # g2l (WAR)
-                out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-            for t in range(T):
-                for phase in range(2):
-                    if phase == 0 and k > 0:
-                        continue
-                    v = var[t] if phase == 0 else var[t] | kb
-                    for b in range(G):
-                        kid = kvar[uses[use], v]
-                        ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                        r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
-                        lp = kern[v, 1] if phase == 0 else kern[v, 0]
-                        for f in range(8):
-                            out[r, cols[_LOOP0 + f]] = lp[f]
-                        if phase == 0:
-                            out[r, cols[_RST]] = 1
-                            out[r, cols[_POP_N]] = 1 if (b == 0 and j != 0) else 0  # s2g
-                        else:
-                            out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
-                            out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (j == P - 1 and k == last_k)) else 0
+                        else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
+                            block = row[ac.HIN] * row[ac.WIN]
+                            for part in range(split):
+                                _dma(out, r, cols, dcols, ac.inp_part_access(row, b, h, co, w, k, part), isa.OP_LOAD,
+                                     isa.MEM_INP, t * sram[0] + part * block)
+                                r += 1
+                    if ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c):
+                        _dma(out, r, cols, dcols, ac.wgt_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT,
+                             t * sram[1])
                         r += 1
-                        use += 1
+                    out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0 and c == 0) else 1  # g2l (WAR)
+                    out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
+                for t in range(T):
+                    for phase in range(2):
+                        if phase == 0 and k > 0:
+                            continue
+                        v = var[t] if phase == 0 else var[t] | kb
+                        for b in range(G):
+                            kid = kvar[uses[use], v]
+                            ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+                            r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
+                            lp = kern[v, 1] if phase == 0 else kern[v, 0]
+                            for f in range(8):
+                                out[r, cols[_LOOP0 + f]] = lp[f]
+                            if phase == 0:
+                                out[r, cols[_RST]] = 1
+                                # s2g: the thread's last STORE of the previous pair read its ACC slots
+                                out[r, cols[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
+                            else:
+                                out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
+                                out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (
+                                    j == P - 1 and k * NC + c == last_k)) else 0
+                            r += 1
+                            use += 1
         for t in range(T):  # the epilogue up to the residual (all of it without one)
             acc = (sram[0], sram[1], scv[var[t]][ac.E_ACC])  # the ALU runs over the tile's ACC elements
             for o in range(o_res):
@@ -237,12 +244,13 @@ def emit(pairs, sc, scv, loops, threads, kern, epi, sizes, uses, kvar, load, bgn
                                   load[u, use], bgn[u, use], sizes[uses[use]], uop_dram[uses[use]])
                     use += 1
         for t in range(T):
-            b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-            _dma(out, r, cols, dcols, ac.out_access(scv[var[t]], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
-                 t * sram[2])
-            out[r, cols[_POP_P]] = 1  # g2s
-            out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and t < T - 1) else 1  # s2g; the last to the tail
-            r += 1
+            for c in range(NC):  # one STORE per ACC slot; the thread's first pops g2s, its last pushes s2g
+                b, h, co, w = ac.sub_tile(tiles, t, inner, c)
+                _dma(out, r, cols, dcols, ac.out_access(scv[var[t]], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
+                     t * sram[2] + c * sc[ac.ACC_SUB])
+                out[r, cols[_POP_P]] = 1 if c == 0 else 0  # g2s
+                out[r, cols[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
+                r += 1
         counts[q] = r - r0
     # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     out[r, cols[_OP]] = isa.OP_LOAD

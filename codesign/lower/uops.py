@@ -127,19 +127,22 @@ class Ring:
 
 
 @lru_cache(maxsize=256)
-def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1) -> tuple[np.ndarray, np.ndarray]:
+def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1
+              ) -> tuple[np.ndarray, np.ndarray]:
     """(kernel of each compute instruction of a pair, in program order; the kernels in first-use
-    order = the DRAM uop array). Kernel t * (2G + E') + slot: slots G resets, G GEMMs, then the
-    epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its first
-    `n_pre` ops). Program order per pair: for k: for t: (k = 0: G resets), G GEMMs; then for t:
-    the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
+    order = the DRAM uop array). Kernel t * S + slot, S = 2GC + E': slots c * G + b the resets of
+    ACC slot c (C slots: the tiles of the inner loops) and batch block b, G * C + c * G + b the
+    GEMMs, then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place,
+    after its first `n_pre` ops). Program order per pair: for k: for c: for t: (k = 0: G resets),
+    G GEMMs; then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
     n_pre = E if n_pre < 0 else n_pre
     n_post = E - n_pre - (1 if R else 0)
-    S = 2 * G + n_pre + R + n_post
-    uses = [t * S + (G if k else 0) + b for k in range(K) for t in range(T) for b in range(G * (2 if k == 0 else 1))]
-    uses += [t * S + 2 * G + e for t in range(T) for e in range(n_pre)]
-    uses += [t * S + 2 * G + n_pre + c for c in range(R) for t in range(T)]
-    uses += [t * S + 2 * G + n_pre + R + e for t in range(T) for e in range(n_post)]
+    S = 2 * G * C + n_pre + R + n_post
+    uses = [t * S + slot for k in range(K) for c in range(C) for t in range(T)
+            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * G + b for b in range(G)]]
+    uses += [t * S + 2 * G * C + e for t in range(T) for e in range(n_pre)]
+    uses += [t * S + 2 * G * C + n_pre + c for c in range(R) for t in range(T)]
+    uses += [t * S + 2 * G * C + n_pre + R + e for t in range(T) for e in range(n_post)]
     comp_kid = np.array(uses, dtype=np.int64)
     first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
     for arr in (comp_kid, first):
@@ -173,11 +176,11 @@ def _residual(m: Mapping) -> tuple[int, int]:
 def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
     validity rule `uop_capacity`)."""
-    T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
+    T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = np.tile(np.array([m.reset.size] * G + [m.gemm.size] * G + epi, dtype=np.int64), T)
-    uses, first = use_order(T, K, G, E, R, n_pre)
+    sizes = np.tile(np.array([m.reset.size] * G * C + [m.gemm.size] * G * C + epi, dtype=np.int64), T)
+    uses, first = use_order(T, K, G, E, R, n_pre, C)
     if m.edges is not None:
         return _edge_plan(m, depth, sizes, uses)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
@@ -273,14 +276,15 @@ def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0, origin: np.ndar
     in first-use order; `origin` (edge tiles, `uop_plan`): (thread, slot, variant) of each kernel."""
     if m.edges is not None and origin is not None:
         return _edge_array(m, first, origin)
-    tl, G = m.tile, m.tile.b
+    tl, G, C = m.tile, m.tile.b, m.n_inner  # C ACC slots per thread (edge tiles: C = 1)
     acc_b, inp_b, hw_ = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win, tl.h * tl.w
     fs = fused_slots(m, wgt_depth)
     kernels: list[Kernel] = []
     for t in range(m.n_threads):
-        dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
-        kernels += [m.reset.shifted(dsh + b * acc_b, 0, 0) for b in range(G)]
-        kernels += [m.gemm.shifted(dsh + b * acc_b, ssh + b * inp_b, wsh) for b in range(G)]
+        dsh, ssh, wsh = t * C * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
+        kernels += [m.reset.shifted(dsh + c * tl.acc_sram + b * acc_b, 0, 0) for c in range(C) for b in range(G)]
+        kernels += [m.gemm.shifted(dsh + c * tl.acc_sram + b * acc_b, ssh + b * inp_b, wsh)
+                    for c in range(C) for b in range(G)]
         for a in m.epilogue:
             if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
                 kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]

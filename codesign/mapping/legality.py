@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import EDGE_AXES
-from codesign.mapping.mapping import AXES, DEPENDS, Mapping, fused_slots
+from codesign.mapping.mapping import AXES, Mapping, fused_slots
 
 
 def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
@@ -17,15 +17,24 @@ def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
             f"{elems * n_threads} > {buf.upper()} depth {depth}")
 
 
+def acc_spill_message(tiles: int, elems: int, n_threads: int, depth: int) -> str:
+    return (f"ACC spill: {tiles} resident output tiles x {elems} elements x {n_threads} thread(s) = "
+            f"{tiles * elems * n_threads} > ACC depth {depth}, and VTA's STORE reads the int8 OUT buffer, never "
+            "ACC, so int32 partial sums cannot be spilled to DRAM and reloaded exactly")
+
+
 def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
     """(rule name, message) of every rule `m` breaks, in order."""
     out: list[tuple[str, str]] = []
-    loops, red = m.loops, len(m.loops) - 1
-    if loops[-1].axis != "ci":
-        out.append(("reduction_innermost", f"loop order: the reduction loop must be innermost (ACC stays "
-                                           f"resident across it), got {loops[-1].name!r} on axis {loops[-1].axis}"))
+    loops, red = m.loops, m.red
+    if m.inner_loops and m.level("out") != red:
+        out.append(("reduction_innermost", f"loop order: the loops inside the reduction loop keep their output tiles "
+                                           f"resident in ACC, so OUT is stored at the reduction loop {loops[red].name!r}, "
+                                           f"got {loops[m.level('out')].name!r}"))
+    elif not m.inner_loops and m.level("out") != red - 1:
+        out.append(("residency_out", f"residency: OUT is stored at the innermost tile loop {loops[red - 1].name!r}"))
     for axis in AXES[:4]:
-        walking = [lp.name for lp in m.pair_loops if lp.axis == axis]
+        walking = [lp.name for lp in m.pair_loops + m.inner_loops if lp.axis == axis]
         if len(walking) != 1:
             out.append(("one_loop_per_axis", f"loop order: axis {axis} needs exactly one tile loop, got {walking}"))
     g, t = m.geo, m.tile
@@ -41,22 +50,28 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
                               ("wgt", t.wgt_sram, hw.wgt_depth)):
         if elems * m.n_threads > depth:
             out.append((f"sram_{buf}", sram_message(buf, elems, m.n_threads, depth)))
-    if m.level("inp") != red:
-        out.append(("residency_inp", "residency: INP is loaded at every reduction step (each load group "
-                                     "carries the tokens of its GEMMs)"))
-    if m.level("out") != red - 1:
-        out.append(("residency_out", f"residency: OUT is stored at the innermost tile loop {loops[red - 1].name!r}"))
+    if m.n_inner > 1 and m.n_inner * t.acc_sram * m.n_threads > hw.acc_depth:
+        out.append(("acc_spill", acc_spill_message(m.n_inner, t.acc_sram, m.n_threads, hw.acc_depth)))
     for op in ("inp", "wgt"):
-        inside = [lp for lp in loops[m.level(op) + 1:] if lp.extent > 1 and lp.axis in DEPENDS[op]]
+        inside = [lp for lp in loops[m.level(op) + 1:] if lp.extent > 1 and lp.axis in m.depends(op)]
         if inside:
             out.append(("residency_reuse", f"residency: {op.upper()} is resident at loop "
                                            f"{loops[m.level(op)].name!r} but its tile changes in loop {inside[0].name!r}"))
+    if m.edges is not None and (m.n_inner > 1 or m.level("inp") < red):
+        out.append(("nest_edge", "residency: ACC slots and input-stationary tiles are lowered for full tiles "
+                                 "only; this schedule has edge tiles (a tile size that does not divide)"))
+    if m.level("inp") < red and m.level("wgt") < red:
+        out.append(("stationary_both", "residency: INP and WGT both resident across pairs leaves reduction steps "
+                                       "with nothing to load (each load group carries the tokens of its GEMM)"))
     if m.inp_loads not in (1, t.b * t.ci):
         out.append(("inp_loads", f"INP loads: {m.inp_loads} per tile, allowed 1 or one per batch x channel "
                                  f"block ({t.b * t.ci})"))
     if m.n_threads > 2:
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
-    if m.has_bias or m.has_residual:
+    if (m.has_bias or m.has_residual) and m.n_inner > 1:
+        out.append(("fused_acc_resident", "fused epilogue: its bias and residual slots follow one output tile per "
+                                          f"thread, got {m.n_inner} tiles resident in ACC"))
+    elif m.has_bias or m.has_residual:
         if m.edges is not None:
             out.append(("fused_edge", "fused epilogue: the bias and residual steps are lowered for full tiles "
                                       "only; this schedule has edge tiles (a tile size that does not divide)"))
@@ -68,7 +83,10 @@ def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
     """The fused epilogue's SRAM room and block shapes (docs/vta.md §7.8)."""
     out: list[tuple[str, str]] = []
     fs = fused_slots(m, hw.wgt_depth)
-    if fs.ident_each and m.level("wgt") != len(m.loops) - 1:
+    if m.has_residual and m.level("inp") != m.red:
+        out.append(("fused_inp", "fused residual: its chunks overwrite the thread's INP slice, which stays "
+                                 "resident across pairs (input-stationary)"))
+    if fs.ident_each and m.level("wgt") != m.red:
         out.append(("fused_ident", "fused residual: no free WGT row for the identity block, and the thread's "
                                    "WGT slice stays resident across pairs (weight-stationary)"))
     if m.has_residual and hw.block_in != hw.block_out:

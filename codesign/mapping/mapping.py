@@ -7,10 +7,17 @@ turns it into the program. Its parts:
   (b, h, co, w in tiles; ci in reduction steps) with a `scale` in tiles per iteration. The loops
   of `vthreads` are the virtual-thread axes (cthread outermost, docs/vta.md §7.3): every thread
   owns a 1/T slice of INP, WGT and ACC SRAM and its iteration is unrolled into the instruction
-  stream. The reduction loop (`axis == "ci"`) is the innermost loop: ACC stays resident across it.
+  stream. The reduction loop (`axis == "ci"`) keeps ACC resident across it: the loops inside it
+  (`inner_loops`, none in the AutoTVM templates) walk output tiles whose partial sums all stay in
+  ACC, one slot each (`n_inner` slots per thread), stored after the last reduction step. ACC
+  cannot be spilled: VTA's STORE reads the int8 OUT buffer, never ACC (docs/vta.md §3.5), so
+  int32 partial sums cannot go to DRAM and come back exactly.
 - `residency`: per operand the loop at (and inside of) which it is loaded or stored; it stays on
   chip across the loops outside that level. INP and WGT are loaded at the reduction loop in the
-  AutoTVM templates; a weight-stationary mapping loads WGT at its outermost (co) loop.
+  AutoTVM templates; a weight-stationary mapping loads WGT at its co loop, an input-stationary one
+  INP at its innermost spatial loop; with inner loops an operand is loaded at the reduction loop
+  (once per step, reused by every resident tile) or at the inner loop it changes with. OUT is
+  stored at the innermost pair loop, or at the reduction loop when there are inner loops.
 - `gemm` / `reset`: the micro-op kernels; their `iter_out`/`iter_in` are the loops folded into
   the fields of one GEMM instruction, the rest of the kernel's loops are unrolled micro-ops
   (`codesign.mapping.batch` builds them from `fold_uop_loop`).
@@ -93,7 +100,7 @@ class Dma:
 class Mapping:
     geo: Geometry     # the tiled conv (dense: 1x1 conv), blocks
     tile: Tile
-    loops: tuple[Loop, ...]     # temporal tile loops, outer to inner; the last is the reduction
+    loops: tuple[Loop, ...]     # temporal tile loops, outer to inner: pair loops, the reduction, inner loops
     vthreads: tuple[Loop, ...]  # virtual-thread loops, outer to inner
     residency: tuple[tuple[str, str], ...]  # (operand, loop name) for "inp", "wgt", "out"
     gemm: Kernel
@@ -110,10 +117,25 @@ class Mapping:
     edges: Edges | None = None  # edge tiles (mapping.edges); None: every tile size divides
 
     @cached_property
+    def red(self) -> int:
+        """Index in `loops` of the reduction loop (axis ci)."""
+        return next((i for i, lp in enumerate(self.loops) if lp.axis == "ci"), len(self.loops) - 1)
+
+    @cached_property
     def pair_loops(self) -> tuple[Loop, ...]:
-        """The loops outside the reduction: one iteration of them is a *pair* (the tile of all
-        virtual threads, K reduction steps, epilogue and STORE)."""
-        return self.loops[:-1]
+        """The loops outside the reduction: one iteration of them is a *pair* (the tiles of all
+        virtual threads and inner loops, K reduction steps, epilogue and STOREs)."""
+        return self.loops[:self.red]
+
+    @cached_property
+    def inner_loops(self) -> tuple[Loop, ...]:
+        """The loops inside the reduction: their output tiles stay resident in ACC."""
+        return self.loops[self.red + 1:]
+
+    @cached_property
+    def n_inner(self) -> int:
+        """ACC slots per thread: the output tiles of the inner loops (1 without them)."""
+        return math.prod(lp.extent for lp in self.inner_loops)
 
     @cached_property
     def n_pairs(self) -> int:
@@ -121,7 +143,7 @@ class Mapping:
 
     @cached_property
     def n_steps(self) -> int:
-        return self.loops[-1].extent
+        return self.loops[self.red].extent
 
     @cached_property
     def n_threads(self) -> int:
@@ -135,6 +157,13 @@ class Mapping:
     def _levels(self) -> dict[str, int]:
         names = [lp.name for lp in self.loops]
         return {op: names.index(name) for op, name in self.residency}
+
+    def depends(self, operand: str) -> tuple[str, ...]:
+        """The axes `operand`'s tile changes with: INP depends on co only in a grouped conv (a co
+        tile reads the input channels of its group)."""
+        if operand == "inp" and self.co_per_group >= self.geo.co:
+            return tuple(a for a in DEPENDS["inp"] if a != "co")
+        return DEPENDS[operand]
 
     def pattern(self, operand: str) -> Dma:
         return dict(self.dma)[operand]

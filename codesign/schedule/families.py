@@ -147,7 +147,8 @@ def transpose_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: H
 
 def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, shift: int = 8) -> Mapping:
     """The mapping of a `vta`-family config (`schedule.vta_space`): the template's tile
-    geometry with the config's loop order, WGT residency, thread axis and INP loads per tile.
+    geometry with the config's loop order, INP/WGT residency, loops inside the reduction (ACC
+    slots), thread axis and INP loads per tile.
     Invalid configs raise InvalidSchedule naming the rule."""
     space = get_space(layer, hw, "vta")
     index = space.valid_index_of(config)  # the fast path: a valid Config of this space
@@ -170,8 +171,13 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     g = b.t.row(r)
     gemm, reset = b.t.kernels(r)
     order, vt, ws = ORDERS[int(b.order[r])], VTHREADS[int(b.vt[r])], int(b.ws[r])
+    ins, n_in = int(b.ins[r]), int(b.acc[r])
     extent = {a: int(b.extent[a][r]) for a in PAIR_AXES}
-    loops = tuple(Loop(a, a, extent[a]) for a in order) + (Loop("k", "ci", g["ci_steps"]),)
+    live = [a for a in order if extent[a] > 1]
+    inner = tuple(live[len(live) - n_in:]) if n_in else ()  # the n_in innermost loops of extent > 1
+    outer = tuple(a for a in order if a not in inner)
+    loops = (tuple(Loop(a, a, extent[a]) for a in outer) + (Loop("k", "ci", g["ci_steps"]),)
+             + tuple(Loop(a, a, extent[a]) for a in inner))
     vthreads = (Loop(f"{vt}t", vt, N_THREADS, scale=extent[vt]),) if vt else ()
     split = bool(b.split[r])
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
@@ -180,10 +186,11 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
-            ("hin_t", tile.hin), ("win_t", tile.win))
+            ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in))
     m = Mapping(
         geo=geo, tile=tile, loops=loops, vthreads=vthreads,
-        residency=(("inp", "k"), ("wgt", "co" if ws else "k"), ("out", order[-1])),
+        residency=(("inp", _inp_level(order, extent, ins, inner)),
+                   ("wgt", "co" if ws or "co" in inner else "k"), ("out", "k" if inner else order[-1])),
         gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
         dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
@@ -218,6 +225,18 @@ def _edges(b: VtaBatch, r: int, last: tuple[int, ...], width: int) -> Edges:
                                  (g["store_y_size"], g["store_x_size"], g["store_x_stride"]),
                                  tile.b * tile.ci if sp else 1))
     return Edges(last, tuple(variants))
+
+
+def _inp_level(order: tuple[str, ...], extent: dict[str, int], ins: int, inner: tuple[str, ...]) -> str:
+    """The loop INP is loaded at: input-stationary, the innermost spatial loop of extent > 1 (the
+    outermost spatial loop when none is: loaded once); inside the reduction, the innermost inner
+    spatial loop; else the reduction loop (every step)."""
+    spatial = [a for a in order if a != "co"]
+    if ins:
+        live = [a for a in spatial if extent[a] > 1]
+        return live[-1] if live else spatial[0]
+    moved = [a for a in inner if a != "co"]
+    return moved[-1] if moved else "k"
 
 
 Producer = Callable[..., Mapping]

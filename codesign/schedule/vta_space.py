@@ -19,6 +19,15 @@ correctly for any nest:
   `fold_uop_loop` (the two outermost live loops), k = the pair `FOLD_PAIRS[k - 1]` (both live,
   not the template's pair; the dst hazard is checked over the whole GEMM stream). Fewer loop
   iterations cost less loop overhead, bigger kernels more micro-op cache and loads;
+- `inp_stationary`: 1 loads each input tile once per iteration of the innermost spatial (b, h, w)
+  loop of extent > 1 and keeps it across the co loop inside it (needs the whole reduction in one
+  tile; the mirror of `wgt_stationary`);
+- `acc_resident`: n moves the n innermost pair loops of extent > 1 inside the reduction loop: the partial sums
+  of their output tiles all stay in ACC (one slot each), an operand that does not change with
+  them is loaded once per reduction step and reused by every slot (INP across co tiles, WGT
+  across spatial tiles), the requantization and STOREs run after the last step. ACC cannot be
+  spilled (VTA's STORE reads the int8 OUT buffer, never ACC): nests whose slots do not fit are
+  refused (`acc_spill`);
 - INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
   blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
   (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply.
@@ -39,7 +48,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.errors import ConfigError
-from codesign.mapping.batch import FOLD_PAIRS, GEMM_LOOPS, MAX_DMA_FIELD, MappingBatch, take
+from codesign.mapping.batch import FOLD_PAIRS, GEMM_LOOPS, MAX_DMA_FIELD, MAX_ITER, MappingBatch, take
+from codesign.mapping.legality import acc_spill_message
 from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
@@ -52,7 +62,13 @@ VTHREADS: tuple[str | None, ...] = (None, "h", "co", "w", "b")
 N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two token-ordered slices
 TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
 #: This family's rules that depend on the loop order or the residency (`valid_indices`).
-ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical"})
+ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical", "inp_stationary_ci",
+                         "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
+                         "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge"})
+#: (wgt_stationary, inp_stationary, acc_resident) combinations the second pass of `valid_indices`
+#: tries (the others break `stationary_both` / `acc_resident_stationary`).
+NESTS: tuple[tuple[int, int, int], ...] = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (0, 0, 2))
+ACC_RESIDENT_MAX = 2
 #: Template rules this family replaces: INP loads split per block (pad_ci, pad_b, dma_inp), and
 #: its own thread rule (one axis, `vthread_div`) instead of the template's two knobs.
 REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max"})
@@ -65,6 +81,8 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "uop_fold_chosen",        # 1: the GEMM fold is a chosen pair, 0: the template's
     "edge_tile_frac",         # fraction of the output tiles that are edge tiles (smaller, own kernels)
     "edge_fill",              # output elements / (tiles x full tile elements): 1 when every size divides
+    "inp_stationary",
+    "log2_acc_slots",         # output tiles resident in ACC per thread (acc_resident)
 )
 N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
 
@@ -112,13 +130,41 @@ class VtaBatch:
     `oc_nthread`, so the SRAM rules see T = 1 or 2 whatever the axis)."""
 
     def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray,
-                 fold: np.ndarray, fold_ok: np.ndarray) -> None:
+                 fold: np.ndarray, fold_ok: np.ndarray, ins: np.ndarray | None = None,
+                 acc: np.ndarray | None = None) -> None:
         self.t, self.order, self.ws, self.vt, self.fold, self.fold_ok = t, order, ws, vt, fold, fold_ok
+        zero = np.zeros_like(ws)
+        self.ins = zero if ins is None else ins  # inp_stationary
+        self.acc = zero if acc is None else acc  # acc_resident: pair loops inside the reduction
         tiles = {"b": t.b_tiles, "h": t.h_tiles, "co": t.co_tiles, "w": t.w_tiles}
         # temporal extent of each pair loop: tiles over the axis / threads on it
         self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), N_THREADS, 1) for a in PAIR_AXES}
         self.tiles = tiles
         self.split = (t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]
+        self.set_nest(order, ws, self.ins, self.acc)
+
+    def set_nest(self, order: np.ndarray, ws: np.ndarray, ins: np.ndarray, acc: np.ndarray) -> None:
+        """Set the loop order and residency knobs and what follows from them (the tile geometry
+        does not depend on them: `valid_indices` reuses it for every order and residency)."""
+        self.order, self.ws, self.ins, self.acc = order, ws, ins, acc
+        self.pos = _POS[order]  # (n, 4) position of each pair loop in the order
+        #: inner[:, i]: loop PAIR_AXES[i] runs inside the reduction (one of the `acc` innermost loops
+        #: of extent > 1, so orders that move only extent-1 loops stay the same program); slots:
+        #: ACC tiles per thread; n_live: loops of extent > 1
+        ext = np.stack([self.extent[a] for a in PAIR_AXES], axis=1)
+        live = ext > 1
+        after = (live[:, None, :] & (self.pos[:, None, :] > self.pos[:, :, None])).sum(axis=2)
+        self.inner = live & (after < self.acc[:, None])
+        self.n_live = live.sum(axis=1)
+        self.slots = np.where(self.inner, ext, 1).prod(axis=1)
+
+    def inner_loads(self, axes: tuple[str, ...]) -> np.ndarray:
+        """Loads per pair and reduction step of an operand that changes with the inner loops on
+        `axes`: the iterations of the inner loops at or outside the innermost of them (1: none)."""
+        ext = np.stack([self.extent[a] for a in PAIR_AXES], axis=1)
+        sel = self.inner & np.isin(np.array(PAIR_AXES), axes)[None, :]
+        deepest = np.where(sel, self.pos, -1).max(axis=1)
+        return np.where(self.inner & (self.pos <= deepest[:, None]), ext, 1).prod(axis=1)
 
     def refold(self, t: MappingBatch, rows: np.ndarray) -> MappingBatch:
         """`t` (the geometry of other tile sizes of the configs `rows`, e.g. their edge tiles)
@@ -139,7 +185,9 @@ class VtaSpace(KnobSpace):
             Knob("order", "ot", tuple(range(len(ORDERS)))),
             Knob("wgt_stationary", "ot", (0, 1)),
             Knob("vthread", "ot", tuple(range(len(VTHREADS)))),
-            Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))))
+            Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))),
+            Knob("inp_stationary", "ot", (0, 1)),
+            Knob("acc_resident", "ot", tuple(range(ACC_RESIDENT_MAX + 1))))
 
     # -- geometry and validity -----------------------------------------------------------------
     def batch(self, indices: np.ndarray) -> VtaBatch:
@@ -152,7 +200,7 @@ class VtaSpace(KnobSpace):
         t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
         fold = v["uop_fold"]
         fold_ok = apply_fold(t, fold) if self.template != templates.TRANSPOSE_TEMPLATE else fold == 0
-        return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok)
+        return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok, v["inp_stationary"], v["acc_resident"])
 
     def valid_table(self) -> tuple[VtaBatch, dict[int, int]]:
         """The `batch` of every valid config, built once, and each valid index's row in it (the
@@ -215,12 +263,51 @@ class VtaSpace(KnobSpace):
             f"micro-op fold: pair {b.fold[i]} folds GEMM loops "
             f"{[GEMM_LOOPS[j] for j in FOLD_PAIRS[b.fold[i] - 1]]}, which needs both loops of extent > 1 "
             "and not the template's own fold (uop_fold=0); a transposed conv's kernel is not folded"))
+        self._nest_rules(b, add)
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
         add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
             f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
         if edges:
             out += edge_rules.rules(b)
         return out
+
+    def _nest_rules(self, b: VtaBatch, add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
+        """The rules of `inp_stationary` and `acc_resident`."""
+        t = b.t
+        add("inp_stationary_ci", (b.ins == 0) | (t.ci_steps == 1), lambda i: (
+            f"residency: a stationary input tile must hold the whole reduction (tile_ci = {self._geo.ci} "
+            f"blocks), got {t.ci_steps[i]} reduction steps"))
+        spatial = np.stack([np.where(b.extent[a] > 1, b.pos[:, PAIR_AXES.index(a)], -1) for a in ("b", "h", "w")],
+                           axis=1).max(axis=1)
+        co_pos = b.pos[:, PAIR_AXES.index("co")]
+        add("inp_stationary_reuse", (b.ins == 0) | ((b.extent["co"] > 1) & (co_pos > spatial)), lambda i: (
+            "residency: a stationary input tile is reused by no co loop inside the innermost spatial loop "
+            "(the same program as inp_stationary=0)"))
+        add("stationary_both", (b.ins == 0) | (b.ws == 0), lambda i: (
+            "residency: INP and WGT both stationary leaves reduction steps with nothing to load"))
+        add("acc_resident_live", b.acc <= b.n_live, lambda i: (
+            f"residency: acc_resident={b.acc[i]} needs {b.acc[i]} tile loops of extent > 1 to move inside the "
+            f"reduction, got {b.n_live[i]} (the same program as acc_resident={b.n_live[i]})"))
+        add("acc_resident_stationary", (b.acc == 0) | ((b.ws == 0) & (b.ins == 0)), lambda i: (
+            "residency: loops inside the reduction load their operands per reduction step (wgt_stationary "
+            "and inp_stationary must be 0)"))
+        grouped = self.template == templates.GROUP_TEMPLATE
+        co_in = b.inner[:, PAIR_AXES.index("co")]
+        add("acc_resident_group", ~(grouped & (co_in | (b.ins == 1))), lambda i: (
+            "residency: a grouped conv's input tile changes with the co tile's group, so it is not reused "
+            "across a co loop (inp_stationary=0, co not inside the reduction)"))
+        T = np.where(b.vt > 0, N_THREADS, 1)
+        need = b.slots * t.acc_sram * T
+        add("acc_spill", need <= self.hw.acc_depth, lambda i: acc_spill_message(
+            int(b.slots[i]), int(t.acc_sram[i]), int(T[i]), self.hw.acc_depth))
+        g = self._geo
+        edge = ((t.h_tiles * t.tile_h != g.out_h) | (t.w_tiles * t.tile_w != g.out_w) | (t.co_tiles * t.tile_co != g.co)
+                | (t.ci_steps * t.tile_ci != g.ci))
+        add("nest_edge", ~edge | ((b.ins == 0) & (b.acc == 0)), lambda i: (
+            "residency: ACC slots and input-stationary tiles are lowered for full tiles only; this schedule has "
+            "edge tiles (a tile size that does not divide)"))
+        add("field_acc_resident", b.slots * t.acc_sram <= MAX_ITER, lambda i: (
+            f"field range: the epilogue's ALU iter_in {b.slots[i] * t.acc_sram[i]} (ACC slots x tile) > {MAX_ITER}"))
 
     @staticmethod
     def _loads_per_co(b: VtaBatch) -> np.ndarray:
@@ -233,16 +320,29 @@ class VtaSpace(KnobSpace):
             n = n * np.where(pos[:, k] <= co, b.extent[a], 1)
         return n
 
+    @staticmethod
+    def _loads_per_inp(b: VtaBatch) -> np.ndarray:
+        """Iterations of the innermost spatial loop of extent > 1 and the loops outside it: the
+        loads of a stationary input tile per thread."""
+        spatial = np.stack([np.where(b.extent[a] > 1, b.pos[:, PAIR_AXES.index(a)], -1) for a in ("b", "h", "w")],
+                           axis=1).max(axis=1)
+        n = np.ones_like(spatial)
+        for k, a in enumerate(PAIR_AXES):
+            n = n * np.where(b.pos[:, k] <= spatial, b.extent[a], 1)
+        return n
+
     def valid_indices(self) -> np.ndarray:
         """Sorted valid indices, in two passes: the rules that ignore the loop order and the
-        residency (`ORDER_RULES` aside) over the configs with order = wgt_stationary = 0 (1/48 of
-        the space), then every rule over the survivors x all orders and residencies."""
+        residency (`ORDER_RULES` aside) over the configs with order = residency knobs = 0 (1/576
+        of the space), then every rule over the survivors x all orders x `NESTS` (the residency
+        combinations the other rules leave)."""
         if self._valid is None:
             j_order, j_ws = self.knob_names.index("order"), self.knob_names.index("wgt_stationary")
-            core_dims = [1 if j in (j_order, j_ws) else d for j, d in enumerate(self.dims)]
+            j_is, j_acc = self.knob_names.index("inp_stationary"), self.knob_names.index("acc_resident")
+            core_dims = [1 if j in (j_order, j_ws, j_is, j_acc) else d for j, d in enumerate(self.dims)]
             n_core = int(np.prod(core_dims, dtype=np.int64))
             survivors = []
-            grid = np.array([(o, w) for o in range(self.dims[j_order]) for w in range(self.dims[j_ws])], dtype=np.int64)
+            grid = np.array([(o, *nest) for o in range(self.dims[j_order]) for nest in NESTS], dtype=np.int64)
             chunk = 1 << 17
             for start in range(0, n_core, chunk):
                 pos = np.stack(np.unravel_index(np.arange(start, min(start + chunk, n_core)), core_dims[::-1])[::-1],
@@ -259,9 +359,10 @@ class VtaSpace(KnobSpace):
                 # pass 2 on these survivors x every order and residency: their geometry is taken
                 # from this batch, not rebuilt; the edge rules ignore order and residency
                 full = np.repeat(pos[keep], len(grid), axis=0)
-                full[:, j_order], full[:, j_ws] = np.tile(grid[:, 0], len(keep)), np.tile(grid[:, 1], len(keep))
+                for col, j in enumerate((j_order, j_ws, j_is, j_acc)):
+                    full[:, j] = np.tile(grid[:, col], len(keep))
                 bf = take(b, np.repeat(keep, len(grid)), b.t.n)
-                bf.order, bf.ws = full[:, j_order], full[:, j_ws]
+                bf.set_nest(full[:, j_order], full[:, j_ws], full[:, j_is], full[:, j_acc])
                 ok2 = np.ones(len(full), dtype=bool)
                 for rule in self.rules(bf, edges=False):
                     ok2 &= rule.ok
@@ -277,8 +378,11 @@ class VtaSpace(KnobSpace):
 
     def _mask(self, idx: np.ndarray, edges: bool = True) -> np.ndarray:
         mask = np.ones(idx.shape[0], dtype=bool)
-        for rule in self.rules(self.batch(idx), edges):
-            mask &= rule.ok
+        chunk = 1 << 17  # bounded memory: a batch holds a few hundred bytes per config
+        for start in range(0, idx.shape[0], chunk):
+            part = mask[start:start + chunk]
+            for rule in self.rules(self.batch(idx[start:start + chunk]), edges):
+                part &= rule.ok
         return mask
 
     def violations(self, config: Config | dict | list | int) -> list[tuple[str, str]]:
@@ -304,7 +408,8 @@ class VtaSpace(KnobSpace):
             raise ConfigError(f"oc_nthread={ont} x h_nthread={hnt}: the template allows at most {N_THREADS} threads")
         vt = VTHREADS.index("co") if ont > 1 else VTHREADS.index("h") if hnt > 1 else 0
         return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
-                                "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0})
+                                "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0,
+                                "inp_stationary": 0, "acc_resident": 0})
 
     # -- features ---------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -315,10 +420,12 @@ class VtaSpace(KnobSpace):
         t, hw = b.t, self.hw
         pos = _POS[b.order] / (len(PAIR_AXES) - 1)
         vt = np.stack([b.vt == VTHREADS.index(a) for a in ("h", "co", "w", "b")], axis=1)
-        wgt_loads = np.where(b.ws == 1, self._loads_per_co(b) * t.nthreads, t.n_tiles * t.ci_steps)
-        inp_loads = t.n_tiles * t.ci_steps * np.where(b.split, t.tile_b * t.tile_ci, 1)
+        per_step = t.ci_steps * t.n_tiles // b.slots  # (pair, thread, reduction step) triples
+        wgt_loads = np.where(b.ws == 1, self._loads_per_co(b) * t.nthreads, per_step * b.inner_loads(("co",)))
+        inp_loads = np.where(b.ins == 1, self._loads_per_inp(b) * t.nthreads, per_step * b.inner_loads(("b", "h", "w")))
+        inp_loads = inp_loads * np.where(b.split, t.tile_b * t.tile_ci, 1)
         extra = np.concatenate([pos, b.ws[:, None], vt,
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
                                 np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None],
-                                *edge_rules.features(t)], axis=1)
+                                *edge_rules.features(t), b.ins[:, None], np.log2(b.slots)[:, None]], axis=1)
         return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)
