@@ -76,8 +76,7 @@ def test_the_family_reaches_what_the_template_cannot():
     space = get_space(layer, hw, "vta")
     config = space.from_knobs({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2],
                                "tile_co": [2, 2], "order": ORDERS.index(("b", "co", "h", "w")),
-                               "wgt_stationary": 1, "vthread": 0, "uop_fold": 0, "inp_stationary": 0,
-                               "acc_resident": 0})
+                               "wgt_stationary": 1, "vthread": 0, "uop_fold": 0})
     assert space.why_invalid(config) is None
     assert get_space(layer, hw).why_invalid(
         {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [2, 2],
@@ -121,7 +120,7 @@ def test_invalid_configs_are_rejected_with_the_rule_name():
     layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)  # 2 ci blocks, 2 co blocks
     space = get_space(layer, hw, "vta")
     base = {"tile_b": [1, 1], "tile_h": [1, 8], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
-            "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0, "inp_stationary": 0, "acc_resident": 0}
+            "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0}
     assert space.why_invalid(base) is None
     cases = {
         "wgt_stationary_ci": {"wgt_stationary": 1},       # 2 reduction steps
@@ -178,7 +177,7 @@ def test_every_valid_uop_fold_of_a_tile_is_bit_exact_and_folds_the_chosen_loops(
     data, weight = random_inputs(layer)
     ref = layer.reference(data, weight)
     tiles = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [1, 2],
-             "order": 0, "wgt_stationary": 0, "vthread": 0, "inp_stationary": 0, "acc_resident": 0}
+             "order": 0, "wgt_stationary": 0, "vthread": 0}
     folds = [f for f in range(1, len(FOLD_PAIRS) + 1) if space.why_invalid({**tiles, "uop_fold": f}) is None]
     assert len(folds) >= 5
     cycles = set()

@@ -190,6 +190,8 @@ def test_template_point_and_features_keep_their_shape():
     auto = get_space(layer, hw)
     point = space.from_template(auto.get(int(auto.valid_indices()[0])))
     assert point.knobs["inp_stationary"] == 0 and point.knobs["acc_resident"] == 0
+    old = {k: v for k, v in point.knobs.items() if k not in ("inp_stationary", "acc_resident")}
+    assert space.from_knobs(old) == point  # a record written before the nests keeps its program
     valid = space.valid_indices()
     feats = space.features_batch(valid)
     assert feats.shape == (len(valid), N_FEATURES) and np.isfinite(feats).all()

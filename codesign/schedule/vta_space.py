@@ -61,6 +61,9 @@ ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(PAIR_AXES))  
 VTHREADS: tuple[str | None, ...] = (None, "h", "co", "w", "b")
 N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two token-ordered slices
 TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
+#: The family's first knobs; every knob appended after them takes today's program at position 0,
+#: so a knob dict (a record) without them means that value (`VtaSpace._knob_dict`).
+BASE_KNOBS = TILE_KNOBS + ("order", "wgt_stationary", "vthread", "uop_fold")
 #: This family's rules that depend on the loop order or the residency (`valid_indices`).
 ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical", "inp_stationary_ci",
                          "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
@@ -177,6 +180,16 @@ class VtaSpace(KnobSpace):
     """All `vta`-family schedules of `layer` on `hw` (module docstring)."""
 
     family = "vta"
+
+    def _knob_dict(self, config: object) -> dict[str, KnobValue]:
+        """The knobs of `config`; appended knobs it lacks (records written before they existed)
+        take their position-0 value, the program it was recorded with."""
+        knobs = getattr(config, "knobs", config)
+        if isinstance(knobs, dict):
+            missing = {k.name: k.candidates[0] for k in self.knobs if k.name not in knobs and k.name not in BASE_KNOBS}
+            if missing:
+                config = {**knobs, **missing}
+        return super()._knob_dict(config)
 
     def make_knobs(self) -> tuple[Knob, ...]:
         tiles = tuple(edge_rules.with_edges(k, self.layer) for k in make_knobs(self.layer, self.hw)
