@@ -126,3 +126,15 @@ def test_report_lists_the_steps_of_the_first_few_front_designs_unless_asked_for_
     assert listed() == [f"d{k:02d}" for k in range(STEPS_SHOWN)]
     assert listed("--sort", "area") == [f"d{k:02d}" for k in reversed(range(7, STEPS_SHOWN + 7))]
     assert listed("--all-steps") == [f"d{k:02d}" for k in range(STEPS_SHOWN + 7)]
+
+
+def test_evaluate_hw_tunes_the_family_it_is_given():
+    from codesign.sweep.trial import evaluate_hw
+    from codesign.workloads import Workload
+
+    wl = Workload("one", (("conv2d:1,32,8,8,32,3,3,1,1", 2),))
+    rows = {f: evaluate_hw(HW, BOARD, wl, tuner="exhaustive", schedules=f) for f in ("autotvm", "vta")}
+    assert "order" in rows["vta"]["layers"][0]["knobs"] and "order" not in rows["autotvm"]["layers"][0]["knobs"]
+    # the vta family contains the template's schedules: its exhaustive optimum is never slower
+    assert rows["vta"]["latency_ms"] <= rows["autotvm"]["latency_ms"] * (1 + 1e-12)
+    assert rows["vta"]["measurements"] > rows["autotvm"]["measurements"]

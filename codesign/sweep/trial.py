@@ -260,6 +260,7 @@ def evaluate_hw(
     hparams: dict[str, str] | None = None,
     coefficients: ResourceCoefficients | None = None,
     network: Network | None = None,
+    schedules: str = DEFAULT_SCHEDULES,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms of one request, throughput_ips, area,
@@ -269,14 +270,15 @@ def evaluate_hw(
     that does not fit `board` is never simulated. `coefficients`: of the resource model (None: shipped).
     `records_path`: a records file the measurements are appended to (tests, benchmarks; a sweep
     trial keeps them in memory for the driver). `network`: the workload's graph; given, the
-    result is the whole network's plan (`scope` "whole network"), else its offloaded layers."""
+    result is the whole network's plan (`scope` "whole network"), else its offloaded layers.
+    `schedules`: the schedule family of the inner tuning."""
     start = time.perf_counter()
     resources = estimate(hw, board, coefficients)
     reason = infeasible_reason(hw, board, resources)
     if reason is not None:
         return {**infeasible_result(hw, reason, board, resources=resources), "wall_s": time.perf_counter() - start}
     tuning = InnerTuning(tuner=tuner, budget=budget, seed=seed, exhaustive_s=exhaustive_s, params=params,
-                         hparams=hparams)
+                         hparams=hparams, schedules=schedules)
     writer = RecordWriter(records_path) if records_path is not None else None
     try:
         return evaluate_usable(hw, board, workload, resources, tuning, records=writer, warm_records=warm_records,
