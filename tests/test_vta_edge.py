@@ -12,7 +12,7 @@ import pytest
 from codesign.errors import ConfigError
 from codesign.evaluate.blocks import compile_blocks
 from codesign.evaluate.compiler import compile_insns, compile_layer
-from codesign.evaluate.fused import Epilogue, fused_invalid
+from codesign.evaluate.fused import Epilogue, fused_invalid, measure_fused, reference_fused, run_fused
 from codesign.evaluate.run import measure, random_inputs, run_layer
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import CI_BIT, edge_bits
@@ -120,7 +120,7 @@ def test_non_dividing_candidates_follow_the_dividing_ones_one_per_tile_count():
     assert len(h.candidates) <= 2 * int(np.sqrt(56)) + 1
 
 
-def test_edge_features_and_the_fused_epilogue_refusal():
+def test_edge_features():
     hw = HwConfig.resolve("pynq_1x16")
     layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)
     space = get_space(layer, hw, "vta")
@@ -133,9 +133,38 @@ def test_edge_features_and_the_fused_epilogue_refusal():
     pair_edges = (bits & 7) > 0
     assert np.all(fill[~pair_edges] == 1) and np.all(fill[pair_edges] < 1)
     assert np.all(frac[~pair_edges] == 0) and np.all((frac[pair_edges] > 0) & (frac[pair_edges] < 1))
-    config = space.get(int(valid[np.flatnonzero(bits)[0]]))
-    why = fused_invalid(layer, config, hw, Epilogue(shift=8, bias=True))
-    assert why is not None and why.startswith("fused epilogue: the bias and residual steps are lowered for full tiles")
+
+
+def test_fused_epilogues_on_edge_tiles():
+    """Bias (one ADD kernel per edge variant), ReLU and a residual that fits the INP slice run on
+    edge tiles bit-exact and race-free with exact block timing; a residual loaded in chunks is
+    refused with its rule."""
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 7, 7, 32, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, layer.data_shape(), dtype=np.int8)
+    w = rng.integers(-128, 128, layer.weight_shape(), dtype=np.int8)
+    bias = rng.integers(-40000, 40000, layer.output_shape()[1]).astype(np.int32)
+    r = rng.integers(-128, 128, layer.output_shape(), dtype=np.int8)
+    valid = space.valid_indices()
+    edged = valid[edge_bits(space.batch(valid).t) > 0]
+    epi = Epilogue(9, bias=True, relu=True, residual=(1, 0, 1))
+    ref = reference_fused(layer, epi, x, w, bias, r)
+    ran, refused = 0, []
+    for i in rng.permutation(edged)[:40].tolist():
+        config = space.get(i)
+        why = fused_invalid(layer, config, hw, epi)
+        if why is not None:
+            refused.append(why)
+            continue
+        if ran < 3:
+            run = run_fused(layer, config, hw, epi, x, w, bias, r, check=True)
+            assert np.array_equal(run.output, ref), config.knobs
+            assert measure_fused(layer, config, hw, epi).cycles == run.cycles
+        ran += 1
+    assert ran >= 3
+    assert any(w.startswith("fused residual: a residual tile loaded in chunks") for w in refused), refused
 
 
 def test_two_pass_valid_indices_equal_the_full_mask_with_edges():

@@ -28,7 +28,8 @@ Show the AutoTVM schedule space of a layer on a VTA hardware config: the templat
 space size and how many configs pass VTA's validity rules (SRAM capacity per virtual thread,
 2-D DMA patterns, padding, micro-op capacity, instruction field ranges, micro-op dst hazard,
 virtual-thread divisibility). --schedules vta shows the vta family's space instead (the template's
-tiles with any loop order, weight-stationary residency, 2 threads on any axis; docs/schedules.md),
+tiles and sizes that do not divide, with edge tiles, with any loop order, weight-stationary
+residency, 2 threads on any axis; docs/schedules.md),
 which contains every template schedule. A layer VTA cannot run (channels not a multiple of the block,
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 
@@ -66,7 +67,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "(default: %(default)s)")
     p.add_argument("--schedules", choices=FAMILIES, default="autotvm",
                    help="schedule family: the AutoTVM templates' space or the vta family's larger space "
-                        "(loop orders, weight residency, threads on any axis; docs/schedules.md) (default: %(default)s)")
+                        "(loop orders, weight residency, threads on any axis, non-dividing tiles; docs/schedules.md) "
+                        "(default: %(default)s)")
     p.add_argument("--exhaustive", action="store_true",
                    help="time every valid config in timing mode and report the best")
     p.add_argument("--save-program", metavar="FILE",

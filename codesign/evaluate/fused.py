@@ -26,6 +26,7 @@ from codesign.evaluate.compiler import _check_shift, place_regions
 from codesign.evaluate.run import LayerRun, Measurement, _params, layer_io_bytes, resolve_config
 from codesign.hw.config import HwConfig
 from codesign.lower import Lowered, PairBlocks, lower_blocks, lower_program
+from codesign.lower.uops import uop_plan
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, Mapping, fuse
 from codesign.network.reference import _round_shift, conv2d_int, linear_int
@@ -115,6 +116,8 @@ def fused_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwCon
     bad = violations(m, hw)
     if bad:
         raise InvalidSchedule(bad[0][1])
+    if m.edges is not None:  # edge tiles keep every kernel cached: the bias kernels must fit too
+        uop_plan(m, hw.uop_depth)
     return m
 
 

@@ -96,7 +96,7 @@ def _kernel_use(out, r, cols, opcode, load, bgn, size, dram):  # pragma: no cove
 def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram, ld, bg, size,
               dram):  # pragma: no cover - compiled
     """Epilogue ALU op o of thread t (with the LOAD ACC of the bias before a bias ADD); the last
-    op pushes g2s for the STORE. Returns the next row."""
+    op pushes g2s for the STORE. `sc` is the tile's row of the variant table. Returns the next row."""
     if epi_src[o] == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
         _dma(out, r, cols, dcols, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
              sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
@@ -105,8 +105,8 @@ def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src,
     out[r, cols[_AOP]] = epi_op[o]
     if epi_src[o] == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
         out[r, cols[_LOOP0]] = sc[ac.TB]
-        out[r, cols[_LOOP0 + 1]] = sc[ac.TH] * sc[ac.TW]
-        out[r, cols[_LOOP0 + 2]] = sc[ac.TCO] * sc[ac.TH] * sc[ac.TW]
+        out[r, cols[_LOOP0 + 1]] = sc[ac.E_PIX]
+        out[r, cols[_LOOP0 + 2]] = sc[ac.E_CO] * sc[ac.E_PIX]
         out[r, cols[_LOOP0 + 3]] = 1
     else:  # one uop over the thread's ACC tile
         out[r, cols[_LOOP0]] = 1
@@ -206,18 +206,19 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                             r += 1
                             use += 1
         for t in range(T):  # the epilogue up to the residual (all of it without one)
-            acc = (sram[0], sram[1], scv[var[t]][ac.E_ACC])  # the ALU runs over the tile's ACC elements
+            row = scv[var[t]]
+            acc = (sram[0], sram[1], row[ac.E_ACC])  # the ALU runs over the tile's ACC elements
             for o in range(o_res):
                 kid = kvar[uses[use], var[t]]
                 ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
+                r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
                               ld, bg, sizes[kid], uop_dram[kid])
                 use += 1
         for c in range(R):  # residual chunk c: a load group and a GEMM per thread, as a reduction step
             for t in range(T):
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-                _dma(out, r, cols, dcols, ac.res_access(sc, b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
+                _dma(out, r, cols, dcols, ac.res_access(scv[var[t]], b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
                      t * sc[ac.RES_PITCH])
                 r += 1
                 if c == 0 and (sc[ac.ID_EACH] == 1 or (j == 0 and t == 0)):  # the identity block
@@ -226,11 +227,12 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                     r += 1
                 out[first, cols[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
                 out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-            for _t in range(T):
-                kid = uses[use]
-                r = _kernel_use(out, r, cols, isa.OP_GEMM, load[u, use], bgn[u, use], sizes[kid], uop_dram[kid])
+            for t in range(T):
+                kid = kvar[uses[use], var[t]]
+                ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+                r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
                 out[r, cols[_LOOP0]] = 1
-                out[r, cols[_LOOP0 + 1]] = sram[2] if R == 1 else sc[ac.RES_PLANES] * sc[ac.TH] * sc[ac.TW]
+                out[r, cols[_LOOP0 + 1]] = scv[var[t]][ac.E_ACC] if R == 1 else sc[ac.RES_PLANES] * sc[ac.TH] * sc[ac.TW]
                 out[r, cols[_LOOP0 + 3]] = 1
                 out[r, cols[_LOOP0 + 5]] = 1
                 out[r, cols[_POP_P]] = 1  # l2g
@@ -239,9 +241,13 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                 use += 1
         if R:
             for t in range(T):  # the epilogue after the residual
+                row = scv[var[t]]
+                acc = (sram[0], sram[1], row[ac.E_ACC])
                 for o in range(o_res + 1, E):
-                    r = _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram,
-                                  load[u, use], bgn[u, use], sizes[uses[use]], uop_dram[uses[use]])
+                    kid = kvar[uses[use], var[t]]
+                    ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+                    r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
+                                  ld, bg, sizes[kid], uop_dram[kid])
                     use += 1
         for t in range(T):
             for c in range(NC):  # one STORE per ACC slot; the thread's first pops g2s, its last pushes s2g

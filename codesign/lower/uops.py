@@ -208,52 +208,48 @@ def pair_variants(m: Mapping) -> np.ndarray:
 
 
 def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> Uops:
-    """Edge tiles (`mapping.edges`): each thread's reset and GEMM kernels exist once per tile
-    variant it runs; every kernel is loaded once, at its first use, and stays in the micro-op
-    cache (validity rule `edge_uop_cache`: all of them fit at once), so the runtime's ring never
-    wraps and a kernel's SRAM start is its offset in the DRAM array (first-use order)."""
-    T, K, G, E = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue)
-    S = 2 * G + E
+    """Edge tiles (`mapping.edges`): each thread's reset, GEMM and bias-ADD kernels exist once per
+    tile variant it runs; every kernel is loaded once, at its first use, and stays in the
+    micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the runtime's
+    ring never wraps and a kernel's SRAM start is its offset in the DRAM array (first-use order)."""
+    T, K, G = m.n_threads, m.n_steps, m.tile.b
+    S = len(sizes) // T
+    bias = 2 * G + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
     ev = m.edges.variants
     kvar = np.repeat(np.arange(len(sizes), dtype=np.int64)[:, None], len(ev), axis=1)
     size_list = sizes.tolist()
     origin: list[tuple[int, int, int]] = [(t, s, 0) for t in range(T) for s in range(S)]  # (thread, slot, variant)
     for t in range(T):
         for v in range(1, len(ev)):
-            for slot in range(2 * G):
-                reset = slot < G
-                key = v & PAIR_BITS if reset else v  # a reset runs at step 0 over the pair's ACC tile
-                if key == 0:
+            for slot in (*range(2 * G), bias):
+                gemm = G <= slot < 2 * G
+                key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the pair's tile
+                if slot >= S or key == 0:
                     continue
-                if reset and key != v:
+                if key != v:
                     kvar[t * S + slot, v] = kvar[t * S + slot, key]
                     continue
                 kvar[t * S + slot, v] = len(size_list)
-                size_list.append((ev[key].reset if reset else ev[key].gemm).size)
+                size_list.append(ev[key].gemm.size if gemm else ev[key].reset.size if slot < G else ev[key].tile.co)
                 origin.append((t, slot, key))
     sizes = np.array(size_list, dtype=np.int64)
-    # the uses of each pair that first runs some (thread, variant), in program order
+    # the step of each GEMM/reset use (uses: for k: for t: [k = 0: G resets], G GEMMs; then the epilogue)
+    step = np.full(len(uses), -1, dtype=np.int64)
+    n = 0
+    for k in range(K):
+        per = T * G * (2 if k == 0 else 1)
+        step[n:n + per] = k
+        n += per
+    ci_last = m.edges.last[3]
+    slot_of, thread_of = uses % S, uses // S
+    ci = np.where((slot_of >= G) & (slot_of < 2 * G) & (step == ci_last) & (ci_last >= 0), CI_BIT, 0)
+    # the pairs that first run some (thread, variant) hold every kernel's first use
     pv = pair_variants(m)
     specials = sorted({int(np.argmax(pv[t] == v)) for t in range(T) for v in np.unique(pv[t]).tolist()})
-    ci_last = m.edges.last[3]
     first_pair = np.full(len(sizes), -1, dtype=np.int64)
     order: list[int] = []
     for j in specials:
-        use = 0
-        seq: list[int] = []
-        for k in range(K):
-            kb = CI_BIT if k == ci_last else 0
-            for t in range(T):
-                for phase in ((0, 1) if k == 0 else (1,)):
-                    v = pv[t, j] if phase == 0 else pv[t, j] | kb
-                    for _ in range(G):
-                        seq.append(int(kvar[uses[use], v]))
-                        use += 1
-        for t in range(T):
-            for _ in range(E):
-                seq.append(int(kvar[uses[use], pv[t, j]]))
-                use += 1
-        for kid in seq:
+        for kid in kvar[uses, pv[thread_of, j] | ci].tolist():
             if first_pair[kid] < 0:
                 first_pair[kid] = j
                 order.append(kid)
@@ -266,58 +262,44 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
                               f"{total} micro-ops together > UOP depth {depth}")
     first_pair[first_pair < 0] = np.iinfo(np.int64).max  # never used: never loaded
     ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
-    ring_origin = np.array(origin, dtype=np.int64)
-    ring_origin.setflags(write=False)
-    return Uops(sizes, uses, ring, dram_off, first, kvar, first_pair, origin=ring_origin)
+    kinds = np.array(origin, dtype=np.int64)
+    kinds.setflags(write=False)
+    return Uops(sizes, uses, ring, dram_off, first, kvar, first_pair, origin=kinds)
 
 
 def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0, origin: np.ndarray | None = None) -> np.ndarray:
     """The DRAM micro-op array: the kernels (each thread's SRAM slice and batch block shifted)
     in first-use order; `origin` (edge tiles, `uop_plan`): (thread, slot, variant) of each kernel."""
     if m.edges is not None and origin is not None:
-        return _edge_array(m, first, origin)
-    tl, G, C = m.tile, m.tile.b, m.n_inner  # C ACC slots per thread (edge tiles: C = 1)
-    acc_b, inp_b, hw_ = tl.co * tl.h * tl.w, tl.ci * tl.hin * tl.win, tl.h * tl.w
-    fs = fused_slots(m, wgt_depth)
-    kernels: list[Kernel] = []
-    for t in range(m.n_threads):
-        dsh, ssh, wsh = t * C * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
-        kernels += [m.reset.shifted(dsh + c * tl.acc_sram + b * acc_b, 0, 0) for c in range(C) for b in range(G)]
-        kernels += [m.gemm.shifted(dsh + c * tl.acc_sram + b * acc_b, ssh + b * inp_b, wsh)
-                    for c in range(C) for b in range(G)]
-        for a in m.epilogue:
-            if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
-                kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]
-                                                          for c in range(tl.co)], dtype=np.int64)))
-            elif a.src == "residual":  # chunk c: planes (g, c0..) of the ACC tile += the INP slice
-                per_g = tl.co // fs.planes
-                kernels += [Kernel.from_uops(np.array([[dsh + ((c // per_g) * tl.co + (c % per_g) * fs.planes) * hw_,
-                                                        t * fs.res_pitch, wsh if fs.ident_each else fs.ident]],
-                                                      dtype=np.int64))
-                            for c in range(fs.chunks)]
-            else:
-                kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))
+        return np.concatenate([_thread_kernels(m, int(t), wgt_depth, int(v))[int(s)].uops
+                               for t, s, v in origin[first].tolist()])
+    kernels = [k for t in range(m.n_threads) for k in _thread_kernels(m, t, wgt_depth)]
     return np.concatenate([kernels[kid].uops for kid in first])
 
 
-def _edge_array(m: Mapping, first: np.ndarray, origin: np.ndarray) -> np.ndarray:
-    """`uop_array` with edge tiles: kernel (t, slot, v) is variant v's reset/GEMM of batch block
-    slot % G shifted to thread t's slices (the variant's compact layouts start where the full
-    tile's do), or thread t's epilogue kernel (full-tile ALU kernels: their iter_in is the
-    tile's ACC elements, an instruction field)."""
-    tl, G = m.tile, m.tile.b
-    out = []
-    for kid in first.tolist():
-        t, slot, v = origin[kid].tolist()
-        et = m.edges.variants[v].tile if v else tl
-        dsh, ssh, wsh = t * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
-        acc_b, inp_b = et.co * et.h * et.w, et.ci * et.hin * et.win
-        if slot < G:
-            k = (m.edges.variants[v].reset if v else m.reset).shifted(dsh + slot * acc_b, 0, 0)
-        elif slot < 2 * G:
-            b = slot - G
-            k = (m.edges.variants[v].gemm if v else m.gemm).shifted(dsh + b * acc_b, ssh + b * inp_b, wsh)
+def _thread_kernels(m: Mapping, t: int, wgt_depth: int, v: int = 0) -> list[Kernel]:
+    """Thread t's kernels by slot (G resets, G GEMMs, the epilogue's), of tile variant `v`
+    (`mapping.edges`: its compact layouts start where the full tile's do)."""
+    e = m.edges.variants[v] if v else None
+    tl, G, C = m.tile, m.tile.b, m.n_inner  # C ACC slots per thread (edge tiles: C = 1, rule nest_edge)
+    et, gemm, reset = (e.tile, e.gemm, e.reset) if e is not None else (tl, m.gemm, m.reset)
+    acc_b, inp_b, hw_ = et.co * et.h * et.w, et.ci * et.hin * et.win, et.h * et.w
+    fs = fused_slots(m, wgt_depth)
+    kernels: list[Kernel] = []
+    dsh, ssh, wsh = t * C * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
+    kernels += [reset.shifted(dsh + c * tl.acc_sram + b * acc_b, 0, 0) for c in range(C) for b in range(G)]
+    kernels += [gemm.shifted(dsh + c * tl.acc_sram + b * acc_b, ssh + b * inp_b, wsh)
+                for c in range(C) for b in range(G)]
+    for a in m.epilogue:
+        if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
+            kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]
+                                                      for c in range(et.co)], dtype=np.int64)))
+        elif a.src == "residual":  # chunk c: planes (g, c0..) of the ACC tile += the INP slice
+            per_g = tl.co // fs.planes
+            kernels += [Kernel.from_uops(np.array([[dsh + ((c // per_g) * tl.co + (c % per_g) * fs.planes) * hw_,
+                                                    t * fs.res_pitch, wsh if fs.ident_each else fs.ident]],
+                                                  dtype=np.int64))
+                        for c in range(fs.chunks)]
         else:
-            k = Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0))
-        out.append(k.uops)
-    return np.concatenate(out)
+            kernels.append(Kernel(np.zeros((0, 4), dtype=np.int64), offset=(dsh, dsh, 0)))
+    return kernels

@@ -72,9 +72,9 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         out.append(("fused_acc_resident", "fused epilogue: its bias and residual slots follow one output tile per "
                                           f"thread, got {m.n_inner} tiles resident in ACC"))
     elif m.has_bias or m.has_residual:
-        if m.edges is not None:
-            out.append(("fused_edge", "fused epilogue: the bias and residual steps are lowered for full tiles "
-                                      "only; this schedule has edge tiles (a tile size that does not divide)"))
+        if m.edges is not None and m.has_residual and fused_slots(m).chunks > 1:
+            out.append(("fused_edge", "fused residual: a residual tile loaded in chunks (larger than the thread's "
+                                      "INP slice) is lowered for full tiles only; this schedule has edge tiles"))
         out += _fused(m, hw)
     return out
 
