@@ -219,8 +219,11 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
     kvar = np.repeat(np.arange(len(sizes), dtype=np.int64)[:, None], len(ev), axis=1)
     size_list = sizes.tolist()
     origin: list[tuple[int, int, int]] = [(t, s, 0) for t in range(T) for s in range(S)]  # (thread, slot, variant)
+    edged = m.edges.bits()
     for t in range(T):
         for v in range(1, len(ev)):
+            if v & ~edged:  # never runs (an edge bit of an axis without edge tiles)
+                continue
             for slot in (*range(2 * G), bias):
                 gemm = G <= slot < 2 * G
                 key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the pair's tile

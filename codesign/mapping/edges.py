@@ -48,9 +48,12 @@ def edge_bits(t: MappingBatch) -> np.ndarray:
 def variant_sizes(t: MappingBatch, v: int, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Tile sizes (MappingBatch knob arrays) of variant `v` of the configs `rows` of `t`."""
     sel = slice(None) if rows is None else rows
-    e = edge_sizes(t)
-    full = {"h": t.tile_h, "w": t.tile_w, "co": t.tile_co, "ci": t.tile_ci}
-    out = {f"tile_{a}": (e[a] if v >> k & 1 else full[a])[sel] for k, a in enumerate(EDGE_AXES)}
+    g = t.geo
+    out = {}
+    for k, (a, n, tiles, size) in enumerate((("h", g.out_h, t.h_tiles, t.tile_h), ("w", g.out_w, t.w_tiles, t.tile_w),
+                                              ("co", g.co, t.co_tiles, t.tile_co), ("ci", g.ci, t.ci_steps, t.tile_ci))):
+        f = np.broadcast_to(size, (t.n,))[sel]  # only the selected rows (t may be a whole space's table)
+        out[f"tile_{a}"] = n - (np.broadcast_to(tiles, (t.n,))[sel] - 1) * f if v >> k & 1 else f
     out.update(tile_b=t.tile_b[sel], oc_nthread=t.oc_nthread[sel], h_nthread=t.h_nthread[sel])
     return out
 

@@ -213,8 +213,12 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
 def _edges(b: VtaBatch, r: int, last: tuple[int, ...], width: int) -> Edges:
     """The 16 tile variants of config row `r` of `b` (`edge_rules.variant_batch`) as `Edges`."""
     vb, split = edge_rules.variant_batch(b, r)
-    variants = []
+    bits = sum(1 << k for k, x in enumerate(last) if x >= 0)
+    variants: list[EdgeTile] = []
     for v in range(vb.n):
+        if v & ~bits:  # an edge bit of an axis without edge tiles: never runs, the same tile as v & bits
+            variants.append(variants[v & bits])
+            continue
         g = vb.row(v)
         gemm, reset = vb.kernels(v)
         tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
