@@ -169,8 +169,9 @@ def test_fused_epilogues_on_edge_tiles():
 
 def test_two_pass_valid_indices_equal_the_full_mask_with_edges():
     space = VtaSpace(Conv2D(1, 32, 5, 5, 48, 3, 3, 1, 1), HwConfig.resolve("pynq_1x16"))
-    mask = space.valid_mask()
+    chunk = 1 << 16  # the full mask in chunks: memory stays small as knobs are added
+    mask = np.concatenate([space.valid_mask(np.arange(s, min(s + chunk, space.size))) for s in range(0, space.size, chunk)])
     assert np.array_equal(space.valid_indices(), np.flatnonzero(mask))
     assert (edge_bits(space.batch(space.valid_indices()).t) > 0).sum() > 0
-    names = {r.name for r in space.rules(space.batch(np.arange(space.size)))}
+    names = {r.name for r in space.rules(space.batch(np.arange(min(space.size, chunk))))}
     assert {"edge_uop_cache", "edge_uop_hazard", "edge_dma_store", "edge_field_iter"} <= names
