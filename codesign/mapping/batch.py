@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -367,6 +367,53 @@ class MappingBatch:
             self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
                                                       (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
         return self._patterns["wgt"]
+
+
+def pad_taps(n_out: int, k: int, stride: int, pad: int, n_in: int) -> np.ndarray:
+    """(n_out, k) bool: output position o with kernel tap d reads input o·stride - pad + d inside
+    the image (False: the tap reads the zero padding)."""
+    o, d = np.arange(n_out)[:, None], np.arange(k)[None, :]
+    pos = o * stride - pad + d
+    return (pos >= 0) & (pos < n_in)
+
+
+@lru_cache(maxsize=256)
+def pad_skip_kernel(geo: Geometry, tile_ci: int, tile_co: int) -> tuple[Kernel, bool]:
+    """(GEMM kernel, dst hazard) of a tile covering the whole output plane (tile_h = OH, tile_w =
+    OW) that skips every multiply-accumulate whose input tap is zero padding (`vta` family knob
+    `pad_skip`): the micro-ops enumerate, tap (di, dj) outer and pixel (h, w) inner, only the
+    (pixel, tap) pairs inside the image, in the tile's usual SRAM layouts (module docstring; the
+    padded INP tile is still loaded, its pad elements are just never read), and the instruction's
+    iter_out / iter_in walk the input / output channel blocks of the tile. Adding zero products is
+    all the skipped uops did, so the accumulators are bit-identical. Hazard (docs/vta.md §3.9): a
+    micro-op writes the ACC row of one of the previous two in the stream (incl. the iteration wraps)."""
+    g = geo
+    hin, win = (g.out_h - 1) * g.stride + g.kh, (g.out_w - 1) * g.stride + g.kw
+    vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
+    vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
+    rows = [(h * g.out_w + w, (h * g.stride + di) * win + w * g.stride + dj, di * g.kw + dj)
+            for di in range(g.kh) for dj in range(g.kw)
+            for h in np.flatnonzero(vh[:, di]).tolist() for w in np.flatnonzero(vw[:, dj]).tolist()]
+    uops = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    uops.setflags(write=False)  # cached and shared
+    kk, plane = g.kh * g.kw, g.out_h * g.out_w
+    kernel = Kernel(np.zeros((0, 4), dtype=np.int64), iter_out=tile_ci, iter_in=tile_co,
+                    src_factor_out=hin * win, wgt_factor_out=kk, dst_factor_in=plane,
+                    wgt_factor_in=tile_ci * kk, explicit=uops)
+    # the dst stream over two iterations of each loop (a wrap adds the loop's dst factor)
+    d = uops[:, 0]
+    streams = [np.concatenate([d, d + plane])] if tile_co > 1 else [d]
+    if tile_ci > 1:  # iter_out advances: from the last co block back to the first
+        streams.append(np.concatenate([d + (tile_co - 1) * plane, d]))
+    hazard = len(d) < 3 or any((s[1:] == s[:-1]).any() or (s[2:] == s[:-2]).any() for s in streams)
+    return kernel, bool(hazard)
+
+
+def pad_skip_uops(geo: Geometry) -> int:
+    """Micro-ops of `pad_skip_kernel` (the (pixel, tap) pairs inside the image): separable in h, w."""
+    g = geo
+    return int(pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height).sum()
+               * pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width).sum())
 
 
 def take(obj: object, rows: np.ndarray, n: int | None = None) -> object:

@@ -29,7 +29,7 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, transpose_uops
+from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, pad_skip_kernel, transpose_uops
 from codesign.mapping.edges import Edges, EdgeTile
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
@@ -171,7 +171,7 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     g = b.t.row(r)
     gemm, reset = b.t.kernels(r)
     order, vt, ws = ORDERS[int(b.order[r])], VTHREADS[int(b.vt[r])], int(b.ws[r])
-    ins, n_in = int(b.ins[r]), int(b.acc[r])
+    ins, n_in, ps = int(b.ins[r]), int(b.acc[r]), int(b.ps[r])
     extent = {a: int(b.extent[a][r]) for a in PAIR_AXES}
     live = [a for a in order if extent[a] > 1]
     inner = tuple(live[len(live) - n_in:]) if n_in else ()  # the n_in innermost loops of extent > 1
@@ -183,10 +183,13 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     geo = geometry(layer, hw)
+    if ps:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
+        gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
-            ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in))
+            ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in),
+            ("pad_skip", ps))
     m = Mapping(
         geo=geo, tile=tile, loops=loops, vthreads=vthreads,
         residency=(("inp", _inp_level(order, extent, ins, inner)),

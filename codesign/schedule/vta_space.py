@@ -28,6 +28,11 @@ correctly for any nest:
   across spatial tiles), the requantization and STOREs run after the last step. ACC cannot be
   spilled (VTA's STORE reads the int8 OUT buffer, never ACC): nests whose slots do not fit are
   refused (`acc_spill`);
+- `pad_skip`: 1 replaces the GEMM kernel by one that skips every tap reading zero padding
+  (`mapping.batch.pad_skip_kernel`: explicit micro-ops over the (pixel, tap) pairs inside the image,
+  iter_out / iter_in over the input / output channel blocks), for tiles covering the whole output
+  plane of a padded conv (one tile position, so one kernel; no edge tiles, uop_fold = 0): fewer
+  GEMM cycles than the MACs of the padded conv (a 3x3 conv on a 7x7 image: 19² of 21² taps);
 - INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
   blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
   (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply.
@@ -48,7 +53,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from codesign.errors import ConfigError
-from codesign.mapping.batch import FOLD_PAIRS, GEMM_LOOPS, MAX_DMA_FIELD, MAX_ITER, MappingBatch, take
+from codesign.mapping.batch import (
+    FOLD_PAIRS,
+    GEMM_LOOPS,
+    MAX_DMA_FIELD,
+    MAX_ITER,
+    Geometry,
+    MappingBatch,
+    pad_skip_kernel,
+    pad_skip_uops,
+    take,
+)
 from codesign.mapping.legality import acc_spill_message
 from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import N_CONFIG_FEATURES, config_features
@@ -86,6 +101,7 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "edge_fill",              # output elements / (tiles x full tile elements): 1 when every size divides
     "inp_stationary",
     "log2_acc_slots",         # output tiles resident in ACC per thread (acc_resident)
+    "pad_skip",               # the GEMM kernel skips the taps that read zero padding
 )
 N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
 
@@ -106,6 +122,35 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
         t.gemm = {k: (np.where(chosen[:, None] if fp[k].ndim == 2 else chosen, fp[k], t.gemm[k])
                       if k != "loops" else t.gemm[k]) for k in t.gemm}
     return fold_ok
+
+
+def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
+    """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
+    into `t.gemm` where it applies; returns where it applies: the tile covers the whole output
+    plane (one tile position, so one kernel), the conv is padded, every tile size divides (no
+    edge variants), the fold is the kernel's own (uop_fold = 0), no transposed conv (its
+    zero-skipping kernel is another)."""
+    g = t.geo
+    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0) & (fold == 0) & (not transpose)
+          & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+    if ok.any():
+        n = pad_skip_uops(g)
+        hazard = np.zeros(t.n, dtype=bool)
+        for ci_many in (False, True):
+            for co_many in (False, True):
+                sel = ok & ((t.tile_ci > 1) == ci_many) & ((t.tile_co > 1) == co_many)
+                if sel.any():
+                    hazard[sel] = _pad_skip_hazard(g, 2 if ci_many else 1, int(t.tile_co[sel][0]) if co_many else 1)
+        t.gemm = {**t.gemm, "n_uops": np.where(ok, n, t.gemm["n_uops"]),
+                  "iter_out": np.where(ok, t.tile_ci, t.gemm["iter_out"]),
+                  "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
+                  "hazard": np.where(ok, hazard, t.gemm["hazard"])}
+    return ok
+
+
+def _pad_skip_hazard(g: Geometry, tile_ci: int, tile_co: int) -> bool:
+    # the wrap of iter_in moves dst by (tile_co - 1) planes: any tile_co > 2 is further apart than 2
+    return pad_skip_kernel(g, tile_ci, min(tile_co, 2))[1]
 
 
 def _canonical_table() -> np.ndarray:
@@ -134,9 +179,12 @@ class VtaBatch:
 
     def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray,
                  fold: np.ndarray, fold_ok: np.ndarray, ins: np.ndarray | None = None,
-                 acc: np.ndarray | None = None) -> None:
+                 acc: np.ndarray | None = None, ps: np.ndarray | None = None,
+                 ps_ok: np.ndarray | None = None) -> None:
         self.t, self.order, self.ws, self.vt, self.fold, self.fold_ok = t, order, ws, vt, fold, fold_ok
         zero = np.zeros_like(ws)
+        self.ps = zero if ps is None else ps  # pad_skip
+        self.ps_ok = np.ones_like(ws, dtype=bool) if ps_ok is None else ps_ok
         self.ins = zero if ins is None else ins  # inp_stationary
         self.acc = zero if acc is None else acc  # acc_resident: pair loops inside the reduction
         tiles = {"b": t.b_tiles, "h": t.h_tiles, "co": t.co_tiles, "w": t.w_tiles}
@@ -200,7 +248,8 @@ class VtaSpace(KnobSpace):
             Knob("vthread", "ot", tuple(range(len(VTHREADS)))),
             Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))),
             Knob("inp_stationary", "ot", (0, 1)),
-            Knob("acc_resident", "ot", tuple(range(ACC_RESIDENT_MAX + 1))))
+            Knob("acc_resident", "ot", tuple(range(ACC_RESIDENT_MAX + 1))),
+            Knob("pad_skip", "ot", (0, 1)))
 
     # -- geometry and validity -----------------------------------------------------------------
     def batch(self, indices: np.ndarray) -> VtaBatch:
@@ -212,8 +261,12 @@ class VtaSpace(KnobSpace):
         geo["oc_nthread"] = np.where(vt > 0, N_THREADS, 1)
         t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
         fold = v["uop_fold"]
-        fold_ok = apply_fold(t, fold) if self.template != templates.TRANSPOSE_TEMPLATE else fold == 0
-        return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok, v["inp_stationary"], v["acc_resident"])
+        transpose = self.template == templates.TRANSPOSE_TEMPLATE
+        fold_ok = apply_fold(t, fold) if not transpose else fold == 0
+        ps = v["pad_skip"]
+        ps_ok = (ps == 0) | apply_pad_skip(t, ps, fold, transpose)
+        return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok, v["inp_stationary"], v["acc_resident"],
+                        ps, ps_ok)
 
     def valid_table(self) -> tuple[VtaBatch, dict[int, int]]:
         """The `batch` of every valid config, built once, and each valid index's row in it (the
@@ -277,6 +330,10 @@ class VtaSpace(KnobSpace):
             f"{[GEMM_LOOPS[j] for j in FOLD_PAIRS[b.fold[i] - 1]]}, which needs both loops of extent > 1 "
             "and not the template's own fold (uop_fold=0); a transposed conv's kernel is not folded"))
         self._nest_rules(b, add)
+        add("pad_skip_tile", b.ps_ok, lambda i: (
+            "pad_skip: the padding-skipping kernel needs a padded conv (not transposed) whose tile covers the whole "
+            f"output plane (tile_h = {self._geo.out_h}, tile_w = {self._geo.out_w}, got {t.tile_h[i]}, {t.tile_w[i]}), "
+            f"tile sizes that divide (no edge tiles) and uop_fold = 0, got {b.fold[i]}"))
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
         add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
             f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
@@ -422,7 +479,7 @@ class VtaSpace(KnobSpace):
         vt = VTHREADS.index("co") if ont > 1 else VTHREADS.index("h") if hnt > 1 else 0
         return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
                                 "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0,
-                                "inp_stationary": 0, "acc_resident": 0})
+                                "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0})
 
     # -- features ---------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -440,5 +497,6 @@ class VtaSpace(KnobSpace):
         extra = np.concatenate([pos, b.ws[:, None], vt,
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
                                 np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None],
-                                *edge_rules.features(t), b.ins[:, None], np.log2(b.slots)[:, None]], axis=1)
+                                *edge_rules.features(t), b.ins[:, None], np.log2(b.slots)[:, None],
+                                b.ps[:, None]], axis=1)
         return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)

@@ -1,0 +1,115 @@
+"""The `vta` family's `pad_skip` knob (docs/schedules.md, issue 19 latency): a GEMM kernel that skips
+the taps reading zero padding, for tiles covering the whole output plane of a padded conv. On both
+stock configs over a padded 3x3, a strided 3x3, a grouped 3x3 and a 512-channel 7x7 conv (the layer
+shape where ResNet-18's time goes): every pad_skip config tried is bit-exact against NumPy,
+race-free (`simulate(check=True)`), its block-form cycles equal `time_program`, and it is faster
+than the same config with the padded kernel; the kernel holds exactly the (pixel, tap) pairs inside
+the image; configs it does not apply to are refused by the named rule; template points keep
+pad_skip = 0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.errors import InvalidSchedule
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import measure, random_inputs
+from codesign.hw.config import HwConfig
+from codesign.mapping.batch import geometry, pad_skip_kernel, pad_taps
+from codesign.schedule import get_space
+from codesign.schedule.families import mapping_for
+from codesign.vta import isa, timing
+from codesign.vta.simulator import simulate
+from codesign.workloads import Conv2D
+
+HWS = ("pynq_1x16", "pynq_4x8")
+LAYERS = (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1),     # padded 3x3
+          Conv2D(1, 32, 14, 14, 32, 3, 3, 2, 1),   # strided 3x3 (pads on the top/left only)
+          Conv2D(1, 64, 6, 6, 64, 3, 3, 1, 1, groups=2),
+          Conv2D(1, 512, 7, 7, 32, 3, 3, 1, 1))    # ResNet-18's 512-channel 7x7 input (fewer outputs)
+
+
+def _picks(space, n: int = 2) -> list[int]:
+    """The first and n - 1 random valid configs with pad_skip = 1 (with threads when some have)."""
+    valid = space.valid_indices()
+    b = space.batch(valid)
+    hits = np.flatnonzero(b.ps == 1)
+    threaded = np.flatnonzero((b.ps == 1) & (b.vt > 0))
+    rng = np.random.default_rng(0)
+    rows = [hits[0], *threaded[:1], *rng.choice(hits, size=min(n - 1, hits.size), replace=False)]
+    return [int(valid[r]) for r in dict.fromkeys(rows)]
+
+
+@pytest.mark.parametrize("hw_name", HWS)
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
+def test_pad_skip_is_bit_exact_race_free_exactly_timed_and_faster(layer, hw_name):
+    hw = HwConfig.resolve(hw_name)
+    layer = layer.with_batch(hw.batch)
+    space = get_space(layer, hw, "vta")
+    data, weight = random_inputs(layer)
+    ref = layer.reference(data, weight)
+    picks = _picks(space)
+    assert picks, "no valid pad_skip config"
+    for i in picks[:1 if layer.macs > 10 ** 7 else 3]:
+        config = space.get(i)
+        prog = compile_layer(layer, config, hw, data=data, weight=weight)
+        res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
+        assert res.tokens_left == {}
+        out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
+        assert np.array_equal(out, ref), config.knobs
+        fast = measure(layer, config, hw)
+        assert fast.cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
+        other = space.from_knobs({**config.knobs, "pad_skip": 0})
+        padded = compile_layer(layer, other, hw, data=data, weight=weight)
+        assert _macs(prog.insns) == round(layer.macs // hw.macs_per_cycle * _inside(layer, hw)) < _macs(padded.insns)
+        if layer.macs > 10 ** 7:  # a layer of real size: fewer GEMM cycles outweigh the bigger kernel's load
+            assert fast.cycles < measure(layer, other, hw).cycles, config.knobs
+
+
+def _macs(insns: np.ndarray) -> int:
+    """GEMM micro-op cycles (one BATCH x BLOCK_IN x BLOCK_OUT block each) of a program, resets aside."""
+    c = isa.COL
+    gemm = (insns[:, c["opcode"]] == isa.OP_GEMM) & (insns[:, c["reset_reg"]] == 0)
+    g = insns[gemm]
+    return int(((g[:, c["uop_end"]] - g[:, c["uop_bgn"]]) * g[:, c["iter_out"]] * g[:, c["iter_in"]]).sum())
+
+
+def _inside(layer, hw) -> float:
+    """Fraction of the padded conv's (pixel, tap) pairs that read the image."""
+    g = geometry(layer, hw)
+    return (pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height).mean()
+            * pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width).mean())
+
+
+@pytest.mark.parametrize("layer", LAYERS[:2], ids=lambda ly: ly.name)
+def test_pad_skip_kernel_reads_only_the_image(layer):
+    hw = HwConfig.resolve("pynq_1x16")
+    g = geometry(layer, hw)
+    kernel, hazard = pad_skip_kernel(g, 2, 2)
+    assert not hazard
+    vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
+    vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
+    assert kernel.size == vh.sum() * vw.sum() < g.out_h * g.out_w * g.kh * g.kw
+    win = (g.out_w - 1) * g.stride + g.kw
+    row, col = np.divmod(kernel.uops[:, 1], win)  # padded tile coordinates of each uop's input
+    assert ((row >= g.pad) & (row < g.pad + g.height) & (col >= g.pad) & (col < g.pad + g.width)).all()
+    # every (pixel, tap) pair inside the image exactly once
+    pairs = {(int(d), int(w)) for d, _, w in kernel.uops}
+    assert len(pairs) == kernel.size
+
+
+def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero():
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    knobs = {**space.get(_picks(space)[0]).knobs, "tile_h": [2, 4]}  # a tile that does not cover the plane
+    why = space.why_invalid(knobs)
+    assert why is not None and why.startswith("pad_skip_tile")
+    with pytest.raises(InvalidSchedule, match="pad_skip_tile"):
+        mapping_for(layer, space.from_knobs(knobs), hw)
+    unpadded = get_space(Conv2D(1, 32, 8, 8, 32, 1, 1, 1, 0), hw, "vta")
+    assert not (unpadded.batch(unpadded.valid_indices()).ps == 1).any()
+    tspace = get_space(layer, hw)
+    for c in tspace.valid_configs()[:20]:
+        assert space.from_template(c).knobs["pad_skip"] == 0
