@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.analysis.roofline import attained_fraction
 from codesign.errors import InvalidSchedule
 from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.run import measure, random_inputs
@@ -113,3 +114,16 @@ def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero():
     tspace = get_space(layer, hw)
     for c in tspace.valid_configs()[:20]:
         assert space.from_template(c).knobs["pad_skip"] == 0
+
+
+def test_roofline_stays_a_bound_for_pad_skip_schedules():
+    """The compute bound counts only the MACs on real input: a pad_skip schedule of ResNet-18's
+    14x14 3x3 conv runs fewer GEMM cycles than the padded conv's MACs, and must not beat the bound."""
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 256, 14, 14, 256, 3, 3, 1, 1)
+    space = get_space(layer, hw, "vta")
+    valid = space.valid_indices()
+    ps = valid[space.batch(valid).ps == 1]
+    best = min(measure(layer, space.get(int(i)), hw).cycles for i in ps)
+    assert best < layer.macs // hw.macs_per_cycle  # below every MAC of the padded conv
+    assert 0.9 < attained_fraction(layer, hw, int(best)) <= 1

@@ -1,7 +1,11 @@
 """Roofline bounds of a layer on a VTA hardware config.
 
-* compute bound: every MAC on the GEMM core at BATCH*BLOCK_IN*BLOCK_OUT MACs per cycle
-  (one micro-op per cycle, docs/vta.md §4.3), i.e. MACs / (BATCH*BLOCK_IN*BLOCK_OUT) cycles;
+* compute bound: every MAC whose input is real data on the GEMM core at BATCH*BLOCK_IN*BLOCK_OUT
+  MACs per cycle (one micro-op per cycle, docs/vta.md §4.3), i.e. real MACs /
+  (BATCH*BLOCK_IN*BLOCK_OUT) cycles. A product with a tap on the conv's zero padding (or a
+  transposed conv's inserted zeros) adds nothing and a schedule may skip it (the `vta` family's
+  `pad_skip` kernel, the transposed conv's zero-skipping kernel), so counting every MAC of the
+  padded conv would not be a bound (`real_macs`);
 * memory bound: the minimum DRAM traffic -- each input element some output reads and each
   weight of a kernel tap that meets real input, once; the output written once; the fewest
   micro-ops any schedule needs (`min_bytes`) -- over the ONE shared memory port (docs/vta.md
@@ -48,6 +52,7 @@ class Roofline:
     bound_call_seconds: float  # + minimum host overhead of one operator call
     bound: str  # "compute" | "memory"
     arithmetic_intensity: float  # MACs per DRAM byte
+    real_macs: int = 0  # MACs whose input tap is real data (what the compute bound counts)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,6 +70,24 @@ def _touched(out: int, k: int, stride: int, dilation: int, pad: int, size: int, 
         rows |= hit
         taps += bool(hit)
     return len(rows), taps
+
+
+def _pairs(out: int, k: int, stride: int, dilation: int, pad: int, size: int, step: int) -> int:
+    """Along one axis: (output position, kernel tap) pairs whose input position holds data."""
+    o = np.arange(out)[:, None]
+    p = o * stride + np.arange(k)[None, :] * dilation - pad
+    return int(((p >= 0) & (p < size) & (p % step == 0)).sum())
+
+
+def real_macs(layer: Any) -> int:
+    """MACs whose input is real data: the layer's MACs without the products with a tap on the zero
+    padding or on a transposed conv's inserted zeros (dense: every MAC)."""
+    if layer.kind == "dense":
+        return int(layer.macs)
+    view, step = (layer.schedule_view(), layer.stride) if layer.kind == "conv2d_transpose" else (layer, 1)
+    h = _pairs(view.out_height, view.kernel_h, view.stride, view.dilation, view.padding, view.height, step)
+    w = _pairs(view.out_width, view.kernel_w, view.stride, view.dilation, view.padding, view.width, step)
+    return int(view.batch * view.out_channels * (view.in_channels // view.groups) * h * w)
 
 
 def min_bytes(layer: Any, hw: HwConfig) -> tuple[int, int]:
@@ -94,7 +117,8 @@ def min_bytes(layer: Any, hw: HwConfig) -> tuple[int, int]:
 def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None) -> Roofline:
     hw = HwConfig.resolve(hw)
     params = timing.default_params() if params is None else params
-    compute = layer.macs / hw.macs_per_cycle
+    real = real_macs(layer)
+    compute = real / hw.macs_per_cycle
     data, uop = min_bytes(layer, hw)
     # The same port model time_program uses (cache-hit mix over the operator's DRAM footprint).
     # A schedule's footprint (the bytes its DMAs span) is at least the minimum traffic, so the
@@ -110,7 +134,7 @@ def roofline(layer: Any, hw: HwConfig, params: timing.TimingParams | None = None
         bound_seconds=bound / hw.clock_hz,
         bound_call_seconds=timing.predict_seconds(bound, MIN_INSNS, hw, params, *layer_io_bytes(layer)),
         bound="compute" if compute >= memory else "memory",
-        arithmetic_intensity=layer.macs / (data + uop),
+        arithmetic_intensity=layer.macs / (data + uop), real_macs=real,
     )
 
 
@@ -128,4 +152,4 @@ def attained_fraction(layer: Any, hw: HwConfig, seconds_or_cycles: float | int,
     return r.bound_call_seconds / value
 
 
-__all__ = ["Roofline", "roofline", "attained_fraction", "min_bytes", "MIN_INSNS", "MIN_KERNEL_UOPS"]
+__all__ = ["Roofline", "roofline", "attained_fraction", "min_bytes", "real_macs", "MIN_INSNS", "MIN_KERNEL_UOPS"]
