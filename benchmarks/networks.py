@@ -11,9 +11,11 @@ Also the wall time and peak memory of `from_torch` on ResNet-50 (fresh subproces
 import is timed separately).
 
 With `--schedules vta` each layer's best schedule comes from the `vta` family (docs/schedules.md)
-instead: every valid schedule timed when there are at most `--exhaustive-max`, else a random
-sample of `--sample` valid schedules plus the template optimum's point, improved by local search
-(one knob changed at a time) — the row says which (`search`). The template optimum is reported
+instead: every valid schedule timed (`exhaustive_table`) when there are at most `--exhaustive-max`,
+else the project's default search with a declared budget: `auto`'s template-first search (the
+template's schedules, `from_template`, timed exhaustively, then `--budget` measurements of the
+learned search over the whole family, seeded with them: never worse than the template optimum) —
+the row says which (`search`: "exhaustive", or "auto: template+<tuner>" with its measurements). The template optimum is reported
 beside it, and every winning schedule is simulated on random int8 inputs: bit-exact against the
 NumPy reference and race-free (`simulate(check=True)`); evaluations per CPU-second of the family's
 timing path are reported per network. Targets (issue 19): ResNet-18 on pynq_1x16 <= 80.5 ms per
@@ -22,13 +24,14 @@ convs on pynq_1x16.
 
 Prints one JSON object; with --out also appends one JSON line per (network, config) as it goes.
 Usage: `python benchmarks/networks.py [--nets resnet18,mobilenet] [--hw pynq_1x16,pynq_4x8] [--out f]
-[--schedules vta]`.
+[--schedules vta [--exhaustive-max N] [--budget N] [--learned xgb]]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -37,12 +40,14 @@ import numpy as np
 
 from codesign.analysis.roofline import MIN_INSNS, roofline
 from codesign.evaluate.compiler import compile_layer
-from codesign.evaluate.run import layer_io_bytes, measure, random_inputs
+from codesign.evaluate.run import layer_io_bytes, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
 from codesign.schedule import get_space, partition
 from codesign.schedule.families import clip_epilogue
-from codesign.tune.exhaustive import exhaustive
+from codesign.tune.exhaustive import exhaustive, exhaustive_table
+from codesign.tune.loop import tune_layer
+from codesign.tune.registry import make_tuner
 from codesign.vta import timing
 from codesign.vta.simulator import simulate
 from codesign.workloads import ZOO, get_workload
@@ -101,33 +106,6 @@ def network_row(name: str, hw: HwConfig) -> dict:
     }
 
 
-def _local_search(space, layer, hw, times: dict[int, float], starts: int, max_evals: int) -> None:
-    """Hill climbing from the `starts` best measured points: measure every valid neighbour (one
-    knob at another candidate) of the current point, move to the best, until none improves."""
-    valid = set(space.valid_indices().tolist())
-    dims = space.dims
-    for start in sorted(times, key=times.get)[:starts]:
-        cur = start
-        while len(times) < max_evals:
-            pos = space.positions_of(np.array([cur]))[0]
-            nbrs = []
-            for j, d in enumerate(dims):
-                for p in range(d):
-                    if p != pos[j]:
-                        q = pos.copy()
-                        q[j] = p
-                        i = int(space.index_of(q)[0])
-                        if i in valid:
-                            nbrs.append(i)
-            for i in nbrs:
-                if i not in times and len(times) < max_evals:
-                    times[i] = measure(layer, space.get(i), hw).seconds
-            best = min(nbrs + [cur], key=lambda i: times.get(i, float("inf")))
-            if best == cur:
-                break
-            cur = best
-
-
 def _verify(layer, config, hw) -> dict:
     """Simulate `config` on fixed-seed random int8 inputs: bit-exact vs NumPy, race check."""
     data, weight = random_inputs(layer)
@@ -151,38 +129,42 @@ def epilogue_floor(layer, hw) -> tuple[float, float]:
     return float(r.bound_call_seconds), call
 
 
-def vta_layer(layer, hw, exhaustive_max: int, sample: int, seed: int) -> dict:
+def vta_layer(layer, hw, exhaustive_max: int, budget: int, seed: int, learned: str | None = None) -> dict:
     space = get_space(layer, hw, "vta")
     t_config, t_best = exhaustive(layer, hw)  # the template optimum (AutoTVM family, exhaustive)
-    valid = space.valid_indices()
+    valid = space.n_valid
     c0 = time.process_time()
-    if len(valid) <= exhaustive_max:
-        search = "exhaustive"
-        times = {int(i): measure(layer, space.get(int(i)), hw).seconds for i in valid}
+    if valid <= exhaustive_max:
+        table = exhaustive_table(layer, hw, family="vta")
+        times = {i: s for i, (s, _) in table.items()}
+        search, evaluations = "exhaustive", len(times)
+        best = min(times, key=lambda i: (times[i], i))
+        best_s = times[best]
     else:
-        search = f"sample {sample} + local search"
-        rng = np.random.default_rng(seed)
-        picks = set(rng.choice(valid, size=sample, replace=False).tolist())
-        picks.add(space.from_template(t_config).index)
-        times = {int(i): measure(layer, space.get(int(i)), hw).seconds for i in picks}
-        _local_search(space, layer, hw, times, starts=8, max_evals=sample * 4)
+        # the default search (`auto`) with a declared budget: the template's points timed
+        # exhaustively first, then `budget` measurements of the learned search over the family
+        tuner = make_tuner("auto", space, seed, time_budget_s=math.inf, exhaustive=False, learned=learned,
+                           learned_budget=budget)
+        res = tune_layer(layer, hw, tuner=tuner, budget=None, seed=seed)
+        template_points = tuner.choice.get("template_points", 0)
+        search = f"auto: {tuner.choice['search']} ({template_points} template points + {budget} learned)"
+        evaluations, best, best_s = res.measurements, int(res.best.index), float(res.best_seconds)
     cpu = time.process_time() - c0
-    best = min(times, key=lambda i: (times[i], i))
     config = space.get(best)
-    return {"layer": layer.name, "valid": int(len(valid)), "size": int(space.size), "search": search,
-            "evaluations": len(times), "cpu_s": cpu, "best_ms": times[best] * 1e3,
+    return {"layer": layer.name, "valid": int(valid), "size": int(space.size), "search": search,
+            "evaluations": evaluations, "cpu_s": cpu, "best_ms": best_s * 1e3,
             "template_best_ms": t_best * 1e3, "template_valid": int(get_space(layer, hw).n_valid),
             "index": best, "knobs": config.knobs, **_verify(layer, config, hw),
             **dict(zip(("roofline_ms", "roofline_with_epilogue_ms"), (1e3 * x for x in epilogue_floor(layer, hw))))}
 
 
-def vta_network_row(name: str, hw: HwConfig, exhaustive_max: int, sample: int) -> dict:
+def vta_network_row(name: str, hw: HwConfig, exhaustive_max: int, budget: int, learned: str | None = None) -> dict:
     wl = get_workload(name).for_hw(hw)
     vta, _ = partition(wl, hw)
     t0 = time.perf_counter()
     layers = []
     for layer, count in vta:
-        row = vta_layer(layer, hw, exhaustive_max, sample, seed=0)
+        row = vta_layer(layer, hw, exhaustive_max, budget, seed=0, learned=learned)
         row["count"] = count
         layers.append(row)
         print(f"  {layer.name}: {row['best_ms']:.3f} ms (template {row['template_best_ms']:.3f}), "
@@ -232,14 +214,17 @@ def main() -> None:
                     help="schedule family of each layer's best schedule (default: %(default)s)")
     ap.add_argument("--exhaustive-max", type=int, default=30000,
                     help="vta: time every valid schedule of a layer with at most this many (default: %(default)s)")
-    ap.add_argument("--sample", type=int, default=3000,
-                    help="vta: random valid schedules of a larger layer before local search (default: %(default)s)")
+    ap.add_argument("--budget", type=int, default=2000,
+                    help="vta: measurements of the learned search after the template phase on a layer with more "
+                         "than --exhaustive-max valid schedules (default: %(default)s)")
+    ap.add_argument("--learned", default=None,
+                    help="vta: the learned search of auto (default: auto's choice, the shipped vta agent or xgb)")
     args = ap.parse_args()
     rows = []
     for name in args.nets.split(","):
         for hw_name in args.hw.split(","):
             if args.schedules == "vta":
-                row = vta_network_row(name, HwConfig.resolve(hw_name), args.exhaustive_max, args.sample)
+                row = vta_network_row(name, HwConfig.resolve(hw_name), args.exhaustive_max, args.budget, args.learned)
             else:
                 row = network_row(name, HwConfig.resolve(hw_name))
             rows.append(row)

@@ -4,11 +4,16 @@ shipped agent of another feature length is refused in one line, then the bandit 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from codesign.evaluate.compiler import compile_layer
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
-from codesign.schedule import get_space
+from codesign.mapping.edges import edge_bits
+from codesign.schedule import edge_rules, families, get_space
 from codesign.schedule.knobs import Knob
 from codesign.schedule.vta_space import VtaSpace
 from codesign.tune import MeasureRecord, TableRunner, exhaustive_table, tune_layer
@@ -19,7 +24,8 @@ from codesign.tune.loop import TaskRun
 from codesign.tune.records import best_any_family, resolve_config
 from codesign.tune.scheduler import TaskScheduler
 from codesign.tune.task import make_task
-from codesign.workloads import parse_layer
+from codesign.vta import timing
+from codesign.workloads import Conv2D, parse_layer
 
 HW = HwConfig()
 LAYER = parse_layer("conv2d:1,16,8,8,16,3,3,1,1")  # ~350 valid vta schedules, 16 template ones
@@ -117,3 +123,43 @@ def test_an_agent_of_another_feature_length_is_refused_then_cold_start(tmp_path,
     err = [line for line in capsys.readouterr().err.splitlines() if str(path) in line]
     assert len(err) == 1 and "cold start" in err[0] and "Traceback" not in err[0]
     assert res.best_seconds <= _template_opt(table)
+
+
+def test_auto_without_exhaustive_runs_the_template_phase_then_the_learned_budget(table):
+    """`exhaustive=False` (a benchmark's declared budget, benchmarks/networks.py): never the whole
+    family, even when it would fit the time budget; the template's points first, then the budget."""
+    n_template = get_space(LAYER, HW).n_valid
+    task = make_task(LAYER, HW, "auto", 0, family="vta", time_budget_s=math.inf, exhaustive=False, learned_budget=5)
+    res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, runner=TableRunner(table, cost_s=0.01))
+    assert task.tuner.choice["search"].startswith("template+") and task.tuner.choice["template_phase"]
+    assert res.measurements == n_template + 5 < len(table)
+    assert res.best_seconds <= _template_opt(table)
+
+
+def test_edge_variants_are_built_once_per_tile_size_threads_and_fold(monkeypatch):
+    """An exhaustive walk times each tile size under every loop order and residency; the edge
+    tiles' variants depend only on the tile sizes, threads and micro-op fold, so they are built
+    once for all of them, and every config's block timing still equals its full program's."""
+    hw = HwConfig.resolve("pynq_1x16")
+    layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)  # 7 rows/columns: tiles of 2, 3, 4 leave edge tiles
+    space = get_space(layer, hw, "vta")
+    valid = space.valid_indices()
+    bits = edge_bits(space.batch(valid).t)
+    pos = space.positions_of(valid)
+    cols = [space.knob_names.index(n) for n in space.knob_names if n.startswith("tile_") or n in ("vthread", "uop_fold")]
+    groups: dict[tuple, list[int]] = {}
+    for i, key, edged in zip(valid.tolist(), map(tuple, pos[:, cols].tolist()), (bits > 0).tolist()):
+        if edged:
+            groups.setdefault(key, []).append(i)
+    same = max(groups.values(), key=len)[:4]  # one tile size, threads and fold; other orders/residency
+    assert len(same) >= 3
+    calls = []
+    build = edge_rules.variant_batch
+    monkeypatch.setattr(edge_rules, "variant_batch", lambda *a, **k: calls.append(1) or build(*a, **k))
+    families._vta_mapping.cache_clear()
+    space.__dict__.pop("_edge_variants", None)
+    for i in same:
+        config = space.get(i)
+        prog = compile_layer(layer, config, hw)
+        assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
+    assert len(calls) == 1

@@ -160,20 +160,21 @@ def features(t: MappingBatch) -> list[np.ndarray]:
     return [(1.0 - full_tiles / t.n_tiles)[:, None], np.broadcast_to(fill, (t.n,))[:, None]]
 
 
-def variant_batch(b: VtaBatch, r: int) -> tuple[MappingBatch, np.ndarray]:
-    """Config row `r` of `b`: its 16 tile variants as the rows of a MappingBatch (its fold), and
-    whether each variant's INP tile is loaded one block per LOAD (as `VtaBatch.split`)."""
+def variant_batch(b: VtaBatch, r: int, variants: np.ndarray | None = None) -> tuple[MappingBatch, np.ndarray]:
+    """Config row `r` of `b`: its 16 tile variants (or only `variants`) as the rows of a
+    MappingBatch (its fold), and whether each variant's INP tile is loaded one block per LOAD (as
+    `VtaBatch.split`)."""
     t, g = b.t, b.t.geo
     one = {k: int(np.broadcast_to(getattr(t, k), (t.n,))[r]) for k in (
         "tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "h_tiles", "w_tiles",
         "co_tiles", "ci_steps")}
-    v = np.arange(N_VARIANTS, dtype=np.int64)
-    sizes = {k: np.full(N_VARIANTS, one[k], dtype=np.int64) for k in ("tile_b", "oc_nthread", "h_nthread")}
+    v = np.arange(N_VARIANTS, dtype=np.int64) if variants is None else np.asarray(variants, dtype=np.int64)
+    sizes = {k: np.full(v.size, one[k], dtype=np.int64) for k in ("tile_b", "oc_nthread", "h_nthread")}
     for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"), ("co", g.co, "co_tiles"),
                                        ("ci", g.ci, "ci_steps"))):
         f = one[f"tile_{a}"]
         sizes[f"tile_{a}"] = np.where(v >> k & 1 == 1, n - (one[tiles] - 1) * f, f)  # as variant_sizes
-    rows = np.full(N_VARIANTS, r)
+    rows = np.full(v.size, r)
     vb = edge_fold(b, MappingBatch(g, t.hw, sizes), rows)
     split = (t.geo.pad > 0) & (vb.tile_b * vb.tile_ci > 1) | ~vb.inp_pattern()["ok"]
     return vb, split

@@ -30,7 +30,7 @@ import numpy as np
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, pad_skip_kernel, transpose_uops
-from codesign.mapping.edges import Edges, EdgeTile
+from codesign.mapping.edges import N_VARIANTS, Edges, EdgeTile
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
 from codesign.schedule.knobs import Config, KnobValue, family_of
@@ -203,7 +203,7 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
         (geo.ci, tile.ci, g["ci_steps"])))
     if max(last) >= 0:  # tile sizes that do not divide: the edge tiles' variants (mapping.edges)
-        m = replace(m, edges=_edges(b, r, last, geo.width))
+        m = replace(m, edges=_edges(space, b, r, g, last, geo.width))
     if layer.template == GROUP_TEMPLATE:
         m = replace(m, inp_channels=layer.in_channels // hw.block_in,
                     co_per_group=layer.out_channels // hw.block_out // layer.groups)
@@ -213,25 +213,52 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     return m
 
 
-def _edges(b: VtaBatch, r: int, last: tuple[int, ...], width: int) -> Edges:
-    """The 16 tile variants of config row `r` of `b` (`edge_rules.variant_batch`) as `Edges`."""
-    vb, split = edge_rules.variant_batch(b, r)
+#: edge tile variants built per space and kept (`_edges`); a bound, not a working-set size
+_VARIANT_CACHE_MAX = 1 << 16
+
+
+def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tuple[int, ...], width: int) -> Edges:
+    """The 16 tile variants of config row `r` of `b` (`edge_rules.variant_batch`; `one` its
+    `MappingBatch.row`) as `Edges`.
+
+    A variant is determined by its own tile sizes, threads and the config's micro-op fold (not by
+    the loop order, the residency or the other axes' sizes), and many configs share it (an edge of
+    one row, the full tile, ...): each is built once per space, the missing ones of a config in
+    one `MappingBatch` (an exhaustive walk of a family of 10^5 configs builds a few thousand)."""
     bits = sum(1 << k for k, x in enumerate(last) if x >= 0)
-    variants: list[EdgeTile] = []
-    for v in range(vb.n):
-        if v & ~bits:  # an edge bit of an axis without edge tiles: never runs, the same tile as v & bits
-            variants.append(variants[v & bits])
+    g = b.t.geo
+    fold = int(b.fold[r])
+    keys: dict[int, tuple[int, ...]] = {}
+    for v in range(N_VARIANTS):
+        if v & ~bits:
             continue
-        g = vb.row(v)
-        gemm, reset = vb.kernels(v)
-        tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
-                    g["inp_sram"], g["wgt_sram"], g["acc_sram"])
-        sp = bool(split[v])
-        inp = (tile.hin, tile.win, width) if sp else (g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
-        variants.append(EdgeTile(tile, gemm, reset, inp, (g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"]),
-                                 (g["store_y_size"], g["store_x_size"], g["store_x_stride"]),
-                                 tile.b * tile.ci if sp else 1))
+        sizes = [one["tile_b"], one["oc_nthread"], one["h_nthread"], fold]
+        for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"),
+                                           ("co", g.co, "co_tiles"), ("ci", g.ci, "ci_steps"))):
+            f = one[f"tile_{a}"]
+            sizes.append(n - (one[tiles] - 1) * f if v >> k & 1 else f)  # as edge_rules.variant_sizes
+        keys[v] = tuple(sizes)
+    cache: dict[tuple[int, ...], EdgeTile] = space.__dict__.setdefault("_edge_variants", {})
+    missing = [v for v, key in keys.items() if key not in cache]
+    if missing:
+        if len(cache) > _VARIANT_CACHE_MAX:
+            cache.clear()
+        vb, split = edge_rules.variant_batch(b, r, np.array(missing, dtype=np.int64))
+        for i, v in enumerate(missing):
+            cache[keys[v]] = _edge_tile(vb, i, bool(split[i]), width)
+    variants = [cache[keys[v & bits]] for v in range(N_VARIANTS)]
     return Edges(last, tuple(variants))
+
+
+def _edge_tile(vb: MappingBatch, i: int, split: bool, width: int) -> EdgeTile:
+    """Row `i` of a variant batch as an `EdgeTile`."""
+    g = vb.row(i)
+    gemm, reset = vb.kernels(i)
+    tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
+                g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+    inp = (tile.hin, tile.win, width) if split else (g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+    return EdgeTile(tile, gemm, reset, inp, (g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"]),
+                    (g["store_y_size"], g["store_x_size"], g["store_x_stride"]), tile.b * tile.ci if split else 1)
 
 
 def _inp_level(order: tuple[str, ...], extent: dict[str, int], ins: int, inner: tuple[str, ...]) -> str:

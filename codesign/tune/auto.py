@@ -13,7 +13,9 @@ template: when the family is too big to time whole but the template's valid sche
 `from_template` points, 40-3,500 per ResNet-18 layer) fit the time budget, those are timed first,
 exhaustively (the "template" phase), then the rest of the budget goes to the learned search over
 the whole family, which has observed them (its model and local moves start from the best).
-`choice` records which (`search` "template+bandit", `template_points`, `template_phase`)."""
+`choice` records which (`search` "template+bandit", `template_points`, `template_phase`).
+`exhaustive=False` never times the whole family (a benchmark's declared budget: the template
+phase, when its points fit the time budget, then the learned search), `True` always does."""
 
 from __future__ import annotations
 
@@ -49,10 +51,11 @@ class AutoTuner(Tuner):
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, *, time_budget_s: float = DEFAULT_EXHAUSTIVE_S,
                  learned: str | None = None, learned_budget: int = DEFAULT_BUDGET, agent: Any = None,
-                 **kw: Any) -> None:
+                 exhaustive: bool | None = None, **kw: Any) -> None:
         super().__init__(space, seed, kw.pop("view", None))
         self.time_budget_s = float(time_budget_s)
         self.learned_budget = int(learned_budget)
+        self.exhaustive = exhaustive  # None: decided by the time budget
         self.learned, self.learned_kw, self.agent_arg = learned, kw, agent
         self.inner: Tuner | None = None
         self._agent_path: Any = None
@@ -73,7 +76,7 @@ class AutoTuner(Tuner):
         cost = runner.seconds_per_measurement([MeasureInput(layer, hw, self.view.config(int(i))) for i in probe])
         exhaustive_s = cost * n_valid
         points: list[int] = []
-        if exhaustive_s <= self.time_budget_s:
+        if self.exhaustive if self.exhaustive is not None else exhaustive_s <= self.time_budget_s:
             self.inner = ExhaustiveTuner(self.space, self.seed, view=self.view)
             self.inner.set_task(layer, hw)
         else:
