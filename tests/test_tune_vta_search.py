@@ -154,10 +154,11 @@ def test_edge_variants_are_built_once_per_tile_size_threads_and_fold(monkeypatch
     same = max(groups.values(), key=len)[:4]  # one tile size, threads and fold; other orders/residency
     assert len(same) >= 3
     calls = []
-    build = edge_rules.variant_batch
-    monkeypatch.setattr(edge_rules, "variant_batch", lambda *a, **k: calls.append(1) or build(*a, **k))
+    build = edge_rules.variants_at
+    monkeypatch.setattr(edge_rules, "variants_at", lambda *a, **k: calls.append(1) or build(*a, **k))
     families._vta_mapping.cache_clear()
     space.__dict__.pop("_edge_variants", None)
+    space.__dict__.pop("_edge_table", None)
     for i in same:
         config = space.get(i)
         prog = compile_layer(layer, config, hw)

@@ -160,24 +160,55 @@ def features(t: MappingBatch) -> list[np.ndarray]:
     return [(1.0 - full_tiles / t.n_tiles)[:, None], np.broadcast_to(fill, (t.n,))[:, None]]
 
 
-def variant_batch(b: VtaBatch, r: int, variants: np.ndarray | None = None) -> tuple[MappingBatch, np.ndarray]:
-    """Config row `r` of `b`: its 16 tile variants (or only `variants`) as the rows of a
-    MappingBatch (its fold), and whether each variant's INP tile is loaded one block per LOAD (as
-    `VtaBatch.split`)."""
+#: what an edge tile variant is determined by (`variant_keys`): its tile sizes, threads and the
+#: config's micro-op fold, never the loop order, the residency or the other axes' sizes
+VARIANT_KEY = ("tile_b", "oc_nthread", "h_nthread", "fold", "tile_h", "tile_w", "tile_co", "tile_ci")
+
+
+def variant_keys(b: VtaBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct variants (`VARIANT_KEY` rows, (U, 8)) that the configs of `b` with edge tiles
+    run, and for each one config row and variant that has it (for `variants_at`)."""
+    t = b.t
+    bits = edge_bits(t)
+    found: list[np.ndarray] = []
+    for v in range(N_VARIANTS):
+        rows = np.flatnonzero((bits > 0) & ((bits & v) == v))  # an edge bit of an axis without edges never runs
+        if rows.size == 0:
+            continue
+        s = variant_sizes(t, v, rows)
+        keys = np.stack([np.broadcast_to(s[k], rows.shape) if k != "fold" else b.fold[rows] for k in VARIANT_KEY]
+                        + [rows, np.full(rows.size, v)], axis=1).astype(np.int64)
+        found.append(keys[np.unique(keys[:, :-2], axis=0, return_index=True)[1]])  # one config per variant
+    if not found:
+        return np.zeros((0, len(VARIANT_KEY)), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = np.concatenate(found)
+    keys = keys[np.unique(keys[:, :-2], axis=0, return_index=True)[1]]
+    return keys[:, :-2], keys[:, -2], keys[:, -1]
+
+
+def variants_at(b: VtaBatch, rows: np.ndarray, variants: np.ndarray) -> tuple[MappingBatch, np.ndarray]:
+    """Variant `variants[i]` of config row `rows[i]` of `b`, as row i of a MappingBatch (with the
+    config's fold), and whether its INP tile is loaded one block per LOAD (as `VtaBatch.split`)."""
     t, g = b.t, b.t.geo
-    one = {k: int(np.broadcast_to(getattr(t, k), (t.n,))[r]) for k in (
-        "tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread", "h_tiles", "w_tiles",
-        "co_tiles", "ci_steps")}
-    v = np.arange(N_VARIANTS, dtype=np.int64) if variants is None else np.asarray(variants, dtype=np.int64)
-    sizes = {k: np.full(v.size, one[k], dtype=np.int64) for k in ("tile_b", "oc_nthread", "h_nthread")}
+    rows, v = np.asarray(rows, dtype=np.int64), np.asarray(variants, dtype=np.int64)
+    sizes = {k: np.broadcast_to(getattr(t, k), (t.n,))[rows] for k in ("tile_b", "oc_nthread", "h_nthread")}
     for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"), ("co", g.co, "co_tiles"),
                                        ("ci", g.ci, "ci_steps"))):
-        f = one[f"tile_{a}"]
-        sizes[f"tile_{a}"] = np.where(v >> k & 1 == 1, n - (one[tiles] - 1) * f, f)  # as variant_sizes
-    rows = np.full(v.size, r)
+        f = np.broadcast_to(getattr(t, f"tile_{a}"), (t.n,))[rows]
+        count = np.broadcast_to(getattr(t, tiles), (t.n,))[rows]
+        sizes[f"tile_{a}"] = np.where(v >> k & 1 == 1, n - (count - 1) * f, f)  # as variant_sizes
     vb = edge_fold(b, MappingBatch(g, t.hw, sizes), rows)
     split = (t.geo.pad > 0) & (vb.tile_b * vb.tile_ci > 1) | ~vb.inp_pattern()["ok"]
     return vb, split
 
 
-__all__ = ["EDGE_KNOBS", "features", "rules", "variant_batch", "with_edges"]
+def variant_batch(b: VtaBatch, r: int, variants: np.ndarray | None = None) -> tuple[MappingBatch, np.ndarray]:
+    """Config row `r` of `b`: its 16 tile variants (or only `variants`) as the rows of a
+    MappingBatch (its fold), and whether each variant's INP tile is loaded one block per LOAD (as
+    `VtaBatch.split`)."""
+    v = np.arange(N_VARIANTS, dtype=np.int64) if variants is None else np.asarray(variants, dtype=np.int64)
+    return variants_at(b, np.full(v.size, r), v)
+
+
+__all__ = ["EDGE_KNOBS", "VARIANT_KEY", "features", "rules", "variant_batch", "variant_keys", "variants_at",
+           "with_edges"]

@@ -221,10 +221,12 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     """The 16 tile variants of config row `r` of `b` (`edge_rules.variant_batch`; `one` its
     `MappingBatch.row`) as `Edges`.
 
-    A variant is determined by its own tile sizes, threads and the config's micro-op fold (not by
-    the loop order, the residency or the other axes' sizes), and many configs share it (an edge of
-    one row, the full tile, ...): each is built once per space, the missing ones of a config in
-    one `MappingBatch` (an exhaustive walk of a family of 10^5 configs builds a few thousand)."""
+    A variant is determined by its own tile sizes, threads and the config's micro-op fold
+    (`edge_rules.VARIANT_KEY`; not by the loop order, the residency or the other axes' sizes), and
+    many configs share it (an edge of one row, the full tile, ...): each is built once per space.
+    The first config of the space's valid table builds every variant its configs run in one
+    `MappingBatch` (an exhaustive walk of 10^5 configs needs a few ten thousand); the rows of an
+    `EdgeTile` are read from it at first use."""
     bits = sum(1 << k for k, x in enumerate(last) if x >= 0)
     g = b.t.geo
     fold = int(b.fold[r])
@@ -232,7 +234,7 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     for v in range(N_VARIANTS):
         if v & ~bits:
             continue
-        sizes = [one["tile_b"], one["oc_nthread"], one["h_nthread"], fold]
+        sizes = [one["tile_b"], one["oc_nthread"], one["h_nthread"], fold]  # edge_rules.VARIANT_KEY
         for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"),
                                            ("co", g.co, "co_tiles"), ("ci", g.ci, "ci_steps"))):
             f = one[f"tile_{a}"]
@@ -243,9 +245,20 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     if missing:
         if len(cache) > _VARIANT_CACHE_MAX:
             cache.clear()
-        vb, split = edge_rules.variant_batch(b, r, np.array(missing, dtype=np.int64))
-        for i, v in enumerate(missing):
-            cache[keys[v]] = _edge_tile(vb, i, bool(split[i]), width)
+        table = space.__dict__.get("_edge_table")
+        if table is None and b is space.valid_table()[0]:  # every variant of the valid table at once
+            vkeys, rows, vs = edge_rules.variant_keys(b)
+            vb, split = edge_rules.variants_at(b, rows, vs)
+            table = space.__dict__["_edge_table"] = (vb, split, {k: i for i, k in enumerate(map(tuple, vkeys.tolist()))})
+        at = {v: table[2].get(keys[v]) for v in missing} if table is not None and b is space.valid_table()[0] else {}
+        for v, i in at.items():
+            if i is not None:
+                cache[keys[v]] = _edge_tile(table[0], i, bool(table[1][i]), width)
+        rest = [v for v in missing if at.get(v) is None]
+        if rest:
+            vb, split = edge_rules.variant_batch(b, r, np.array(rest, dtype=np.int64))
+            for i, v in enumerate(rest):
+                cache[keys[v]] = _edge_tile(vb, i, bool(split[i]), width)
     variants = [cache[keys[v & bits]] for v in range(N_VARIANTS)]
     return Edges(last, tuple(variants))
 
