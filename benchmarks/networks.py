@@ -214,7 +214,7 @@ def main() -> None:
                     help="schedule family of each layer's best schedule (default: %(default)s)")
     ap.add_argument("--exhaustive-max", type=int, default=30000,
                     help="vta: time every valid schedule of a layer with at most this many (default: %(default)s)")
-    ap.add_argument("--budget", type=int, default=2000,
+    ap.add_argument("--budget", type=int, default=1000,
                     help="vta: measurements of the learned search after the template phase on a layer with more "
                          "than --exhaustive-max valid schedules (default: %(default)s)")
     ap.add_argument("--learned", default=None,
