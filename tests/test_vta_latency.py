@@ -59,6 +59,12 @@ def test_pad_skip_is_bit_exact_race_free_exactly_timed_and_faster(layer, hw_name
         assert res.tokens_left == {}
         out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
         assert np.array_equal(out, ref), config.knobs
+        # the unpadded INP tile: no pads, one DMA row per batch block (not one per image row)
+        c = isa.COL
+        inp = prog.insns[(prog.insns[:, c["opcode"]] == isa.OP_LOAD) & (prog.insns[:, c["memory_type"]] == isa.MEM_INP)
+                         & (prog.insns[:, c["x_size"]] > 0)]
+        assert not inp[:, [c["y_pad_0"], c["y_pad_1"], c["x_pad_0"], c["x_pad_1"]]].any()
+        assert (inp[:, c["y_size"]] <= layer.batch // hw.batch).all()
         fast = measure(layer, config, hw)
         assert fast.cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
         other = space.from_knobs({**config.knobs, "pad_skip": 0})
@@ -92,9 +98,12 @@ def test_pad_skip_kernel_reads_only_the_image(layer):
     vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
     vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
     assert kernel.size == vh.sum() * vw.sum() < g.out_h * g.out_w * g.kh * g.kw
-    win = (g.out_w - 1) * g.stride + g.kw
-    row, col = np.divmod(kernel.uops[:, 1], win)  # padded tile coordinates of each uop's input
-    assert ((row >= g.pad) & (row < g.pad + g.height) & (col >= g.pad) & (col < g.pad + g.width)).all()
+    # each uop reads the unpadded image (inp[ci][H][W]) at its pixel's tap
+    h, w = np.divmod(kernel.uops[:, 0], g.out_w)
+    di, dj = np.divmod(kernel.uops[:, 2], g.kw)
+    row, col = h * g.stride + di - g.pad, w * g.stride + dj - g.pad
+    assert ((row >= 0) & (row < g.height) & (col >= 0) & (col < g.width)).all()
+    assert (kernel.uops[:, 1] == row * g.width + col).all()
     # every (pixel, tap) pair inside the image exactly once
     pairs = {(int(d), int(w)) for d, _, w in kernel.uops}
     assert len(pairs) == kernel.size

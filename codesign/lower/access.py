@@ -83,7 +83,9 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     places = {op: pl[m.level(op)] if m.level(op) < red else 0 for op in ("inp", "wgt")}
     iplaces = {op: 1 if m.level(op) < red else C if m.level(op) == red else il[m.level(op) - red - 1]
                for op in ("inp", "wgt")}
-    sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, g.pad, g.kh * g.kw, t.b, t.h, t.w,
+    # an unpadded INP tile (`Mapping.inp_unpadded`) is loaded as the unpadded conv's: no window pads
+    sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, 0 if m.inp_unpadded else g.pad,
+                   g.kh * g.kw, t.b, t.h, t.w,
                    t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
                    places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram,

@@ -382,23 +382,23 @@ def pad_skip_kernel(geo: Geometry, tile_ci: int, tile_co: int) -> tuple[Kernel, 
     """(GEMM kernel, dst hazard) of a tile covering the whole output plane (tile_h = OH, tile_w =
     OW) that skips every multiply-accumulate whose input tap is zero padding (`vta` family knob
     `pad_skip`): the micro-ops enumerate, tap (di, dj) outer and pixel (h, w) inner, only the
-    (pixel, tap) pairs inside the image, in the tile's usual SRAM layouts (module docstring; the
-    padded INP tile is still loaded, its pad elements are just never read), and the instruction's
-    iter_out / iter_in walk the input / output channel blocks of the tile. Adding zero products is
+    (pixel, tap) pairs inside the image, and the instruction's iter_out / iter_in walk the input /
+    output channel blocks of the tile. No micro-op reads padding, so the INP tile is the unpadded
+    image, inp[b][ci][H][W] (`compact_inp`): its channel blocks are contiguous in DRAM, one DMA
+    row instead of one per image row, and no pad cycles. Adding zero products is
     all the skipped uops did, so the accumulators are bit-identical. Hazard (docs/vta.md §3.9): a
     micro-op writes the ACC row of one of the previous two in the stream (incl. the iteration wraps)."""
     g = geo
-    hin, win = (g.out_h - 1) * g.stride + g.kh, (g.out_w - 1) * g.stride + g.kw
     vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
     vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
-    rows = [(h * g.out_w + w, (h * g.stride + di) * win + w * g.stride + dj, di * g.kw + dj)
+    rows = [(h * g.out_w + w, (h * g.stride + di - g.pad) * g.width + w * g.stride + dj - g.pad, di * g.kw + dj)
             for di in range(g.kh) for dj in range(g.kw)
             for h in np.flatnonzero(vh[:, di]).tolist() for w in np.flatnonzero(vw[:, dj]).tolist()]
     uops = np.array(rows, dtype=np.int64).reshape(-1, 3)
     uops.setflags(write=False)  # cached and shared
     kk, plane = g.kh * g.kw, g.out_h * g.out_w
     kernel = Kernel(np.zeros((0, 4), dtype=np.int64), iter_out=tile_ci, iter_in=tile_co,
-                    src_factor_out=hin * win, wgt_factor_out=kk, dst_factor_in=plane,
+                    src_factor_out=g.height * g.width, wgt_factor_out=kk, dst_factor_in=plane,
                     wgt_factor_in=tile_ci * kk, explicit=uops)
     # the dst stream over two iterations of each loop (a wrap adds the loop's dst factor)
     d = uops[:, 0]

@@ -115,6 +115,8 @@ class Mapping:
     #: of the tile's inp[b][ci][hin][win] layout (tiles whose INP region is no 2-D pattern).
     inp_loads: int = 1
     edges: Edges | None = None  # edge tiles (mapping.edges); None: every tile size divides
+    #: the INP tile is the unpadded image (hin/win = H/W): its kernel reads no padding (`pad_skip`)
+    inp_unpadded: bool = False
 
     @cached_property
     def red(self) -> int:

@@ -198,7 +198,8 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
-        inp_loads=tile.b * tile.ci if split else 1)
+        inp_loads=tile.b * tile.ci if split else 1,
+        inp_unpadded=bool(ps))  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
     last = tuple(n - 1 if size % f else -1 for size, f, n in (
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
         (geo.ci, tile.ci, g["ci_steps"])))

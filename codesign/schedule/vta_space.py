@@ -126,7 +126,8 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
 
 def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
     """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
-    into `t.gemm` where it applies; returns where it applies: the tile covers the whole output
+    into `t.gemm` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
+    hin/win = H/W, one 2-D DMA pattern) into `t` where it applies; returns where it applies: the tile covers the whole output
     plane (one tile position, so one kernel), the conv is padded, every tile size divides (no
     edge variants), the fold is the kernel's own (uop_fold = 0), no transposed conv (its
     zero-skipping kernel is another)."""
@@ -141,6 +142,19 @@ def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose:
                 sel = ok & ((t.tile_ci > 1) == ci_many) & ((t.tile_co > 1) == co_many)
                 if sel.any():
                     hazard[sel] = _pad_skip_hazard(g, 2 if ci_many else 1, int(t.tile_co[sel][0]) if co_many else 1)
+        plane = g.height * g.width
+        inp = t.inp_pattern()
+        # tile_b planes of tile_ci contiguous channel blocks each (contiguous when tile_ci = CI)
+        one = (t.tile_b == 1) | (t.tile_ci == g.ci)
+        t._patterns["inp"] = {"ok": inp["ok"] | ok,
+                              "y_size": np.where(ok, np.where(one, 1, t.tile_b), inp["y_size"]),
+                              "x_size": np.where(ok, np.where(one, t.tile_b * t.tile_ci * plane, t.tile_ci * plane),
+                                                 inp["x_size"]),
+                              "x_stride": np.where(ok, np.where(one, t.tile_b * t.tile_ci * plane, g.ci * plane),
+                                                   inp["x_stride"])}
+        t.hin_t = np.where(ok, g.height, t.hin_t)
+        t.win_t = np.where(ok, g.width, t.win_t)
+        t.inp_sram = np.where(ok, t.tile_b * t.tile_ci * plane, t.inp_sram)
         t.gemm = {**t.gemm, "n_uops": np.where(ok, n, t.gemm["n_uops"]),
                   "iter_out": np.where(ok, t.tile_ci, t.gemm["iter_out"]),
                   "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
@@ -191,7 +205,8 @@ class VtaBatch:
         # temporal extent of each pair loop: tiles over the axis / threads on it
         self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), N_THREADS, 1) for a in PAIR_AXES}
         self.tiles = tiles
-        self.split = (t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]
+        # one LOAD per INP block (not for pad_skip's unpadded tile: one 2-D pattern)
+        self.split = ((t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]) & ~((self.ps == 1) & self.ps_ok)
         self.set_nest(order, ws, self.ins, self.acc)
 
     def set_nest(self, order: np.ndarray, ws: np.ndarray, ins: np.ndarray, acc: np.ndarray) -> None:
