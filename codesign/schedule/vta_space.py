@@ -127,12 +127,15 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
 def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
     """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
     into `t.gemm` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
-    hin/win = H/W, one 2-D DMA pattern) into `t` where it applies; returns where it applies: the tile covers the whole output
-    plane (one tile position, so one kernel), the conv is padded, every tile size divides (no
-    edge variants), the fold is the kernel's own (uop_fold = 0), no transposed conv (its
-    zero-skipping kernel is another)."""
+    hin/win = H/W, one 2-D DMA pattern) into `t` where it applies; returns where it applies: the
+    tile covers the whole output plane (one tile position, so one kernel), the conv is padded or
+    strided (an unpadded strided conv skips no tap, but its whole planes load as one DMA row, the
+    rows and columns the stride skips over-fetched, instead of one row per tile row and channel
+    block), every tile size divides (no edge variants), the fold is the kernel's own (uop_fold =
+    0), no transposed conv (its zero-skipping kernel is another)."""
     g = t.geo
-    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0) & (fold == 0) & (not transpose)
+    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1) & (fold == 0)
+          & (not transpose)
           & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
     if ok.any():
         n = pad_skip_uops(g)
@@ -346,7 +349,8 @@ class VtaSpace(KnobSpace):
             "and not the template's own fold (uop_fold=0); a transposed conv's kernel is not folded"))
         self._nest_rules(b, add)
         add("pad_skip_tile", b.ps_ok, lambda i: (
-            "pad_skip: the padding-skipping kernel needs a padded conv (not transposed) whose tile covers the whole "
+            "pad_skip: the padding-skipping kernel needs a padded or strided conv (not transposed) whose tile covers "
+            "the whole "
             f"output plane (tile_h = {self._geo.out_h}, tile_w = {self._geo.out_w}, got {t.tile_h[i]}, {t.tile_w[i]}), "
             f"tile sizes that divide (no edge tiles) and uop_fold = 0, got {b.fold[i]}"))
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
