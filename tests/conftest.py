@@ -135,3 +135,32 @@ def small_cnn():
             return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
 
     return SmallCNN
+
+
+@pytest.fixture()
+def two_pass_agrees():
+    """two_pass_agrees(space, n=400, seed=0): `VtaSpace.valid_indices` (two passes) equals the full
+    validity mask on every order x residency of n random core points (order and residency knobs at
+    position 0) and of the core points of n random valid configs. The full mask of the whole grid
+    grows with every appended knob (10^8 configs for a small conv: minutes, GBs); what the two passes
+    could get wrong is a core point's expansion over the knobs pass 1 fixes, which this checks."""
+    import numpy as np
+
+    def check(space, n: int = 400, seed: int = 0) -> int:
+        rng = np.random.default_rng(seed)
+        valid = space.valid_indices()
+        names = space.knob_names
+        free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
+        core = space.positions_of(np.concatenate([rng.integers(0, space.size, n),
+                                                  rng.choice(valid, min(n, len(valid)), replace=False)]))
+        core[:, free] = 0
+        core = np.unique(core, axis=0)
+        grid = np.stack(np.meshgrid(*[np.arange(space.dims[j]) for j in free], indexing="ij"), -1).reshape(-1, len(free))
+        full = np.repeat(core, len(grid), axis=0)
+        full[:, free] = np.tile(grid, (len(core), 1))
+        idx = space.index_of(full)
+        mask = space.valid_mask(idx)
+        assert np.array_equal(mask, np.isin(idx, valid))
+        return int(mask.sum())
+
+    return check

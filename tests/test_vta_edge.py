@@ -152,26 +152,26 @@ def test_fused_epilogues_on_edge_tiles():
     epi = Epilogue(9, bias=True, relu=True, residual=(1, 0, 1))
     ref = reference_fused(layer, epi, x, w, bias, r)
     ran, refused = 0, []
-    for i in rng.permutation(edged)[:40].tolist():
+    chunked = "fused residual: a residual tile loaded in chunks"
+    for i in rng.permutation(edged)[:2000].tolist():  # until 3 ran and one was refused for its chunks
         config = space.get(i)
         why = fused_invalid(layer, config, hw, epi)
         if why is not None:
             refused.append(why)
-            continue
-        if ran < 3:
+        elif ran < 3:
             run = run_fused(layer, config, hw, epi, x, w, bias, r, check=True)
             assert np.array_equal(run.output, ref), config.knobs
             assert measure_fused(layer, config, hw, epi).cycles == run.cycles
-        ran += 1
+            ran += 1
+        if ran >= 3 and any(w.startswith(chunked) for w in refused):
+            break
     assert ran >= 3
-    assert any(w.startswith("fused residual: a residual tile loaded in chunks") for w in refused), refused
+    assert any(w.startswith(chunked) for w in refused), refused
 
 
-def test_two_pass_valid_indices_equal_the_full_mask_with_edges():
+def test_two_pass_valid_indices_equal_the_full_mask_with_edges(two_pass_agrees):
     space = VtaSpace(Conv2D(1, 32, 5, 5, 48, 3, 3, 1, 1), HwConfig.resolve("pynq_1x16"))
-    chunk = 1 << 16  # the full mask in chunks: memory stays small as knobs are added
-    mask = np.concatenate([space.valid_mask(np.arange(s, min(s + chunk, space.size))) for s in range(0, space.size, chunk)])
-    assert np.array_equal(space.valid_indices(), np.flatnonzero(mask))
+    assert two_pass_agrees(space) > 0  # sampled core points x every order and residency (conftest)
     assert (edge_bits(space.batch(space.valid_indices()).t) > 0).sum() > 0
-    names = {r.name for r in space.rules(space.batch(np.arange(min(space.size, chunk))))}
+    names = {r.name for r in space.rules(space.batch(np.arange(1 << 12)))}
     assert {"edge_uop_cache", "edge_uop_hazard", "edge_dma_store", "edge_field_iter"} <= names

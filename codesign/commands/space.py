@@ -29,7 +29,7 @@ space size and how many configs pass VTA's validity rules (SRAM capacity per vir
 2-D DMA patterns, padding, micro-op capacity, instruction field ranges, micro-op dst hazard,
 virtual-thread divisibility). --schedules vta shows the vta family's space instead (the template's
 tiles and sizes that do not divide, with edge tiles, with any loop order, weight-stationary
-residency, 2 threads on any axis; docs/schedules.md),
+residency, 2-8 threads on any axis; docs/schedules.md),
 which contains every template schedule. A layer VTA cannot run (channels not a multiple of the block,
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 

@@ -96,14 +96,14 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     loads = max(int(sc[3][:, INP_SPLIT].max()), m.inp_loads)
-    max_rows = ((1 + loads) * T * K * C + G * T * C * (K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
+    max_rows = ((1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
     kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
     counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], sc[4], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load,
-                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out)
+                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out, m.n_lift)
     return out[:int(counts.sum()) + 3], counts
 
 
@@ -173,7 +173,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     R = fused_slots(m).chunks if m.has_residual else 0
     if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity
         loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
-    n_insns = (loads + P * T * (m.tile.b * C * (K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + C)
+    n_insns = (loads + P * T * (m.tile.b * C * (m.n_lift * K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + C)
                + ring.n_loads(P) + 3)
     if m.edges is not None:  # edge tiles load fewer INP blocks, and each kernel once: count the blocks
         n_insns = int(counts[pair_class[:-1]].sum()) + 3

@@ -98,8 +98,9 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
         scv = np.repeat(sc[None, :], len(m.edges.variants), axis=0)
         for v, e in enumerate(m.edges.variants):
             et = e.tile
-            scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci, et.acc_sram, et.co,
-                                     et.h * et.w)
+            # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
+            scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci,
+                                     C * t.acc_sram if C > 1 else et.acc_sram, et.co, et.h * et.w)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
 
 

@@ -4,20 +4,22 @@ Per pair j (one iteration of the pair loops, `Mapping.pair_loops`) with T virtua
 K reduction steps k and G batch blocks b per tile (G = tile_b; the GEMMs run once per block)::
 
     for k: for c: for t: LOAD INP(t, k, c), LOAD WGT(t, k, c)   [the operands loaded here, `access`]
-                  for t: (k == 0: for b: GEMM reset(t, c, b)); for b: GEMM(t, k, c, b)
+                  for t: (k == 0: for b: GEMM reset(t, c, b)); for b, i: GEMM(t, k, c, b, i)
     [residual: for t: LOAD INP residual(t) (+ LOAD WGT identity, pair 0 only)]
     for t: the epilogue's steps over the thread's ACC slice ([LOAD ACC bias(t)] ALU ..., the
            residual GEMM between its ALU ops)
     for t: for c: STORE(t, c)
     ... after the last pair: LOAD INP no-op, LOAD UOP no-op, FINISH (docs/vta.md §2.6, §5.4)
 
-with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`).
+with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`); i runs
+over the iterations of the kernel loops lifted into instructions (`Mapping.gemm_lift`, one otherwise).
 c walks the C output tiles of the loops inside the reduction (`Mapping.inner_loops`; C = 1 in
 the templates), each in its own ACC slot of the thread; the epilogue runs once over the thread's
 C slots. Dependency tokens follow from who writes and who reads each SRAM slot (docs/vta.md §2.8): the
 load group (j, k, t) writes thread t's INP/WGT slice, so its first load pops g2l pushed by the
 GEMM that last read that slice (T groups earlier; none for the first T groups) and its last load
-pushes l2g for the GEMM (b = 0) that reads it; the epilogue's last op pushes g2s for the STORE
+pushes l2g for the GEMM (b = i = 0) that reads it (the last GEMM of the group pushes g2l; with T
+slots this orders a ring of any T, docs/vta.md §7.3); the epilogue's last op pushes g2s for the STORE
 reading the ACC slice (the thread's first STORE pops it), the thread's last STORE pushes s2g for
 the first reset of the next pair of that thread, which overwrites the slice. Load groups are per
 (k, c, t) and never empty (`legality` `stationary_both`), so the g2l/l2g pairing is unchanged. A fused residual (docs/vta.md §7.8) is one more load group per thread after
@@ -121,19 +123,21 @@ def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src,
 
 @njit(cache=True)
 def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
-         out):  # pragma: no cover
+         out, n_lift):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. `sc`, `loops`, `threads`, `scv` are the access spec
-    (`access.spec`; `inner` the loops inside the reduction: C = n_inner ACC slots per thread, edge
-    tiles only with C = 1), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
+    (`access.spec`; `inner` the loops inside the reduction: C = n_inner ACC slots per thread, each
+    sub-step's tile of its own edge variant), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
     `epi` the epilogue's ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`),
     `uop_dram` the DRAM offset of each kernel. A use's kernel is `kvar[uses[use], variant]`.
     With edge tiles (`first_pair` not empty: `uops.uop_plan`) every kernel stays in the micro-op
-    cache once loaded: it is loaded at its first use, in pair `first_pair[kernel]`, at `kbgn`."""
+    cache once loaded: it is loaded at its first use, in pair `first_pair[kernel]`, at `kbgn`.
+    `n_lift`: the GEMMs per batch block and step (`Mapping.gemm_lift`; 1 with edge tiles)."""
     cols, dcols = COLS, DMA_COLS
     edge = first_pair.shape[0] > 0
     seen = np.zeros(first_pair.shape[0], np.bool_)
     var = np.zeros(T_MAX, np.int64)
+    svar = np.zeros(T_MAX, np.int64)  # the variant of each thread's tile in the current sub-step
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
@@ -164,7 +168,8 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                 for t in range(T):
                     first = r
                     b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-                    row = scv[var[t] | kb]
+                    svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+                    row = scv[svar[t] | kb]
                     if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c):
                         split = row[ac.INP_SPLIT]
                         if split == 1:
@@ -187,8 +192,9 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                     for phase in range(2):
                         if phase == 0 and k > 0:
                             continue
-                        v = var[t] if phase == 0 else var[t] | kb
-                        for b in range(G):
+                        v = svar[t] if phase == 0 else svar[t] | kb
+                        n_b = G if phase == 0 else G * n_lift  # (batch block, lifted iteration) pairs
+                        for b in range(n_b):
                             kid = kvar[uses[use], v]
                             ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
                             r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
@@ -201,7 +207,7 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                                 out[r, cols[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
                             else:
                                 out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
-                                out[r, cols[_PUSH_P]] = 1 if (b == G - 1 and not (
+                                out[r, cols[_PUSH_P]] = 1 if (b == n_b - 1 and not (
                                     j == P - 1 and k * NC + c == last_k)) else 0
                             r += 1
                             use += 1
@@ -252,7 +258,8 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
         for t in range(T):
             for c in range(NC):  # one STORE per ACC slot; the thread's first pops g2s, its last pushes s2g
                 b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-                _dma(out, r, cols, dcols, ac.out_access(scv[var[t]], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
+                v = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+                _dma(out, r, cols, dcols, ac.out_access(scv[v], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
                      t * sram[2] + c * sc[ac.ACC_SUB])
                 out[r, cols[_POP_P]] = 1 if c == 0 else 0  # g2s
                 out[r, cols[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail

@@ -127,22 +127,25 @@ class Ring:
 
 
 @lru_cache(maxsize=256)
-def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1
+def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1, L: int = 1
               ) -> tuple[np.ndarray, np.ndarray]:
     """(kernel of each compute instruction of a pair, in program order; the kernels in first-use
-    order = the DRAM uop array). Kernel t * S + slot, S = 2GC + E': slots c * G + b the resets of
-    ACC slot c (C slots: the tiles of the inner loops) and batch block b, G * C + c * G + b the
-    GEMMs, then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place,
-    after its first `n_pre` ops). Program order per pair: for k: for c: for t: (k = 0: G resets),
-    G GEMMs; then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
+    order = the DRAM uop array). Kernel t * S + slot, S = GC + GCL + E': slots c * G + b the resets
+    of ACC slot c (C slots: the tiles of the inner loops) and batch block b, G * C + (c * G + b) * L
+    + i the GEMMs (L per batch block: the iterations i of the lifted loops, `Mapping.gemm_lift`),
+    then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its
+    first `n_pre` ops). Program order per pair: for k: for c: for t: (k = 0: G resets), G·L GEMMs;
+    then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
     n_pre = E if n_pre < 0 else n_pre
     n_post = E - n_pre - (1 if R else 0)
-    S = 2 * G * C + n_pre + R + n_post
+    GL = G * L
+    S = G * C + GL * C + n_pre + R + n_post
+    base = G * C + GL * C  # the epilogue's first slot
     uses = [t * S + slot for k in range(K) for c in range(C) for t in range(T)
-            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * G + b for b in range(G)]]
-    uses += [t * S + 2 * G * C + e for t in range(T) for e in range(n_pre)]
-    uses += [t * S + 2 * G * C + n_pre + c for c in range(R) for t in range(T)]
-    uses += [t * S + 2 * G * C + n_pre + R + e for t in range(T) for e in range(n_post)]
+            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * GL + x for x in range(GL)]]
+    uses += [t * S + base + e for t in range(T) for e in range(n_pre)]
+    uses += [t * S + base + n_pre + c for c in range(R) for t in range(T)]
+    uses += [t * S + base + n_pre + R + e for t in range(T) for e in range(n_post)]
     comp_kid = np.array(uses, dtype=np.int64)
     first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
     for arr in (comp_kid, first):
@@ -179,9 +182,9 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = np.tile(np.array([m.reset.size] * G * C + [m.gemm.size] * G * C + epi, dtype=np.int64), T)
-    uses, first = use_order(T, K, G, E, R, n_pre, C)
-    if m.edges is not None:
+    sizes = np.tile(np.array([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi, dtype=np.int64), T)
+    uses, first = use_order(T, K, G, E, R, n_pre, C, m.n_lift)
+    if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
         return _edge_plan(m, depth, sizes, uses)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
     dram_off = np.zeros(len(sizes), dtype=np.int64)
@@ -190,17 +193,17 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
 
 
 def pair_variants(m: Mapping) -> np.ndarray:
-    """(T, P) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair."""
+    """(T, P, C) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair
+    and sub-step c (the output tiles of the loops inside the reduction, `Mapping.inner_loops`)."""
     last = dict(zip(("h", "w", "co"), m.edges.last[:3])) if m.edges is not None else {}
-    j = np.arange(m.n_pairs, dtype=np.int64)
-    out = np.zeros((m.n_threads, m.n_pairs), dtype=np.int64)
-    loops, threads = loop_table(m.pair_loops), loop_table(m.vthreads)
+    j = np.arange(m.n_pairs, dtype=np.int64)[:, None]
+    c = np.arange(m.n_inner, dtype=np.int64)[None, :]
+    out = np.zeros((m.n_threads, m.n_pairs, m.n_inner), dtype=np.int64)
     for t in range(m.n_threads):
-        idx = {a: np.zeros_like(j) for a in AXIS}
-        for (ext, place, ax, scale) in loops.tolist():
-            idx[next(a for a, i in AXIS.items() if i == ax)] += (j // place) % ext * scale
-        for (ext, place, ax, scale) in threads.tolist():
-            idx[next(a for a, i in AXIS.items() if i == ax)] += (t // place) % ext * scale
+        idx = {a: np.zeros((m.n_pairs, m.n_inner), dtype=np.int64) for a in AXIS}
+        for it, tab in ((j, loop_table(m.pair_loops)), (t, loop_table(m.vthreads)), (c, loop_table(m.inner_loops))):
+            for (ext, place, ax, scale) in tab.tolist():
+                idx[next(a for a, i in AXIS.items() if i == ax)] += (it // place) % ext * scale
         for bit, a in enumerate(("h", "w", "co")):
             if last.get(a, -1) >= 0:
                 out[t] |= (idx[a] == last[a]).astype(np.int64) << bit
@@ -209,12 +212,14 @@ def pair_variants(m: Mapping) -> np.ndarray:
 
 def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> Uops:
     """Edge tiles (`mapping.edges`): each thread's reset, GEMM and bias-ADD kernels exist once per
-    tile variant it runs; every kernel is loaded once, at its first use, and stays in the
-    micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the runtime's
-    ring never wraps and a kernel's SRAM start is its offset in the DRAM array (first-use order)."""
-    T, K, G = m.n_threads, m.n_steps, m.tile.b
+    ACC slot and tile variant it runs there; every kernel is loaded once, at its first use, and
+    stays in the micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the
+    runtime's ring never wraps and a kernel's SRAM start is its offset in the DRAM array (first-use
+    order)."""
+    T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     S = len(sizes) // T
-    bias = 2 * G + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
+    GC = G * C  # resets (slots 0..GC-1: c * G + b), then GEMMs (GC + c * G + b), then the epilogue
+    bias = 2 * GC + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
     ev = m.edges.variants
     kvar = np.repeat(np.arange(len(sizes), dtype=np.int64)[:, None], len(ev), axis=1)
     size_list = sizes.tolist()
@@ -224,35 +229,38 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
         for v in range(1, len(ev)):
             if v & ~edged:  # never runs (an edge bit of an axis without edge tiles)
                 continue
-            for slot in (*range(2 * G), bias):
-                gemm = G <= slot < 2 * G
-                key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the pair's tile
+            for slot in (*range(2 * GC), bias):
+                gemm = GC <= slot < 2 * GC
+                key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the tile's h, w, co bits
                 if slot >= S or key == 0:
                     continue
                 if key != v:
                     kvar[t * S + slot, v] = kvar[t * S + slot, key]
                     continue
                 kvar[t * S + slot, v] = len(size_list)
-                size_list.append(ev[key].gemm.size if gemm else ev[key].reset.size if slot < G else ev[key].tile.co)
+                size_list.append(ev[key].gemm.size if gemm else ev[key].reset.size if slot < GC else ev[key].tile.co)
                 origin.append((t, slot, key))
     sizes = np.array(size_list, dtype=np.int64)
-    # the step of each GEMM/reset use (uses: for k: for t: [k = 0: G resets], G GEMMs; then the epilogue)
+    # the step of each GEMM/reset use (uses: for k: for c: for t: [k = 0: G resets], G GEMMs; then the epilogue)
     step = np.full(len(uses), -1, dtype=np.int64)
     n = 0
     for k in range(K):
-        per = T * G * (2 if k == 0 else 1)
+        per = T * GC * (2 if k == 0 else 1)
         step[n:n + per] = k
         n += per
     ci_last = m.edges.last[3]
     slot_of, thread_of = uses % S, uses // S
-    ci = np.where((slot_of >= G) & (slot_of < 2 * G) & (step == ci_last) & (ci_last >= 0), CI_BIT, 0)
-    # the pairs that first run some (thread, variant) hold every kernel's first use
+    ci = np.where((slot_of >= GC) & (slot_of < 2 * GC) & (step == ci_last) & (ci_last >= 0), CI_BIT, 0)
+    # the ACC slot (sub-step) of each reset / GEMM use; the epilogue sees the pair's tile (slot 0)
+    sub = np.where(slot_of < GC, slot_of // G, np.where(slot_of < 2 * GC, (slot_of - GC) // G, 0))
+    # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
     pv = pair_variants(m)
-    specials = sorted({int(np.argmax(pv[t] == v)) for t in range(T) for v in np.unique(pv[t]).tolist()})
+    specials = sorted({int(np.argmax(pv[t, :, c] == v)) for t in range(T) for c in range(C)
+                       for v in np.unique(pv[t, :, c]).tolist()})
     first_pair = np.full(len(sizes), -1, dtype=np.int64)
     order: list[int] = []
     for j in specials:
-        for kid in kvar[uses, pv[thread_of, j] | ci].tolist():
+        for kid in kvar[uses, pv[thread_of, j, sub] | ci].tolist():
             if first_pair[kid] < 0:
                 first_pair[kid] = j
                 order.append(kid)
@@ -284,15 +292,15 @@ def _thread_kernels(m: Mapping, t: int, wgt_depth: int, v: int = 0) -> list[Kern
     """Thread t's kernels by slot (G resets, G GEMMs, the epilogue's), of tile variant `v`
     (`mapping.edges`: its compact layouts start where the full tile's do)."""
     e = m.edges.variants[v] if v else None
-    tl, G, C = m.tile, m.tile.b, m.n_inner  # C ACC slots per thread (edge tiles: C = 1, rule nest_edge)
+    tl, G, C = m.tile, m.tile.b, m.n_inner  # C ACC slots per thread
     et, gemm, reset = (e.tile, e.gemm, e.reset) if e is not None else (tl, m.gemm, m.reset)
     acc_b, inp_b, hw_ = et.co * et.h * et.w, et.ci * et.hin * et.win, et.h * et.w
     fs = fused_slots(m, wgt_depth)
     kernels: list[Kernel] = []
     dsh, ssh, wsh = t * C * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
     kernels += [reset.shifted(dsh + c * tl.acc_sram + b * acc_b, 0, 0) for c in range(C) for b in range(G)]
-    kernels += [gemm.shifted(dsh + c * tl.acc_sram + b * acc_b, ssh + b * inp_b, wsh)
-                for c in range(C) for b in range(G)]
+    kernels += [gemm.shifted(dsh + c * tl.acc_sram + b * acc_b + d, ssh + b * inp_b + s, wsh + w)
+                for c in range(C) for b in range(G) for d, s, w in m.lift_offsets()]
     for a in m.epilogue:
         if a.src == "bias":  # channel block c of every pixel += bias block c of the thread
             kernels.append(Kernel.from_uops(np.array([[dsh + c * hw_, fs.bias + t * tl.co + c, 0]

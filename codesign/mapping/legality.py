@@ -10,6 +10,7 @@ from __future__ import annotations
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import EDGE_AXES
 from codesign.mapping.mapping import AXES, Mapping, fused_slots
+from codesign.vta.isa import TOKEN_FIFO_DEPTH
 
 
 def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
@@ -57,17 +58,18 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         if inside:
             out.append(("residency_reuse", f"residency: {op.upper()} is resident at loop "
                                            f"{loops[m.level(op)].name!r} but its tile changes in loop {inside[0].name!r}"))
-    if m.edges is not None and (m.n_inner > 1 or m.level("inp") < red):
-        out.append(("nest_edge", "residency: ACC slots and input-stationary tiles are lowered for full tiles "
-                                 "only; this schedule has edge tiles (a tile size that does not divide)"))
+    if m.edges is not None and m.level("inp") < red:
+        out.append(("nest_edge", "residency: input-stationary tiles are lowered for full tiles only; this "
+                                 "schedule has edge tiles (a tile size that does not divide)"))
     if m.level("inp") < red and m.level("wgt") < red:
         out.append(("stationary_both", "residency: INP and WGT both resident across pairs leaves reduction steps "
                                        "with nothing to load (each load group carries the tokens of its GEMM)"))
     if m.inp_loads not in (1, t.b * t.ci):
         out.append(("inp_loads", f"INP loads: {m.inp_loads} per tile, allowed 1 or one per batch x channel "
                                  f"block ({t.b * t.ci})"))
-    if m.n_threads > 2:
-        out.append(("vthread_max", f"virtual threads: {m.n_threads} > 2, the most VTA supports"))
+    if m.n_threads > TOKEN_FIFO_DEPTH:  # each FIFO holds at most one token per thread (docs/vta.md §7.3)
+        out.append(("vthread_max", f"virtual threads: {m.n_threads} > {TOKEN_FIFO_DEPTH}, the tokens a "
+                                   "dependency FIFO holds"))
     if (m.has_bias or m.has_residual) and m.n_inner > 1:
         out.append(("fused_acc_resident", "fused epilogue: its bias and residual slots follow one output tile per "
                                           f"thread, got {m.n_inner} tiles resident in ACC"))

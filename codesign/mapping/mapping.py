@@ -31,6 +31,11 @@ turns it into the program. Its parts:
 - `inp_loads`: how many LOADs bring one INP tile (1, or one per batch x channel block).
 - `edges`: the smaller last tiles of tile sizes that do not divide their extent (`mapping.edges`),
   None when every tile size divides.
+- `gemm_lift`: loops of the GEMM micro-op kernel lifted out into separate GEMM instructions
+  (outer to inner, [extent, dst, src, wgt factor] each; `gemm` is the kernel without them): one
+  instruction per iteration, its kernel shifted by the iteration's offsets. The uops hold absolute
+  SRAM indices and a GEMM has no base field (docs/vta.md §2.4, §2.7), so every iteration is a
+  kernel of its own, as the batch blocks are.
 """
 
 from __future__ import annotations
@@ -117,6 +122,7 @@ class Mapping:
     edges: Edges | None = None  # edge tiles (mapping.edges); None: every tile size divides
     #: the INP tile is the unpadded image (hin/win = H/W): its kernel reads no padding (`pad_skip`)
     inp_unpadded: bool = False
+    gemm_lift: tuple[tuple[int, int, int, int], ...] = ()
 
     @cached_property
     def red(self) -> int:
@@ -146,6 +152,18 @@ class Mapping:
     @cached_property
     def n_steps(self) -> int:
         return self.loops[self.red].extent
+
+    @cached_property
+    def n_lift(self) -> int:
+        """GEMM instructions per batch block and reduction step (1: the kernel is whole)."""
+        return math.prod(lp[0] for lp in self.gemm_lift)
+
+    def lift_offsets(self) -> list[tuple[int, int, int]]:
+        """(dst, src, wgt) offset of each lifted iteration, in instruction order."""
+        out = [(0, 0, 0)]
+        for e, d, s, w in self.gemm_lift:
+            out = [(a + i * d, b + i * s, c + i * w) for a, b, c in out for i in range(e)]
+        return out
 
     @cached_property
     def n_threads(self) -> int:

@@ -39,6 +39,7 @@ class VtaBatch(Protocol):
     t: MappingBatch
     vt: np.ndarray
     extent: dict[str, np.ndarray]
+    edge_uops: np.ndarray  # set by `rules`: micro-ops of the kernels of one ACC slot per thread
 
     def refold(self, t: MappingBatch, rows: np.ndarray) -> MappingBatch: ...
 
@@ -81,17 +82,17 @@ def edge_fold(b: VtaBatch, vb: MappingBatch, rows: np.ndarray) -> MappingBatch:
     return vb
 
 
-def _occurs(b: VtaBatch, rows: np.ndarray, bits: np.ndarray, th: int, v: int) -> np.ndarray:
-    """(len(rows),) bool: thread `th` runs a tile of variant `v` (its edge bits within `bits`). A
-    threaded axis' edge tile is the last thread's last tile: thread 0 never runs it, and thread 1
-    runs only it when each thread has one tile on that axis."""
-    t = b.t
-    ok = ((bits & v) == v) & (th < t.nthreads[rows])
+def _occurs(b: VtaBatch, rows: np.ndarray, bits: np.ndarray, last: bool, v: int) -> np.ndarray:
+    """(len(rows),) bool: the last thread (`last`; the only one without threads) or any other
+    runs a tile of variant `v` (its edge bits within `bits`). A threaded axis' edge tile is the
+    last thread's last tile: the others never run it, and the last runs only it when each thread
+    has one tile on that axis."""
+    ok = (bits & v) == v
     vt = b.vt[rows]
     for k, a in enumerate(EDGE_AXES[:3]):
         on, edged = v >> k & 1, (bits >> k & 1) == 1
         threaded = vt == THREAD_AXES.index(a)
-        if th == 0:
+        if not last:
             ok &= ~(threaded & (on == 1))
         else:
             ok &= ~(threaded & edged & (on == 0) & (b.extent[a][rows] == 1))
@@ -127,13 +128,18 @@ def rules(b: VtaBatch, need: np.ndarray | None = None) -> list[Rule]:
             iters[rows] = np.maximum(iters[rows], it)
         g = t.tile_b[sel]
         acc = np.zeros(sel.size, dtype=np.int64)
-        for th in range(2):
-            acc += np.where(th < t.nthreads[sel], EPILOGUE_KERNELS, 0)
+        nt = t.nthreads[sel]
+        acc += nt * EPILOGUE_KERNELS
+        # threads 0..T-2 run the same variants (never a threaded axis' edge tile); thread T-1 its own
+        for last, weight in ((False, nt - 1), (True, np.ones_like(nt))):
             for v in range(N_VARIANTS):
-                occ = _occurs(b, sel, sb, th, v)
+                occ = _occurs(b, sel, sb, last, v)
                 # a reset runs at step 0 over the pair's tile: one kernel per h, w, co variant
-                acc += np.where(occ, g * (gemm_n[:, v] + (reset_n[:, v] if v & CI_BIT == 0 else 0)), 0)
+                acc += np.where(occ, weight * g * (gemm_n[:, v] + (reset_n[:, v] if v & CI_BIT == 0 else 0)), 0)
         total[sel] = acc
+    # the count for one ACC slot per thread; with C slots (acc_resident) at most C x this many
+    # kernels run: `VtaSpace` rule nest_edge_uop_cache
+    b.edge_uops = total
     depth = hw.uop_depth
     return [
         Rule("edge_uop_cache", total <= depth, lambda i: (

@@ -37,7 +37,7 @@ from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace, get_space
 from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
 from codesign.schedule.validity import first_failure
-from codesign.schedule.vta_space import N_THREADS, ORDERS, PAIR_AXES, VTHREADS, VtaBatch, VtaSpace
+from codesign.schedule.vta_space import LIFTS, ORDERS, PAIR_AXES, VTHREADS, VtaBatch, VtaSpace
 from codesign.workloads.layers import Layer
 
 CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
@@ -178,7 +178,7 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     outer = tuple(a for a in order if a not in inner)
     loops = (tuple(Loop(a, a, extent[a]) for a in outer) + (Loop("k", "ci", g["ci_steps"]),)
              + tuple(Loop(a, a, extent[a]) for a in inner))
-    vthreads = (Loop(f"{vt}t", vt, N_THREADS, scale=extent[vt]),) if vt else ()
+    vthreads = (Loop(f"{vt}t", vt, int(b.nt[r]), scale=extent[vt]),) if vt else ()
     split = bool(b.split[r])
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
@@ -199,7 +199,8 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
         inp_loads=tile.b * tile.ci if split else 1,
-        inp_unpadded=bool(ps))  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
+        inp_unpadded=bool(ps),  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
+        gemm_lift=tuple(tuple(int(x) for x in b.lift_loop[r, s]) for s in range(len(LIFTS[int(b.lift[r])]))))
     last = tuple(n - 1 if size % f else -1 for size, f, n in (
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
         (geo.ci, tile.ci, g["ci_steps"])))

@@ -13,7 +13,7 @@ correctly for any nest:
 - `order`: the order of the four pair loops, an index into `ORDERS` (0 = the template's);
 - `wgt_stationary`: 1 loads each weight tile once per iteration of the co loop and keeps it
   across the loops inside it (needs the whole reduction in one tile, `ci_steps == 1`);
-- `vthread`: 2 virtual threads on axis `VTHREADS[v]` (0 = none; h and co are the template's);
+- `vthread`: virtual threads on axis `VTHREADS[v]` (0 = none; h and co are the template's);
 - `uop_fold`: which two loops of the GEMM micro-op kernel (`mapping.batch.GEMM_LOOPS`) become the
   instruction's iter_out / iter_in fields, the rest unrolled into micro-ops: 0 = the template's
   `fold_uop_loop` (the two outermost live loops), k = the pair `FOLD_PAIRS[k - 1]` (both live,
@@ -35,7 +35,14 @@ correctly for any nest:
   GEMM cycles than the MACs of the padded conv (a 3x3 conv on a 7x7 image: 19² of 21² taps);
 - INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
   blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
-  (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply.
+  (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply;
+- `n_threads`: how many virtual threads run on the `vthread` axis, `THREAD_COUNTS` (2 = the
+  template's). Each owns 1/T of INP/WGT/ACC SRAM; the emitter's tokens order a ring of T slots
+  (docs/vta.md §7.3 "More than two virtual threads");
+- `uop_lift`: 0 = the whole GEMM kernel in one instruction per batch block and step, k = the loops
+  `LIFTS[k]` (one of `GEMM_LOOPS`, k = 1..6, or two of them, k = 7..21) lifted out of the micro-op
+  kernel into one GEMM instruction per iteration (`Mapping.gemm_lift`): smaller kernels (the capacity rule admits bigger tiles, the dst hazard is
+  checked per instruction over its whole stream), more instructions. The others fold as above.
 
 Index and knobs work as in `ScheduleSpace` (mixed radix, first knob least significant), so the
 tuners and `SpaceView` walk it unchanged. Validity is the template rules of
@@ -60,13 +67,15 @@ from codesign.mapping.batch import (
     MAX_ITER,
     Geometry,
     MappingBatch,
+    dst_hazard,
     pad_skip_kernel,
     pad_skip_uops,
     take,
 )
+from codesign.mapping.edges import edge_bits
 from codesign.mapping.legality import acc_spill_message
 from codesign.schedule import edge_rules, templates
-from codesign.schedule.features import N_CONFIG_FEATURES, config_features
+from codesign.schedule.features import CONFIG_FEATURE_NAMES, N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, KnobValue, make_knobs
 from codesign.schedule.validity import Rule, check
@@ -74,7 +83,9 @@ from codesign.schedule.validity import Rule, check
 PAIR_AXES = ("b", "h", "co", "w")
 ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(PAIR_AXES))  # [0]: the template's
 VTHREADS: tuple[str | None, ...] = (None, "h", "co", "w", "b")
-N_THREADS = 2  # "VTA only supports 2 virtual threads" (docs/vta.md §7.3): two token-ordered slices
+N_THREADS = 2  # the templates' thread count ("VTA only supports 2 virtual threads" is TVM's lowering)
+#: `n_threads` values: threads on the `vthread` axis ([0] = the templates' 2; docs/vta.md §7.3).
+THREAD_COUNTS = (2, 3, 4, 8)
 TILE_KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co")
 #: The family's first knobs; every knob appended after them takes today's program at position 0,
 #: so a knob dict (a record) without them means that value (`VtaSpace._knob_dict`).
@@ -82,7 +93,18 @@ BASE_KNOBS = TILE_KNOBS + ("order", "wgt_stationary", "vthread", "uop_fold")
 #: This family's rules that depend on the loop order or the residency (`valid_indices`).
 ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical", "inp_stationary_ci",
                          "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
-                         "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge"})
+                         "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge",
+                         "nest_edge_uop_cache"})
+#: The knobs that change only the micro-op kernels, and the rules that depend on them (with the edge
+#: rules, `edge_rules`): the first pass of `valid_indices` leaves them out.
+KERNEL_KNOBS = ("uop_fold", "uop_lift", "pad_skip")
+#: `uop_lift` values: the GEMM_LOOPS indices lifted out of the micro-op kernel, outer to inner
+#: (0: none; 1..6 one loop, as before pairs were added; then every pair).
+LIFTS: tuple[tuple[int, ...], ...] = (((),) + tuple((i,) for i in range(len(GEMM_LOOPS)))
+                                      + tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2)))
+_LIFT_COLS = np.array([list(c) + [-1] * (2 - len(c)) for c in LIFTS], dtype=np.int64)  # (22, 2), -1: none
+KERNEL_RULES = frozenset({"uop_capacity", "field_iter", "uop_hazard", "uop_fold_live", "uop_lift_live",
+                          "uop_lift_edge", "pad_skip_tile", "pad_skip_lift"})
 #: (wgt_stationary, inp_stationary, acc_resident) combinations the second pass of `valid_indices`
 #: tries (the others break `stationary_both` / `acc_resident_stationary`).
 NESTS: tuple[tuple[int, int, int], ...] = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (0, 0, 2))
@@ -102,6 +124,8 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "inp_stationary",
     "log2_acc_slots",         # output tiles resident in ACC per thread (acc_resident)
     "pad_skip",               # the GEMM kernel skips the taps that read zero padding
+    "log2_threads",           # log2 of the virtual threads (0: none)
+    "log2_lift_insns",        # GEMM instructions per batch block and step (uop_lift: product of the lifted extents)
 )
 N_FEATURES = N_CONFIG_FEATURES + len(EXTRA_FEATURE_NAMES)
 
@@ -192,21 +216,21 @@ _POS = np.array([[order.index(a) for a in PAIR_AXES] for order in ORDERS], dtype
 
 class VtaBatch:
     """The knob values of n configs of a `VtaSpace` and their `MappingBatch` (threads counted in
-    `oc_nthread`, so the SRAM rules see T = 1 or 2 whatever the axis)."""
+    `oc_nthread`, so the SRAM rules see T = 1 or `n_threads` whatever the axis)."""
 
     def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray,
-                 fold: np.ndarray, fold_ok: np.ndarray, ins: np.ndarray | None = None,
-                 acc: np.ndarray | None = None, ps: np.ndarray | None = None,
-                 ps_ok: np.ndarray | None = None) -> None:
+                 fold: np.ndarray, fold_ok: np.ndarray, ins: np.ndarray, acc: np.ndarray, ps: np.ndarray,
+                 ps_ok: np.ndarray, nt: np.ndarray, nt_pos: np.ndarray, lift: np.ndarray, lift_loop: np.ndarray,
+                 lift_ok: np.ndarray) -> None:
         self.t, self.order, self.ws, self.vt, self.fold, self.fold_ok = t, order, ws, vt, fold, fold_ok
-        zero = np.zeros_like(ws)
-        self.ps = zero if ps is None else ps  # pad_skip
-        self.ps_ok = np.ones_like(ws, dtype=bool) if ps_ok is None else ps_ok
-        self.ins = zero if ins is None else ins  # inp_stationary
-        self.acc = zero if acc is None else acc  # acc_resident: pair loops inside the reduction
+        self.ins, self.acc = ins, acc  # inp_stationary; acc_resident: pair loops inside the reduction
+        self.ps, self.ps_ok = ps, ps_ok  # pad_skip, and where it applies
+        self.nt, self.nt_pos = nt, nt_pos  # threads (1 without an axis), position of the n_threads knob
+        # uop_lift value, (n, 2, 4) the lifted loops' [extent, dst, src, wgt] ([1, 0, 0, 0]: none), all live?
+        self.lift, self.lift_loop, self.lift_ok = lift, lift_loop, lift_ok
         tiles = {"b": t.b_tiles, "h": t.h_tiles, "co": t.co_tiles, "w": t.w_tiles}
         # temporal extent of each pair loop: tiles over the axis / threads on it
-        self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), N_THREADS, 1) for a in PAIR_AXES}
+        self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), nt, 1) for a in PAIR_AXES}
         self.tiles = tiles
         # one LOAD per INP block (not for pad_skip's unpadded tile: one 2-D pattern)
         self.split = ((t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]) & ~((self.ps == 1) & self.ps_ok)
@@ -267,24 +291,65 @@ class VtaSpace(KnobSpace):
             Knob("uop_fold", "ot", tuple(range(len(FOLD_PAIRS) + 1))),
             Knob("inp_stationary", "ot", (0, 1)),
             Knob("acc_resident", "ot", tuple(range(ACC_RESIDENT_MAX + 1))),
-            Knob("pad_skip", "ot", (0, 1)))
+            Knob("pad_skip", "ot", (0, 1)),
+            Knob("n_threads", "ot", THREAD_COUNTS),
+            Knob("uop_lift", "ot", tuple(range(len(LIFTS)))))
 
     # -- geometry and validity -----------------------------------------------------------------
-    def batch(self, indices: np.ndarray) -> VtaBatch:
-        """Knob values and tile geometry of the configs `indices` (the one place they are built)."""
+    def batch(self, indices: np.ndarray, geometry: MappingBatch | None = None) -> VtaBatch:
+        """Knob values and tile geometry of the configs `indices` (the one place they are built);
+        `geometry`: their tile geometry already built, with the template's kernels (a `take` of
+        configs with the same tiles and threads, `valid_indices`)."""
         pos = self.positions_of(indices)
         v = {k.name: self._values[j][pos[:, j]] for j, k in enumerate(self.knobs)}
         vt = v["vthread"]
-        geo = {name: v[name] for name in TILE_KNOBS if name in v}
-        geo["oc_nthread"] = np.where(vt > 0, N_THREADS, 1)
-        t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
+        nt = np.where(vt > 0, v["n_threads"], 1)
+        if geometry is None:
+            geo = {name: v[name] for name in TILE_KNOBS if name in v}
+            geo["oc_nthread"] = nt
+            t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
+        else:
+            t = geometry
+        lift, lift_loop, lift_ok = self._lift(t, v["uop_lift"])
         fold = v["uop_fold"]
         transpose = self.template == templates.TRANSPOSE_TEMPLATE
         fold_ok = apply_fold(t, fold) if not transpose else fold == 0
         ps = v["pad_skip"]
         ps_ok = (ps == 0) | apply_pad_skip(t, ps, fold, transpose)
         return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok, v["inp_stationary"], v["acc_resident"],
-                        ps, ps_ok)
+                        ps, ps_ok, nt, pos[:, self.knob_names.index("n_threads")], lift, lift_loop, lift_ok)
+
+    def _lift(self, t: MappingBatch, lift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Lift the loops `LIFTS[lift]` out of each config's GEMM kernel (in place on `t.gemm`:
+        the kernel without them, folded as the template folds; the dst hazard of a lifted config is
+        that of its instruction's whole stream). Returns (lift, lifted loop rows, lift_ok)."""
+        loops = t.gemm["loops"]
+        lift_loop = np.zeros((t.n, 2, 4), dtype=np.int64)
+        lift_loop[..., 0] = 1
+        lifted = lift > 0
+        lift_ok = ~lifted
+        if not lifted.any() or self.template == templates.TRANSPOSE_TEMPLATE:  # its kernel is no loop nest
+            return lift, lift_loop, lift_ok
+        loops = loops.copy()
+        live = lifted.copy()
+        for slot in range(2):
+            col = _LIFT_COLS[lift, slot]
+            rows = np.flatnonzero(col >= 0)
+            lift_loop[rows, slot] = loops[rows, col[rows]]
+            live[rows] &= lift_loop[rows, slot, 0] > 1
+            loops[rows, col[rows], 0] = 1
+        lift_ok = lift_ok | live
+        fold = MappingBatch._fold(loops)
+        roles = fold["roles"]
+        stream = np.argsort(np.where(roles == 1, -2, np.where(roles == 2, -1, np.arange(loops.shape[1]))),
+                            axis=1, kind="stable")
+        s_ext = np.take_along_axis(loops[..., 0], stream, axis=1)
+        s_dst = np.take_along_axis(loops[..., 1], stream, axis=1)
+        fold["hazard"] = np.where(lifted, dst_hazard(s_ext, s_dst, s_ext > 1), fold["hazard"])
+        t.gemm = {k: (np.where(lifted[:, None] if fold[k].ndim == 2 else (lifted[:, None, None] if fold[k].ndim == 3
+                                                                         else lifted), fold[k], t.gemm[k]))
+                  for k in t.gemm}
+        return lift, lift_loop, lift_ok
 
     def valid_table(self) -> tuple[VtaBatch, dict[int, int]]:
         """The `batch` of every valid config, built once, and each valid index's row in it (the
@@ -326,15 +391,18 @@ class VtaSpace(KnobSpace):
         def add(name: str, ok: np.ndarray, message: Callable[[int], str]) -> None:
             out.append(Rule(name, np.broadcast_to(np.asarray(ok, dtype=bool), (n,)), message))
 
-        axis_tiles = np.stack([b.tiles[a] if a else np.full(n, N_THREADS) for a in VTHREADS], axis=1)
+        axis_tiles = np.stack([b.tiles[a] if a else np.ones(n, dtype=np.int64) for a in VTHREADS], axis=1)
         tiles_vt = axis_tiles[np.arange(n), b.vt]
-        add("vthread_div", tiles_vt % N_THREADS == 0, lambda i: (
-            f"virtual threads: {N_THREADS} threads on axis {VTHREADS[b.vt[i]]} need an even tile count, "
-            f"got {tiles_vt[i]}"))
+        add("vthread_div", tiles_vt % b.nt == 0, lambda i: (
+            f"virtual threads: {b.nt[i]} threads on axis {VTHREADS[b.vt[i]]} need a tile count divisible "
+            f"by {b.nt[i]}, got {tiles_vt[i]}"))
+        add("vthread_count", (b.vt > 0) | (b.nt_pos == 0), lambda i: (
+            f"virtual threads: n_threads={THREAD_COUNTS[b.nt_pos[i]]} needs a thread axis (vthread=0 runs one "
+            f"thread; only n_threads={THREAD_COUNTS[0]} is kept)"))
         add("wgt_stationary_ci", (b.ws == 0) | (t.ci_steps == 1), lambda i: (
             f"residency: a stationary weight tile must hold the whole reduction (tile_ci = {self._geo.ci} "
             f"blocks), got {t.ci_steps[i]} reduction steps"))
-        inside = self._loads_per_co(b) < b.t.n_tiles // np.where(b.vt > 0, N_THREADS, 1)
+        inside = self._loads_per_co(b) < b.t.n_tiles // b.nt
         add("wgt_stationary_reuse", (b.ws == 0) | inside, lambda i: (
             "residency: a stationary weight tile is reused by no loop inside the co loop (the same "
             "program as wgt_stationary=0)"))
@@ -347,17 +415,30 @@ class VtaSpace(KnobSpace):
             f"micro-op fold: pair {b.fold[i]} folds GEMM loops "
             f"{[GEMM_LOOPS[j] for j in FOLD_PAIRS[b.fold[i] - 1]]}, which needs both loops of extent > 1 "
             "and not the template's own fold (uop_fold=0); a transposed conv's kernel is not folded"))
+        add("uop_lift_live", b.lift_ok, lambda i: (
+            f"micro-op lift: GEMM loops {[GEMM_LOOPS[j] for j in LIFTS[b.lift[i]]]} need extent > 1 each (nothing "
+            "to lift otherwise); a transposed conv's kernel is not lifted"))
+        add("uop_lift_edge", (b.lift == 0) | (edge_bits(t) == 0), lambda i: (
+            f"micro-op lift: uop_lift={b.lift[i]} lifts a loop of the full tile's kernel, but the edge tiles of "
+            "tile sizes that do not divide have kernels of their own extents (lowered whole only)"))
         self._nest_rules(b, add)
         add("pad_skip_tile", b.ps_ok, lambda i: (
             "pad_skip: the padding-skipping kernel needs a padded or strided conv (not transposed) whose tile covers "
             "the whole "
             f"output plane (tile_h = {self._geo.out_h}, tile_w = {self._geo.out_w}, got {t.tile_h[i]}, {t.tile_w[i]}), "
             f"tile sizes that divide (no edge tiles) and uop_fold = 0, got {b.fold[i]}"))
+        add("pad_skip_lift", (b.ps == 0) | (b.lift == 0), lambda i: (
+            f"pad_skip: the padding-skipping kernel is explicit micro-ops over the taps inside the image; no loop "
+            f"of it is lifted into instructions (uop_lift = 0), got uop_lift={b.lift[i]}"))
         split_max = np.maximum(np.maximum(t.hin_t, t.win_t), self._geo.width)
         add("field_inp_split", ~b.split | (split_max <= MAX_DMA_FIELD), lambda i: (
             f"field range: an INP block load size or stride {split_max[i]} > {MAX_DMA_FIELD}"))
         if edges:
             out += edge_rules.rules(b)
+            need_u = b.edge_uops * b.slots
+            add("nest_edge_uop_cache", need_u <= self.hw.uop_depth, lambda i: (
+                f"micro-op cache: with edge tiles every kernel stays cached; {b.slots[i]} ACC slots per thread "
+                f"x {b.edge_uops[i]} micro-ops of one slot's kernels = {need_u[i]} > UOP depth {self.hw.uop_depth}"))
         return out
 
     def _nest_rules(self, b: VtaBatch, add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
@@ -385,16 +466,21 @@ class VtaSpace(KnobSpace):
         add("acc_resident_group", ~(grouped & (co_in | (b.ins == 1))), lambda i: (
             "residency: a grouped conv's input tile changes with the co tile's group, so it is not reused "
             "across a co loop (inp_stationary=0, co not inside the reduction)"))
-        T = np.where(b.vt > 0, N_THREADS, 1)
+        T = b.nt
         need = b.slots * t.acc_sram * T
         add("acc_spill", need <= self.hw.acc_depth, lambda i: acc_spill_message(
             int(b.slots[i]), int(t.acc_sram[i]), int(T[i]), self.hw.acc_depth))
         g = self._geo
         edge = ((t.h_tiles * t.tile_h != g.out_h) | (t.w_tiles * t.tile_w != g.out_w) | (t.co_tiles * t.tile_co != g.co)
                 | (t.ci_steps * t.tile_ci != g.ci))
-        add("nest_edge", ~edge | ((b.ins == 0) & (b.acc == 0)), lambda i: (
-            "residency: ACC slots and input-stationary tiles are lowered for full tiles only; this schedule has "
-            "edge tiles (a tile size that does not divide)"))
+        add("nest_edge", ~edge | (b.ins == 0), lambda i: (
+            "residency: input-stationary tiles are lowered for full tiles only; this schedule has edge tiles "
+            "(a tile size that does not divide)"))
+        if hasattr(b, "edge_uops"):  # the edge kernels of one slot per thread (`edge_rules.rules`) x the slots
+            need_u = b.edge_uops * b.slots
+            add("nest_edge_uop_cache", need_u <= self.hw.uop_depth, lambda i: (
+                f"micro-op cache: with edge tiles every kernel stays cached; {b.slots[i]} ACC slots per thread "
+                f"x {b.edge_uops[i]} micro-ops of one slot's kernels = {need_u[i]} > UOP depth {self.hw.uop_depth}"))
         add("field_acc_resident", b.slots * t.acc_sram <= MAX_ITER, lambda i: (
             f"field range: the epilogue's ALU iter_in {b.slots[i] * t.acc_sram[i]} (ACC slots x tile) > {MAX_ITER}"))
 
@@ -421,41 +507,60 @@ class VtaSpace(KnobSpace):
         return n
 
     def valid_indices(self) -> np.ndarray:
-        """Sorted valid indices, in two passes: the rules that ignore the loop order and the
-        residency (`ORDER_RULES` aside) over the configs with order = residency knobs = 0 (1/576
-        of the space), then every rule over the survivors x all orders x `NESTS` (the residency
-        combinations the other rules leave)."""
+        """Sorted valid indices, in three passes: (A) the rules that depend neither on the kernel
+        knobs (`KERNEL_KNOBS`, `KERNEL_RULES`) nor on the loop order and residency (`ORDER_RULES`)
+        over the tile sizes x threads with those knobs at 0 (1/64,512 of the space); (B) the rules
+        that ignore order and residency over the survivors x every fold and lift, their geometry
+        taken from A's batch; (C) every rule over B's survivors x all orders x `NESTS` (the residency
+        combinations the other rules leave), the geometry and kernels taken from B's batch."""
         if self._valid is None:
-            j_order, j_ws = self.knob_names.index("order"), self.knob_names.index("wgt_stationary")
-            j_is, j_acc = self.knob_names.index("inp_stationary"), self.knob_names.index("acc_resident")
-            core_dims = [1 if j in (j_order, j_ws, j_is, j_acc) else d for j, d in enumerate(self.dims)]
-            n_core = int(np.prod(core_dims, dtype=np.int64))
+            names = self.knob_names
+            free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
+            kern = [names.index(k) for k in KERNEL_KNOBS]
+            geo_dims = [1 if j in free + kern else d for j, d in enumerate(self.dims)]
+            n_geo = int(np.prod(geo_dims, dtype=np.int64))
+            grid = np.array([(o, *nest) for o in range(self.dims[free[0]]) for nest in NESTS], dtype=np.int64)
+            kgrid = np.stack(np.meshgrid(*[np.arange(self.dims[j]) for j in kern], indexing="ij"), -1).reshape(
+                -1, len(kern))
             survivors = []
-            grid = np.array([(o, *nest) for o in range(self.dims[j_order]) for nest in NESTS], dtype=np.int64)
-            chunk = 1 << 17
-            for start in range(0, n_core, chunk):
-                pos = np.stack(np.unravel_index(np.arange(start, min(start + chunk, n_core)), core_dims[::-1])[::-1],
+            chunk = 1 << 15  # configs per batch: memory stays ~0.5 GB
+            step = max(1, chunk // len(kgrid))
+            for start in range(0, n_geo, step):
+                pos = np.stack(np.unravel_index(np.arange(start, min(start + step, n_geo)), geo_dims[::-1])[::-1],
                                axis=1)
-                idx = self.index_of(pos)
-                ok = np.ones(len(idx), dtype=bool)
-                b = self.batch(idx)
+                ba = self.batch(self.index_of(pos))
+                ok = np.ones(len(pos), dtype=bool)
+                for rule in self.rules(ba, edges=False):
+                    if rule.name not in ORDER_RULES and rule.name not in KERNEL_RULES:
+                        ok &= rule.ok
+                keep = np.flatnonzero(ok)
+                if not keep.size:
+                    continue
+                # pass B: the survivors x every fold and lift
+                rows = np.repeat(keep, len(kgrid))
+                pos_b = pos[rows]
+                pos_b[:, kern] = np.tile(kgrid, (len(keep), 1))
+                b = self.batch(self.index_of(pos_b), take(ba.t, rows))
+                ok = np.ones(len(pos_b), dtype=bool)
                 for rule in self.rules(b, edges=False):
                     if rule.name not in ORDER_RULES:
                         ok &= rule.ok
                 for rule in edge_rules.rules(b, ok):  # the edge tiles' kernels, of the survivors only
                     ok &= rule.ok
                 keep = np.flatnonzero(ok)
-                # pass 2 on these survivors x every order and residency: their geometry is taken
+                # pass C on these survivors x every order and residency: their geometry is taken
                 # from this batch, not rebuilt; the edge rules ignore order and residency
-                full = np.repeat(pos[keep], len(grid), axis=0)
-                for col, j in enumerate((j_order, j_ws, j_is, j_acc)):
-                    full[:, j] = np.tile(grid[:, col], len(keep))
-                bf = take(b, np.repeat(keep, len(grid)), b.t.n)
-                bf.set_nest(full[:, j_order], full[:, j_ws], full[:, j_is], full[:, j_acc])
-                ok2 = np.ones(len(full), dtype=bool)
-                for rule in self.rules(bf, edges=False):
-                    ok2 &= rule.ok
-                survivors.append(self.index_of(full[ok2]))
+                for part in range(0, len(keep), max(1, chunk // len(grid))):
+                    kp = keep[part:part + max(1, chunk // len(grid))]
+                    full = np.repeat(pos_b[kp], len(grid), axis=0)
+                    for col, j in enumerate(free):
+                        full[:, j] = np.tile(grid[:, col], len(kp))
+                    bf = take(b, np.repeat(kp, len(grid)), b.t.n)
+                    bf.set_nest(*(full[:, j] for j in free))
+                    ok2 = np.ones(len(full), dtype=bool)
+                    for rule in self.rules(bf, edges=False):
+                        ok2 &= rule.ok
+                    survivors.append(self.index_of(full[ok2]))
             idx = np.sort(np.concatenate(survivors)) if survivors else np.zeros(0, dtype=np.int64)
             self._valid = idx
             self._valid.setflags(write=False)
@@ -467,7 +572,7 @@ class VtaSpace(KnobSpace):
 
     def _mask(self, idx: np.ndarray, edges: bool = True) -> np.ndarray:
         mask = np.ones(idx.shape[0], dtype=bool)
-        chunk = 1 << 17  # bounded memory: a batch holds a few hundred bytes per config
+        chunk = 1 << 15  # bounded memory: a batch holds a few KB per config
         for start in range(0, idx.shape[0], chunk):
             part = mask[start:start + chunk]
             for rule in self.rules(self.batch(idx[start:start + chunk]), edges):
@@ -498,7 +603,8 @@ class VtaSpace(KnobSpace):
         vt = VTHREADS.index("co") if ont > 1 else VTHREADS.index("h") if hnt > 1 else 0
         return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
                                 "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0,
-                                "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0})
+                                "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0, "n_threads": THREAD_COUNTS[0],
+                                "uop_lift": 0})
 
     # -- features ---------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -508,6 +614,7 @@ class VtaSpace(KnobSpace):
         b = self.batch(idx)
         t, hw = b.t, self.hw
         pos = _POS[b.order] / (len(PAIR_AXES) - 1)
+        log2_lift = np.log2(b.lift_loop[..., 0]).sum(axis=1)
         vt = np.stack([b.vt == VTHREADS.index(a) for a in ("h", "co", "w", "b")], axis=1)
         per_step = t.ci_steps * t.n_tiles // b.slots  # (pair, thread, reduction step) triples
         wgt_loads = np.where(b.ws == 1, self._loads_per_co(b) * t.nthreads, per_step * b.inner_loads(("co",)))
@@ -517,5 +624,8 @@ class VtaSpace(KnobSpace):
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
                                 np.log2(np.maximum(inp_loads, 1))[:, None], (b.fold > 0)[:, None],
                                 *edge_rules.features(t), b.ins[:, None], np.log2(b.slots)[:, None],
-                                b.ps[:, None]], axis=1)
-        return np.concatenate([config_features(t), extra.astype(np.float32)], axis=1).astype(np.float32)
+                                b.ps[:, None], np.log2(b.nt)[:, None], log2_lift[:, None]], axis=1)
+        base = config_features(t)
+        for name in ("log2_gemm_insns", "log2_compute_per_load"):  # per step: every lifted instruction
+            base[:, CONFIG_FEATURE_NAMES.index(name)] += log2_lift.astype(np.float32)
+        return np.concatenate([base, extra.astype(np.float32)], axis=1).astype(np.float32)

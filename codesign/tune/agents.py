@@ -13,9 +13,10 @@ from codesign.fileio import atomic_write_bytes
 
 MAX_KNOBS = 7  # conv2d_packed has 7 knobs, dense_packed 4 (docs/vta.md §7.2); pad to the larger
 #: Knob slots of an observation per schedule family (the multi-step agents act on MAX_KNOBS): the
-#: vta family's conv2d has 9 knobs today (5 tiles, order, residency, threads, micro-op fold); the
-#: slots leave room for more, so its agents' observation size does not change with each knob.
-KNOB_SLOTS = {"autotvm": MAX_KNOBS, "vta": 12}
+#: vta family's conv2d has 13 knobs today (5 tiles, order, residency, thread axis, micro-op fold,
+#: input residency, ACC slots, thread count, lifted loop); the slots leave room for more, so its
+#: agents' observation size does not change with each knob.
+KNOB_SLOTS = {"autotvm": MAX_KNOBS, "vta": 16}
 
 
 def torch_module() -> Any:

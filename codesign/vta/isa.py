@@ -58,6 +58,8 @@ POP_PREV = (-1, TOK_L2G, TOK_G2S)   # by module: load, compute, store
 POP_NEXT = (TOK_G2L, TOK_S2G, -1)
 PUSH_PREV = (-1, TOK_G2L, TOK_S2G)
 PUSH_NEXT = (TOK_L2G, TOK_G2S, -1)
+#: Tokens each dependency FIFO holds on the device (docs/vta.md §2.8: `hls::stream` depth in vivado.tcl).
+TOKEN_FIFO_DEPTH = 1024
 
 FIELDS: tuple[str, ...] = (
     "opcode", "pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep",
@@ -371,7 +373,7 @@ __all__ = [
     "MEM_UOP", "MEM_WGT", "MEM_INP", "MEM_ACC", "MEM_OUT", "MEM_ACC_8BIT", "MEM_NAMES",
     "ALU_MIN", "ALU_MAX", "ALU_ADD", "ALU_SHR", "ALU_MUL", "ALU_NAMES",
     "Q_LOAD", "Q_COMPUTE", "Q_STORE", "QUEUE_NAMES", "TOK_L2G", "TOK_G2L", "TOK_G2S", "TOK_S2G", "TOKEN_NAMES",
-    "POP_PREV", "POP_NEXT", "PUSH_PREV", "PUSH_NEXT",
+    "POP_PREV", "POP_NEXT", "PUSH_PREV", "PUSH_NEXT", "TOKEN_FIFO_DEPTH",
     "FIELDS", "COL", "N_FIELDS", "UOP_FIELDS", "INSN_BYTES", "UOP_BYTES", "Field",
     "layouts", "layout", "uop_widths", "encode_insn", "decode_insn", "encode_uop", "decode_uop",
     "elem_bytes", "empty_insns", "insn_from_fields", "insns_to_dicts", "check_insns",
