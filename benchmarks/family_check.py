@@ -6,10 +6,10 @@ For every zoo network (`codesign workloads`), every shipped hardware config (`hw
 and every unique layer VTA offloads there (`schedule.partition`, at the config's BATCH):
 - `autotvm`: the best template schedule, every valid config timed (the default `auto` search is
   exhaustive on every template space on the simulator);
-- `vta`, `--search auto` (default): what the default sweep/tune would find on the vta family —
-  `auto` with the sweep's defaults (`--exhaustive-budget`, `--budget` for the learned search when
-  the space is too large to time whole), the row says which search it chose; `--search
-  exhaustive`: every valid vta config timed;
+- `vta`, `--search auto` (default): what the default sweep/tune finds on the vta family —
+  `auto` there is template+local (`codesign.tune.template_local`: the template's schedules by
+  `auto` with the sweep's `--exhaustive-budget`, then `local` from the template optimum with
+  `--budget` measurements); `--search exhaustive`: every valid vta config timed;
 - containment: the template optimum's point of the vta family (`VtaSpace.from_template`) is valid
   there and times the same (so an exhaustive vta search can never lose).
 A layer holds when best vta <= best autotvm (relative tolerance 1e-9).
@@ -53,17 +53,23 @@ def best_of(table: dict[int, tuple[float, int]]) -> tuple[int, float] | None:
 
 
 def vta_auto(layer, hw: HwConfig, *, budget: int, exhaustive_s: float, seed: int) -> tuple[float | None, dict]:
-    """The default search on the vta family, as a sweep trial runs it (`auto`, no transfer)."""
-    from codesign.tune.loop import tune_task
+    """The default search on the vta family, as a sweep trial and `codesign tune` run it (`auto`
+    on vta = template+local: the template's schedules by `auto`, then `local` from the template
+    optimum with `budget` measurements; no transfer)."""
+    from codesign.tune.loop import TaskRun
     from codesign.tune.measure import SimulatorRunner
     from codesign.tune.task import make_task
+    from codesign.tune.template_local import SEARCH, tune_template_then_local
 
-    task = make_task(layer, hw, "auto", seed, family="vta", time_budget_s=exhaustive_s, learned_budget=budget)
     with SimulatorRunner(hw) as runner:
-        res = tune_task(task, budget=None, seed=seed, runner=runner)
-    choice = dict(getattr(task.tuner, "choice", {}) or {})
-    return res.best_seconds, {"search": choice.get("search"), "measurements": int(res.measurements),
-                              "valid": choice.get("valid")}
+        def make_run(lay, k, family, tuner, b, first):
+            extra = {"time_budget_s": exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
+            task = make_task(lay, hw, tuner, seed + k, family=family, **extra)
+            return TaskRun(task, budget=b, seed=seed + k, runner=runner, seeds=first)
+
+        res = tune_template_then_local([(layer, 1)], hw, make_run, budget=budget, seed=seed)[0]
+    return res.best_seconds, {"search": SEARCH, "measurements": int(res.measurements),
+                              "best_family": getattr(res.best, "family", None)}
 
 
 def check_layer(layer, hw: HwConfig, *, search: str, budget: int, exhaustive_s: float, seed: int) -> dict:
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also append one JSON line per layer to this file")
     args = ap.parse_args(argv)
     configs = [HwConfig.resolve(h) for h in args.hw.split(",")] if args.hw else shipped_configs()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rows, seen = [], {}
     for net in args.nets.split(","):
         for hw in configs:
@@ -131,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_min": min((r["speedup"] for r in unique if r.get("speedup")), default=None),
         "speedup_median": sorted(r["speedup"] for r in unique if r.get("speedup"))[len(unique) // 2] if unique else None,
         "searches": {s: sum(1 for r in unique if r.get("search") == s) for s in {r.get("search") for r in unique}},
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
+        "budget": args.budget, "exhaustive_budget_s": args.exhaustive_budget,
         "rows": rows,
     }
     print(json.dumps(summary, indent=1))

@@ -17,7 +17,8 @@ def run(argv, capsys):
     parser = argparse.ArgumentParser(prog="codesign")
     sub = parser.add_subparsers(dest="command")
     space_cmd.register(sub, "space summary")
-    args = parser.parse_args(["space", *argv])
+    # these tests read the template's space (the default family is vta: tests/test_vta_default.py)
+    args = parser.parse_args(["space", *argv, *(() if "--schedules" in argv else ("--schedules", "autotvm"))])
     code = args.func(args)
     return code, capsys.readouterr().out
 

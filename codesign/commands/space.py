@@ -20,17 +20,18 @@ from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import unsupported_reason
+from codesign.sweep.options import DEFAULT_SCHEDULES
 from codesign.workloads import get_workload, parse_layer
 
 DESCRIPTION = """\
-Show the AutoTVM schedule space of a layer on a VTA hardware config: the template
-(conv2d_packed.vta or dense_packed.vta), the knobs with their candidates in AutoTVM order, the
-space size and how many configs pass VTA's validity rules (SRAM capacity per virtual thread,
-2-D DMA patterns, padding, micro-op capacity, instruction field ranges, micro-op dst hazard,
-virtual-thread divisibility). --schedules vta shows the vta family's space instead (the template's
-tiles and sizes that do not divide, with edge tiles, with any loop order, weight-stationary
-residency, 2-8 threads on any axis; docs/schedules.md),
-which contains every template schedule. A layer VTA cannot run (channels not a multiple of the block,
+Show the schedule space of a layer on a VTA hardware config: by default the vta family's (the
+template's tiles and sizes that do not divide, with edge tiles, with any loop order, weight- and
+input-stationary residency, ACC-resident tiles, 2-8 threads on any axis, kernels that skip
+the padding, lifted micro-op loops; docs/schedules.md), which
+contains every template schedule; --schedules autotvm the AutoTVM template's (conv2d_packed.vta or
+dense_packed.vta) with its knobs in AutoTVM order. Both show the space size and how many configs
+pass VTA's validity rules (SRAM capacity per virtual thread, 2-D DMA patterns, padding, micro-op
+capacity, instruction field ranges, micro-op dst hazard, virtual-thread divisibility). A layer VTA cannot run (channels not a multiple of the block,
 batch not a multiple of BATCH, no config fits...) is reported with the reason.
 
 Every supported layer shows its roofline: the fastest any schedule could be (every MAC on the
@@ -45,6 +46,7 @@ Layer syntax: conv2d:N,C,H,W,O,KH,KW,stride,pad   or   dense:N,IN,OUT
 EPILOG = """\
 examples:
   codesign space --layer conv2d:1,64,56,56,64,3,3,1,1 --hw pynq_1x16_i8w8a32_15_15_18_17
+  codesign space --layer conv2d:1,64,56,56,64,3,3,1,1 --schedules autotvm --exhaustive   # the template's optimum
   codesign space --layer conv2d:1,256,14,14,512,3,3,2,1 --hw pynq_1x16 --json
   codesign space --layer dense:16,512,2048 --hw pynq_1x16 --exhaustive
   codesign space --workload resnet18 --hw pynq_4x8
@@ -65,7 +67,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--hw", metavar="CONFIG", default="pynq_1x16_i8w8a32_15_15_18_17",
                    help="hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON file "
                         "(default: %(default)s)")
-    p.add_argument("--schedules", choices=FAMILIES, default="autotvm",
+    p.add_argument("--schedules", choices=FAMILIES, default=DEFAULT_SCHEDULES,
                    help="schedule family: the AutoTVM templates' space or the vta family's larger space "
                         "(loop orders, weight residency, threads on any axis, non-dividing tiles; docs/schedules.md) "
                         "(default: %(default)s)")

@@ -8,6 +8,8 @@ import math
 import sys
 from typing import Any
 
+from tqdm import tqdm
+
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
@@ -15,6 +17,8 @@ from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason
+from codesign.sweep.options import DEFAULT_SCHEDULES, default_schedules
+from codesign.tune import template_local
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import ProgressCallback, RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
@@ -31,17 +35,20 @@ LEARNED_TRIALS = 100  # --budget default of the sampling tuners
 RL_TUNERS = ("bandit", "ppo", "dqn")  # one agent learns layer after layer: not interleaved by the task scheduler
 
 DESCRIPTION = """\
-Find the fastest valid schedule (AutoTVM knobs of conv2d_packed.vta / dense_packed.vta) of a
-layer, or of every offloaded layer of a workload, on one VTA hardware config, within a budget of
+Find the fastest valid schedule (of the vta family by default, --schedules; the AutoTVM knobs of
+conv2d_packed.vta / dense_packed.vta with --schedules autotvm) of a layer, or of every offloaded layer of a workload, on one VTA hardware config, within a budget of
 --budget measurements on the timing simulator. Invalid schedules are ruled out analytically and
 never measured; no schedule is measured twice. Every measurement can be appended to a JSONL
 records file (--records), which can warm-start later runs (--warm-start, also AutoTVM logs) and
 be exported with `codesign export autotvm`.
 
-tuners:  auto    (default) every valid schedule when valid schedules x the measured cost of one
-                 measurement fit --exhaustive-budget seconds (the simulator: always for
-                 ResNet-18), else the pretrained agent shipped in sim/agents/ (a
-                 measurement on a board costs seconds), or xgb, within --budget measurements
+tuners:  auto    (default) on the vta family: template+local -- the template's schedules first
+                 (as auto on autotvm), then --budget measurements per layer of local search
+                 (best-first neighbours) from the template optimum's point of the family: never
+                 worse than the template. On autotvm: every valid schedule when valid schedules x
+                 the measured cost of one measurement fit --exhaustive-budget seconds (the
+                 simulator: always for ResNet-18), else the pretrained agent shipped in
+                 sim/agents/ (a measurement on a board costs seconds), or xgb, within --budget
          exhaustive  every valid schedule (the exact optimum; --parallel spreads it over cores)
          xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
          bandit  neural contextual bandit (a whole knob vector per action)
@@ -52,7 +59,9 @@ tuners:  auto    (default) every valid schedule when valid schedules x the measu
 A workload's layers share --budget x layers measurements, spent where the expected gain is
 largest (--task-scheduler gain: weight x recent improvement + UCB on the headroom above the
 layer's roofline bound; `even`: --budget per layer, in order). Exhaustive layers are not scheduled.
---schedules picks the schedule family: autotvm (the TVM VTA templates' knobs, default) or vta.
+--schedules picks the schedule family: vta (default with --tuner auto) or autotvm (the TVM VTA
+templates' knobs; the default with every other tuner, which on vta would enumerate the family's
+10^4-10^5 valid schedules per layer or, ppo/dqn, cannot act on its knobs).
 RL agents (bandit/ppo/dqn) condition on layer and hardware features: --agent loads a pretrained
 checkpoint, --save-agent writes the agent after tuning (train on some layers, reuse on others).
 A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image = seconds / batch.
@@ -86,8 +95,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
     p.add_argument("--tuner", default="auto", choices=TUNERS, help="search algorithm (default auto)")
-    p.add_argument("--schedules", default="autotvm", choices=FAMILIES,
-                   help="schedule family: autotvm (the VTA templates' knobs) or vta (default autotvm)")
+    p.add_argument("--schedules", default=None, choices=FAMILIES,
+                   help=f"schedule family: vta (the larger family that contains the templates' schedules; "
+                        f"auto there: template+local) or autotvm (the VTA templates' knobs) (default {DEFAULT_SCHEDULES} "
+                        "with --tuner auto; autotvm with any other tuner, which would enumerate the vta family's "
+                        "10^4-10^5 schedules per layer or, ppo/dqn, act on the template's knobs only)")
     p.add_argument("--task-scheduler", default="gain", choices=POLICIES,
                    help="--workload: spend measurements where the expected gain is largest (gain) or "
                         "--budget per layer in order (even) (default gain)")
@@ -184,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     trials = args.budget if args.budget is not None else LEARNED_TRIALS
     budget = None if args.budget is None and args.tuner in ("auto", "exhaustive") else trials
     hparams = parse_hparams(args.hparam)
+    args.schedules = args.schedules or default_schedules(args.tuner)
     if not args.timeout > 0:  # 0 would time out every measurement and report "no valid schedule"
         raise ConfigError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if (args.agent or args.save_agent) and args.tuner not in RL_TUNERS:
@@ -209,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
             if args.tuner == "auto" else {}
         if hparams:
             extra["hparams"] = hparams
-        if len(layers) > 1 and args.task_scheduler == "gain" and args.tuner not in RL_TUNERS:
+        if args.tuner == "auto" and args.schedules == template_local.FAMILY:
+            results = _template_then_local(args, layers, hw, runner, trials, warm, progress, searched)
+        elif len(layers) > 1 and args.task_scheduler == "gain" and args.tuner not in RL_TUNERS:
             results = _scheduled(args, layers, hw, runner, budget, warm, progress, extra, searched)
         else:
             for k, (layer, _count) in enumerate(layers):
@@ -286,6 +301,35 @@ def _scheduled(args: argparse.Namespace, layers: list[tuple[Any, int]], hw: HwCo
         tuner = run.task.tuner
         if isinstance(tuner, AutoTuner):
             searched[layer.name] = f", auto: {tuner.choice['search']}"
+    return [(layer, count, res) for (layer, count), res in zip(layers, done)]
+
+
+def _template_then_local(args: argparse.Namespace, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
+                         budget: int, warm: Any, progress: bool, searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
+    """`auto` on the vta family (`codesign.tune.template_local`): the template's schedules by
+    `auto`, then `local` from each template optimum with `budget` measurements per layer."""
+    writer = RecordWriter(args.records) if args.records else None
+    bar = tqdm(desc=f"auto ({template_local.SEARCH}) {len(layers)} layers", unit="meas", leave=False) \
+        if progress else None
+
+    def make_run(layer: Any, k: int, family: str, tuner: Any, b: int | None, first: Any) -> TaskRun:
+        extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": budget} if tuner == "auto" else {}
+        task = make_task(layer, hw, tuner, args.seed + k, family=family, **extra)
+        cbs = [RecordCallback(writer, layer, hw, task.tuner.name, args.seed + k)] if writer else []
+        return TaskRun(task, budget=b, seed=args.seed + k, runner=runner, warm_start_records=warm, seeds=first,
+                       patience=args.patience, callbacks=cbs)
+
+    try:
+        done = template_local.tune_template_then_local(
+            layers, hw, make_run, budget=budget, seed=args.seed, policy=args.task_scheduler,
+            on_round=(lambda _k, made: bar.update(made)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer:
+            writer.close()
+    for layer, _count in layers:
+        searched[layer.name] = f", auto: {template_local.SEARCH}"
     return [(layer, count, res) for (layer, count), res in zip(layers, done)]
 
 

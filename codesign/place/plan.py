@@ -171,6 +171,22 @@ class Plan:
         return {**self.summary(), "ops": self.op_rows(), "steps": [s.row() for s in self.steps]}
 
 
+def _fallback_configs(layer: Layer, hw: HwConfig, space: Any) -> Any:
+    """The configs `fused_time` scans when the chosen one has no room for the fused operands:
+    every valid template config; on a larger family (`from_template`) the template's points
+    there (the same programs, so the same result as the template family's scan), not the
+    family's 10^4-10^5 valid configs (timing each with its epilogue took minutes per network)."""
+    if getattr(space, "family", "autotvm") == "autotvm" or not hasattr(space, "from_template"):
+        yield from (space.get(int(i)) for i in space.valid_indices())
+        return
+    tspace = get_space(layer, hw)
+    for i in tspace.valid_indices():
+        try:
+            yield space.from_template(tspace.get(int(i)))
+        except CodesignError:  # a template config the family cannot express: not a point there
+            continue
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.3f} ms"
 
@@ -362,8 +378,7 @@ class _Planner:
             first = str(exc)
         space = get_space(layer, self.hw, getattr(config, "family", "autotvm"))
         best: tuple[float, Config] | None = None
-        for i in space.valid_indices():
-            c = space.get(int(i))
+        for c in _fallback_configs(layer, self.hw, space):
             try:
                 t = measure_fused(layer, c, self.hw, epi).seconds
             except InvalidSchedule:

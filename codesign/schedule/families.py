@@ -151,7 +151,9 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     slots), thread axis and INP loads per tile.
     Invalid configs raise InvalidSchedule naming the rule."""
     space = get_space(layer, hw, "vta")
-    index = space.valid_index_of(config)  # the fast path: a valid Config of this space
+    # The fast path (a row of the table of every valid config) only once they are enumerated: a
+    # search that measures a few configs must not enumerate the family's 10^4-10^5 valid ones.
+    index = space.valid_index_of(config) if _enumerated(space) else None
     if index is None:
         cfg = space.as_config(config)
         why = space.why_invalid(cfg)
@@ -161,12 +163,18 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     return _vta_mapping(space, index, shift)
 
 
+def _enumerated(space: VtaSpace) -> bool:
+    """The space has its valid configs listed already (an exhaustive search did): its table of
+    them costs one batch, and every later config is a row lookup."""
+    return getattr(space, "_valid", None) is not None or hasattr(space, "_table")
+
+
 @lru_cache(maxsize=4096)  # tuners re-measure and re-run the same configs
 def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     layer, hw = space.layer, space.hw
-    b, rows = space.valid_table()
-    r = rows.get(index)
-    if r is None:  # pragma: no cover - the caller checked validity; kept for direct use
+    r = space.valid_table()[1].get(index) if _enumerated(space) else None
+    b = space.valid_table()[0] if r is not None else None
+    if r is None:  # no table yet (or not in it): the config's own one-row batch
         b, r = space.batch(np.array([index], dtype=np.int64)), 0
     g = b.t.row(r)
     gemm, reset = b.t.kernels(r)
@@ -248,11 +256,12 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
         if len(cache) > _VARIANT_CACHE_MAX:
             cache.clear()
         table = space.__dict__.get("_edge_table")
-        if table is None and b is space.valid_table()[0]:  # every variant of the valid table at once
+        of_table = _enumerated(space) and b is space.valid_table()[0]  # never enumerates for one config
+        if table is None and of_table:  # every variant of the valid table at once
             vkeys, rows, vs = edge_rules.variant_keys(b)
             vb, split = edge_rules.variants_at(b, rows, vs)
             table = space.__dict__["_edge_table"] = (vb, split, {k: i for i, k in enumerate(map(tuple, vkeys.tolist()))})
-        at = {v: table[2].get(keys[v]) for v in missing} if table is not None and b is space.valid_table()[0] else {}
+        at = {v: table[2].get(keys[v]) for v in missing} if table is not None and of_table else {}
         for v, i in at.items():
             if i is not None:
                 cache[keys[v]] = _edge_tile(table[0], i, bool(table[1][i]), width)

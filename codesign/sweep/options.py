@@ -28,10 +28,22 @@ DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesig
 # NSGA-II 0.90 (benchmarks/sweep.py).
 DEFAULT_SEARCH = "motpe"
 DEFAULT_SEED = 0
-# The VTA templates' knobs until the vta family's default search is at least as good on every zoo
-# layer on main and its ~30x dearer trials fit the quick-start sweep (benchmarks/family_check.py,
+# The vta family (it contains the templates' schedules), whose `auto` is template+local
+# (codesign.tune.template_local): at least as good as the template optimum on every zoo layer, for
+# the template's measurements plus --budget per layer (benchmarks/family_check.py,
 # benchmarks/sweep_families.py; docs/schedules.md "The default family").
-DEFAULT_SCHEDULES = "autotvm"
+DEFAULT_SCHEDULES = "vta"
+# The family of every other tuner without --schedules, and of sweep.json files written before
+# `schedules` was saved (a resume keeps what it started with).
+TEMPLATE_SCHEDULES = "autotvm"
+
+
+def default_schedules(tuner: str | None) -> str:
+    """The schedule family of `--tuner` when `--schedules` is not given: vta for `auto` (there
+    template+local, about twice a template search), the templates' for the others — on the vta
+    family they would enumerate its 10^4-10^5 valid schedules per layer (exhaustive: time them
+    all), and ppo/dqn act on the template's 7 knobs only."""
+    return DEFAULT_SCHEDULES if tuner in (None, DEFAULT_TUNER) else TEMPLATE_SCHEDULES
 
 
 @dataclass(frozen=True)
@@ -68,11 +80,14 @@ class SweepOptions:
     # `network_note` says why (a graph op the network IR has no kind for; a layers-only workload).
     network: dict[str, Any] | None = None
     network_note: str | None = None
-    # Schedule family of the inner tuning (`--schedules`; sweeps saved before it: the templates').
-    schedules: str = DEFAULT_SCHEDULES
+    # Schedule family of the inner tuning (`--schedules`; None: `default_schedules(tuner)`;
+    # sweep.json without it: TEMPLATE_SCHEDULES).
+    schedules: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objectives", parse_objectives(self.objectives, "objectives"))
+        if self.schedules is None:
+            object.__setattr__(self, "schedules", default_schedules(self.tuner))
         if self.search not in SEARCHES:
             raise ConfigError(f"--search {self.search!r}: allowed: {', '.join(SEARCHES)}")
         if self.trials is not None and (not isinstance(self.trials, int) or self.trials < 1):
@@ -106,6 +121,7 @@ class SweepOptions:
         if unknown:
             raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
         kw = dict(data)
+        kw.setdefault("schedules", TEMPLATE_SCHEDULES)  # saved before the field: the templates' family
         if kw.get("layers"):
             kw["layers"] = tuple((str(s), int(c)) for s, c in kw["layers"])
         return cls(**kw)

@@ -32,9 +32,9 @@ from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
 from codesign.sweep.network import cpu_gemms, step_rows, vta_layer_counts
-from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_SCHEDULES, DEFAULT_TUNER
+from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER, default_schedules
 from codesign.sweep.state import pack_records
-from codesign.tune import RecordWriter
+from codesign.tune import RecordWriter, template_local
 from codesign.tune.loop import RecordCallback, TaskRun, TuneResult
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
@@ -70,10 +70,14 @@ class InnerTuning:
     exhaustive_s: float = DEFAULT_EXHAUSTIVE_S  # `auto`: exhaustive when a layer fits this many seconds
     params: TimingParams | None = None  # of the sweep's calibration profile (None: shipped)
     hparams: dict[str, str] | None = field(default=None, hash=False)  # the tuner's `--hparam` overrides
-    schedules: str = DEFAULT_SCHEDULES  # schedule family (`--schedules`)
+    schedules: str | None = None  # schedule family (`--schedules`; None: `default_schedules(tuner)`)
     # How the learned layers share their measurements (`codesign.tune.scheduler.POLICIES`): "gain"
     # where the expected gain is largest, "even" each layer its own budget (benchmarks, tests).
     scheduler: str = "gain"
+
+    def __post_init__(self) -> None:
+        if self.schedules is None:
+            object.__setattr__(self, "schedules", default_schedules(self.tuner))
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,25 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
 def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTuning, *, writer: Any,
               records: list[MeasureRecord]) -> list[TuneResult]:
     """Inner tuning of the offloaded layers (with their counts): the task scheduler spends the
-    learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`)."""
+    learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`).
+    `auto` on the vta family: the template's schedules first, then `local` from the template
+    optimum with `budget` measurements per layer (`codesign.tune.template_local`)."""
+    if tuning.tuner == "auto" and tuning.schedules == template_local.FAMILY:
+        made: list[int] = []
+
+        def make_run(layer: Layer, _k: int, family: str, tuner: Any, budget: int | None,
+                     first: Sequence[Config]) -> TaskRun:
+            run, done = _task_run(layer, hw, tuning, writer=writer, records=records, family=family, tuner=tuner,
+                                  budget=budget, first=first)
+            made.append(done)
+            return run
+
+        results = template_local.tune_template_then_local(layers, hw, make_run, budget=tuning.budget,
+                                                          seed=tuning.seed, policy=tuning.scheduler)
+        n = len(layers)
+        for k, res in enumerate(results):
+            res.measurements += made[k] + made[n + k]
+        return results
     runs = [_task_run(layer, hw, tuning, writer=writer, records=records) for layer, _count in layers]
     results = TaskScheduler([run for run, _done in runs], [count for _layer, count in layers],
                             policy=tuning.scheduler).run()
@@ -178,26 +200,31 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
     return results
 
 
-def _task_run(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any,
-              records: list[MeasureRecord]) -> tuple[TaskRun, int]:
+def _task_run(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any, records: list[MeasureRecord],
+              family: str | None = None, tuner: Any = None, budget: int | None = None,
+              first: Sequence[Config] = ()) -> tuple[TaskRun, int]:
     """(The tuning of one layer with transfer from earlier trials' records, its measurements
-    made by an interrupted run of this trial)."""
-    tuner, budget, seed = tuning.tuner, tuning.budget, tuning.seed
-    extra: dict[str, Any] = {"time_budget_s": tuning.exhaustive_s, "learned_budget": budget} if tuner == "auto" else {}
-    if tuning.hparams:
+    made by an interrupted run of this trial). `family`, `tuner` (a name or a Tuner), `budget`
+    and `first` (configs measured before the transferred ones) override the trial's tuning."""
+    family = family or tuning.schedules
+    name = tuner if isinstance(tuner, str) else tuning.tuner if tuner is None else tuner.name
+    budget, seed = tuning.budget if budget is None else budget, tuning.seed
+    extra: dict[str, Any] = {"time_budget_s": tuning.exhaustive_s, "learned_budget": budget} if name == "auto" else {}
+    if tuning.hparams and tuner is None:
         extra["hparams"] = tuning.hparams
-    task = make_task(layer, hw, tuner, seed, family=tuning.schedules, **extra)
-    # A quarter of the budget at most goes to transferred configs: the tuner still explores.
-    seeds = transfer_configs(layer, hw, task.space, records, limit=min(WARM_START_MAX, max(1, budget // 4)))
+    task = make_task(layer, hw, tuner if tuner is not None else name, seed, family=family, **extra)
     lname, hname = layer.name, hw.name
-    own = [r for r in records if r.layer == lname and r.hw == hname and r.family == tuning.schedules]  # an interrupted run
+    mine = [r for r in records if r.family == family]  # another family's knobs mean nothing here
+    # A quarter of the budget at most goes to transferred configs: the tuner still explores.
+    seeds = list(first) + transfer_configs(layer, hw, task.space, mine, limit=min(WARM_START_MAX, max(1, budget // 4)))
+    own = [r for r in mine if r.layer == lname and r.hw == hname]  # an interrupted run
     # Its measurements count toward the budget: a resumed trial measures only what is missing, so
     # records.jsonl holds `budget` measurements per (config, layer) however often it was interrupted.
     # auto and exhaustive plan their own budget (every valid config when exhaustive; the cache of
     # earlier records keeps them from measuring a config twice).
     done = len({r.index for r in own})
     runner = SimulatorRunner(hw, params=tuning.params)
-    return TaskRun(task, budget=None if tuner in ("auto", "exhaustive") else max(0, budget - done), seed=seed,
+    return TaskRun(task, budget=None if name in ("auto", "exhaustive") else max(0, budget - done), seed=seed,
                    runner=runner, warm_start_records=own or None, seeds=seeds,
                    callbacks=[RecordCallback(writer, layer, hw, task.tuner.name, seed), _Closing(runner)]
                    if writer is not None else [_Closing(runner)]), done
@@ -260,7 +287,7 @@ def evaluate_hw(
     hparams: dict[str, str] | None = None,
     coefficients: ResourceCoefficients | None = None,
     network: Network | None = None,
-    schedules: str = DEFAULT_SCHEDULES,
+    schedules: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate one hardware config on a workload (see module docstring). Returns a JSON-able dict:
     `codesign.pareto.design_point` (config, latency_ms of one request, throughput_ips, area,
@@ -271,7 +298,7 @@ def evaluate_hw(
     `records_path`: a records file the measurements are appended to (tests, benchmarks; a sweep
     trial keeps them in memory for the driver). `network`: the workload's graph; given, the
     result is the whole network's plan (`scope` "whole network"), else its offloaded layers.
-    `schedules`: the schedule family of the inner tuning."""
+    `schedules`: the schedule family of the inner tuning (None: `default_schedules(tuner)`)."""
     start = time.perf_counter()
     resources = estimate(hw, board, coefficients)
     reason = infeasible_reason(hw, board, resources)

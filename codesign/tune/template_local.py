@@ -1,0 +1,82 @@
+"""The `vta` family's default search (`auto` of `codesign tune|sweep` on `--schedules vta`),
+"template+local", in two stages over a set of layers:
+
+1. the template family (`autotvm`): `auto` as on that family — every valid template schedule
+   timed when they fit `--exhaustive-budget` (always on the simulator: 40-3,500 per ResNet-18
+   layer), else its learned search; its records are template records (`codesign export autotvm`
+   has them);
+2. the `vta` family: the template optimum's point of the family (`VtaSpace.from_template`, the
+   identical program, so it times the same) measured first, then `local` (best-first
+   neighbourhood search) with `budget` measurements per layer, shared by the task scheduler.
+
+The result of a layer is the faster of both stages, so it is never worse than the template's
+best, and the family costs the template's measurements plus `budget` per layer: neither the
+family's 10^4-10^5 valid schedules per layer are enumerated nor a model is trained (timing
+every valid vta schedule, or a template+learned search that enumerates the family to count it,
+cost 30-400x a template trial per ResNet-18 network; docs/schedules.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from codesign.hw.config import HwConfig
+from codesign.schedule.knobs import Config
+from codesign.tune.local import LocalTuner
+from codesign.tune.loop import TaskRun, TuneResult
+from codesign.tune.records import family_space
+from codesign.tune.scheduler import TaskScheduler
+from codesign.tune.tuner import Tuner
+from codesign.tune.view import SpaceView
+from codesign.workloads.layers import Layer
+
+SEARCH = "template+local"
+TEMPLATE_FAMILY = "autotvm"
+FAMILY = "vta"
+
+#: make_run(layer, position, family, tuner (a name or a Tuner), budget (None: the tuner's plan),
+#: configs to measure first) -> the layer's TaskRun (runner, records, warm start: the caller's).
+MakeRun = Callable[[Layer, int, str, "str | Tuner", "int | None", Sequence[Config]], TaskRun]
+
+
+def template_seed(space: Any, template_best: Config | None) -> list[Config]:
+    """The template optimum's point of the family, when it is a valid point there ([] if not)."""
+    if template_best is None:
+        return []
+    try:
+        point = space.from_template(template_best)
+    except Exception:  # noqa: BLE001 - a template config the family cannot express
+        return []
+    return [point] if space.why_invalid(point) is None else []
+
+
+def combine(template: TuneResult, family: TuneResult) -> TuneResult:
+    """The layer's result: the family stage's, with the template stage's measurements counted
+    (and its history first) and its best kept when it is faster."""
+    family.history = list(template.history) + list(family.history)
+    family.measurements += template.measurements
+    family.invalid_skipped += template.invalid_skipped
+    if template.best_result is not None:
+        family.offer(template.best_result)
+    return family
+
+
+def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *, budget: int,
+                             seed: int = 0, policy: str = "gain",
+                             on_round: Callable[[int, int], Any] | None = None) -> list[TuneResult]:
+    """Both stages over `layers` (with their weights: occurrences); results in their order."""
+    weights = [count for _layer, count in layers]
+    first = [make_run(layer, k, TEMPLATE_FAMILY, "auto", None, ()) for k, (layer, _c) in enumerate(layers)]
+    done = TaskScheduler(first, weights, policy=policy, on_round=on_round).run()
+    second = []
+    for k, ((layer, _c), res) in enumerate(zip(layers, done)):
+        space = family_space(layer, hw, FAMILY)
+        # not enumerated: validity from the mask, index by index (the family has 10^4-10^5 valid
+        # schedules per layer; counting them costs more than the search)
+        tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0))
+        second.append(make_run(layer, k, FAMILY, tuner, budget, template_seed(space, res.best)))
+    found = TaskScheduler(second, weights, policy=policy, on_round=on_round).run()
+    return [combine(a, b) for a, b in zip(done, found)]
+
+
+__all__ = ["FAMILY", "SEARCH", "combine", "template_seed", "tune_template_then_local"]
