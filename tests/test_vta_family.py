@@ -162,7 +162,7 @@ def test_space_cli_reports_the_vta_family(capsys):
 
     spec = "conv2d:1,32,8,8,32,3,3,1,1"
     vta = run(["--layer", spec, "--hw", "pynq_1x16", "--schedules", "vta", "--exhaustive", "--json"])
-    auto = run(["--layer", spec, "--hw", "pynq_1x16", "--exhaustive", "--json"])
+    auto = run(["--layer", spec, "--hw", "pynq_1x16", "--schedules", "autotvm", "--exhaustive", "--json"])
     space = get_space(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1), HwConfig.resolve("pynq_1x16"), "vta")
     assert (vta["schedules"], vta["size"], vta["valid"]) == ("vta", space.size, space.n_valid)
     assert auto["schedules"] == "autotvm" and vta["valid"] > auto["valid"]
