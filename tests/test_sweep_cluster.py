@@ -138,7 +138,8 @@ def test_a_trial_writes_nothing_under_the_experiment_directory(tmp_path: Path, s
 
 
 # -- Ray nodes with their own filesystem, one lost mid-trial ----------------------------------------
-def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, space_file: Path) -> None:
+def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, space_file: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Records of a grid sweep on one node == those of the same sweep whose trials all run on nodes
     that see an empty tmpfs at the experiment directory (a head with 0 CPUs runs only the driver's
     actors) == those of that sweep when the node running a trial is killed mid-trial (the trial
@@ -151,6 +152,10 @@ def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, spac
     from codesign.sweep.options import SweepOptions
     from codesign.workloads import Workload
 
+    # The cluster's nodes run without token auth (LocalCluster); so must this driver. Unset, the
+    # first, private Ray below turns token auth on for this process when ~/.ray/auth_token
+    # exists, and the driver then rejects the nodes' calls: every trial dies before it runs.
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     assert not ray.is_initialized()
     wl = Workload("tiny", ((LAYER, 1), ("conv2d:1,32,8,8,32,1,1,1,0", 1)))
     kw = dict(options=SweepOptions(trials=None, budget=2, tuner="exhaustive", search="grid", seed=0), progress=False)
