@@ -33,11 +33,14 @@ LAYERS = (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1),     # padded 3x3
 
 
 def _picks(space, n: int = 2) -> list[int]:
-    """The first and n - 1 random valid configs with pad_skip = 1 (with threads when some have)."""
+    """The first and n - 1 random valid configs with pad_skip = 1 on tiles of the whole output plane
+    (with threads when some have; other tiles: tests/test_pad_rows.py)."""
     valid = space.valid_indices()
     b = space.batch(valid)
-    hits = np.flatnonzero(b.ps == 1)
-    threaded = np.flatnonzero((b.ps == 1) & (b.vt > 0))
+    g = space.batch(valid[:1]).t.geo
+    whole = (b.ps == 1) & (b.t.tile_h == g.out_h) & (b.t.tile_w == g.out_w)
+    hits = np.flatnonzero(whole)
+    threaded = np.flatnonzero(whole & (b.vt > 0))
     rng = np.random.default_rng(0)
     rows = [hits[0], *threaded[:1], *rng.choice(hits, size=min(n - 1, hits.size), replace=False)]
     return [int(valid[r]) for r in dict.fromkeys(rows)]
@@ -127,7 +130,7 @@ def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero():
     hw = HwConfig.resolve("pynq_1x16")
     layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
     space = get_space(layer, hw, "vta")
-    knobs = {**space.get(_picks(space)[0]).knobs, "tile_h": [2, 4]}  # a tile that does not cover the plane
+    knobs = {**space.get(_picks(space)[0]).knobs, "tile_h": [3, 3]}  # an edge tile (3 does not divide 8)
     why = space.why_invalid(knobs)
     assert why is not None and why.startswith("pad_skip_tile")
     with pytest.raises(InvalidSchedule, match="pad_skip_tile"):
@@ -146,7 +149,8 @@ def test_roofline_stays_a_bound_for_pad_skip_schedules():
     layer = Conv2D(1, 256, 14, 14, 256, 3, 3, 1, 1)
     space = get_space(layer, hw, "vta")
     valid = space.valid_indices()
-    ps = valid[space.batch(valid).ps == 1]
+    b = space.batch(valid)
+    ps = valid[(b.ps == 1) & (b.t.tile_h == 14) & (b.t.tile_w == 14)]  # the whole plane's kernel
     best = min(measure(layer, space.get(int(i)), hw).cycles for i in ps)
     assert best < layer.macs // hw.macs_per_cycle  # below every MAC of the padded conv
     assert 0.9 < attained_fraction(layer, hw, int(best)) <= 1

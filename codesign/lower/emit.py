@@ -138,6 +138,7 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
     seen = np.zeros(first_pair.shape[0], np.bool_)
     var = np.zeros(T_MAX, np.int64)
     svar = np.zeros(T_MAX, np.int64)  # the variant of each thread's tile in the current sub-step
+    trim = np.zeros((T_MAX, 2), np.int64)  # GEMM micro-ops each thread's tile skips (`access.gemm_trim`)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
     sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
@@ -169,6 +170,7 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                     first = r
                     b, h, co, w = ac.sub_tile(tiles, t, inner, c)
                     svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+                    trim[t, 0], trim[t, 1] = ac.gemm_trim(sc, h)
                     row = scv[svar[t] | kb]
                     if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c):
                         split = row[ac.INP_SPLIT]
@@ -206,6 +208,8 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                                 # s2g: the thread's last STORE of the previous pair read its ACC slots
                                 out[r, cols[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
                             else:
+                                out[r, cols[_BGN]] += trim[t, 0]  # the kernel's range this tile runs
+                                out[r, cols[_END]] -= trim[t, 1]
                                 out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
                                 out[r, cols[_PUSH_P]] = 1 if (b == n_b - 1 and not (
                                     j == P - 1 and k * NC + c == last_k)) else 0

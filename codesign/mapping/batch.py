@@ -416,6 +416,77 @@ def pad_skip_uops(geo: Geometry) -> int:
                * pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width).sum())
 
 
+@dataclass(frozen=True)
+class PadRows:
+    """The padding-skipping kernel of a tile that does not cover the whole output plane
+    (`pad_rows_kernel`): one kernel for every tile position, its micro-ops ordered so that the
+    taps reading the top padding (first row tile) come first and those reading the bottom padding
+    (last row tile) last; a GEMM of the first / last row tile runs the kernel without its first
+    `top` / last `bottom` micro-ops (uop_bgn / uop_end, `lower.emit`)."""
+
+    kernel: Kernel
+    top: int      # micro-ops the first row tile skips (it reads the top padding)
+    bottom: int   # micro-ops the last row tile skips (the bottom padding)
+    hazard: bool  # a tile position's micro-op range writes an ACC row one of the previous two wrote
+    ok: bool      # only the first and last row tiles read row padding, each only its own border
+
+
+def _dst_hazard_runs(d: np.ndarray, plane: int, tile_ci: int, tile_co: int) -> bool:
+    """The dst stream `d` of one GEMM instruction's kernel repeats an ACC row within two micro-ops,
+    over two iterations of each loop (iter_in over co: + plane; iter_out over ci: back from the last
+    co block) — docs/vta.md §3.9."""
+    streams = [np.concatenate([d, d + plane])] if tile_co > 1 else [d]
+    if tile_ci > 1:
+        streams.append(np.concatenate([d + (tile_co - 1) * plane, d]))
+    return len(d) < 3 or any(bool((s[1:] == s[:-1]).any() or (s[2:] == s[:-2]).any()) for s in streams)
+
+
+@lru_cache(maxsize=1024)
+def pad_rows_kernel(geo: Geometry, tile_h: int, tile_w: int, tile_ci: int, tile_co: int) -> PadRows:
+    """The `pad_skip` GEMM kernel of a tile of a padded conv that does not cover the whole output
+    plane. The INP tile keeps the padded layout inp[b][ci][hin][win] and the padded load (rows and
+    columns outside the image are the DMA's zero pads, never read from DRAM). The kernel holds the
+    (pixel, tap) pairs of the tile, tap (di, dj) outer and pixel (h, w) inner, without
+    - the taps reading column padding when the tile is the whole width (every tile then sits at both
+      column borders; narrower tiles keep them: the left and right tiles read the zero pads), and
+    - the taps reading row padding, by position: group T (the first row tile's taps above the
+      image) first, then the taps every tile runs, then group B (the last row tile's taps below
+      it); the first row tile's GEMM starts after T, the last's ends before B (both when one row
+      tile covers the height). Needs the middle row tiles to read no row padding (`ok`).
+    iter_out / iter_in walk the input / output channel blocks of the tile, as `pad_skip_kernel`."""
+    g = geo
+    s, p = g.stride, g.pad
+    win = (tile_w - 1) * s + g.kw
+    n_h = -(-g.out_h // tile_h)
+    h, di = np.arange(tile_h)[:, None], np.arange(g.kh)[None, :]
+
+    def rows(i: int) -> np.ndarray:  # input row of pixel h, tap di in row tile i, (tile_h, kh)
+        return (i * tile_h + h) * s - p + di
+
+    top, bot = rows(0) < 0, rows(n_h - 1) >= g.height
+    ok = not (top & bot).any()
+    if n_h > 1:
+        ok = ok and not (rows(0) >= g.height).any() and not (rows(n_h - 1) < 0).any()
+        ok = ok and all(((rows(i) >= 0) & (rows(i) < g.height)).all() for i in range(1, n_h - 1))
+    cols = (pad_taps(g.out_w, g.kw, s, p, g.width) if tile_w == g.out_w
+            else np.ones((tile_w, g.kw), dtype=bool))
+    parts = []
+    for grp in (top, ~top & ~bot, bot):  # (kh, kw, tile_h, tile_w) masks: tap outer, pixel inner
+        di_, dj_, hh, ww = np.nonzero(grp.T[:, None, :, None] & cols.T[None, :, None, :])
+        parts.append(np.stack([hh * tile_w + ww, (hh * s + di_) * win + ww * s + dj_, di_ * g.kw + dj_], axis=1))
+    uops = np.concatenate(parts).astype(np.int64)
+    uops.setflags(write=False)  # cached and shared
+    n, a, b = len(uops), len(parts[0]), len(parts[2])
+    kk, plane, hin = g.kh * g.kw, tile_h * tile_w, (tile_h - 1) * s + g.kh
+    kernel = Kernel(np.zeros((0, 4), dtype=np.int64), iter_out=tile_ci, iter_in=tile_co,
+                    src_factor_out=hin * win, wgt_factor_out=kk, dst_factor_in=plane,
+                    wgt_factor_in=tile_ci * kk, explicit=uops)
+    ranges = {(a, n - b)} if n_h == 1 else {(a, n), (0, n - b)} | ({(0, n)} if n_h > 2 else set())
+    d = uops[:, 0]
+    hazard = any(_dst_hazard_runs(d[lo:hi], plane, tile_ci, min(tile_co, 2)) for lo, hi in ranges)
+    return PadRows(kernel, a, b, hazard, bool(ok))
+
+
 def take(obj: object, rows: np.ndarray, n: int | None = None) -> object:
     """A copy of a batch object (`MappingBatch`, or one holding one) with only the configs `rows`:
     every array of length n (directly, in dicts, in nested batches) indexed, the rest shared;

@@ -122,6 +122,9 @@ class Mapping:
     edges: Edges | None = None  # edge tiles (mapping.edges); None: every tile size divides
     #: the INP tile is the unpadded image (hin/win = H/W): its kernel reads no padding (`pad_skip`)
     inp_unpadded: bool = False
+    #: micro-ops the first / last row tile's GEMMs skip at the start / end of `gemm` (`pad_skip` on
+    #: tiles that are not the whole plane: `mapping.batch.pad_rows_kernel`); (0, 0) otherwise
+    gemm_trim: tuple[int, int] = (0, 0)
     gemm_lift: tuple[tuple[int, int, int, int], ...] = ()
 
     @cached_property

@@ -29,7 +29,15 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, pad_skip_kernel, transpose_uops
+from codesign.mapping.batch import (
+    Kernel,
+    MappingBatch,
+    geometry,
+    inner,
+    pad_rows_kernel,
+    pad_skip_kernel,
+    transpose_uops,
+)
 from codesign.mapping.edges import N_VARIANTS, Edges, EdgeTile
 from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
@@ -191,8 +199,13 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     geo = geometry(layer, hw)
-    if ps:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
+    whole = tile.h == geo.out_h and tile.w == geo.out_w
+    trim = (0, 0)
+    if ps and whole:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
         gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
+    elif ps:  # on row / column tiles: one kernel, trimmed at the border row tiles (`pad_rows_kernel`)
+        pr = pad_rows_kernel(geo, tile.h, tile.w, tile.ci, tile.co)
+        gemm, trim = pr.kernel, (pr.top, pr.bottom)
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
@@ -207,7 +220,8 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
         inp_loads=tile.b * tile.ci if split else 1,
-        inp_unpadded=bool(ps),  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
+        inp_unpadded=bool(ps) and whole,  # the whole-plane kernel reads the unpadded image (`pad_skip_kernel`)
+        gemm_trim=trim,
         gemm_lift=tuple(tuple(int(x) for x in b.lift_loop[r, s]) for s in range(len(LIFTS[int(b.lift[r])]))))
     last = tuple(n - 1 if size % f else -1 for size, f, n in (
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),

@@ -32,7 +32,10 @@ correctly for any nest:
   (`mapping.batch.pad_skip_kernel`: explicit micro-ops over the (pixel, tap) pairs inside the image,
   iter_out / iter_in over the input / output channel blocks), for tiles covering the whole output
   plane of a padded conv (one tile position, so one kernel; no edge tiles, uop_fold = 0): fewer
-  GEMM cycles than the MACs of the padded conv (a 3x3 conv on a 7x7 image: 19² of 21² taps);
+  GEMM cycles than the MACs of the padded conv (a 3x3 conv on a 7x7 image: 19² of 21² taps). On
+  other tiles of a padded conv (row tiles, column tiles) it is `mapping.batch.pad_rows_kernel`: one
+  kernel whose micro-op range the first / last row tile's GEMM trims (the taps above / below the
+  image), the column padding skipped when the tile is the whole width (`apply_pad_rows`);
 - INP tiles whose region is no single 2-D DMA pattern (padded loads of several channel or batch
   blocks, unpadded tiles that do not fold) are loaded one (batch, channel) block per LOAD
   (`Mapping.inp_loads`), so the template's `pad_ci`, `pad_b` and `dma_inp` rules do not apply;
@@ -68,6 +71,7 @@ from codesign.mapping.batch import (
     Geometry,
     MappingBatch,
     dst_hazard,
+    pad_rows_kernel,
     pad_skip_kernel,
     pad_skip_uops,
     take,
@@ -149,18 +153,20 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
 
 
 def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
-    """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
-    into `t.gemm` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
-    hin/win = H/W, one 2-D DMA pattern) into `t` where it applies; returns where it applies: the
-    tile covers the whole output plane (one tile position, so one kernel), the conv is padded or
-    strided (an unpadded strided conv skips no tap, but its whole planes load as one DMA row, the
-    rows and columns the stride skips over-fetched, instead of one row per tile row and channel
-    block), every tile size divides (no edge variants), the fold is the kernel's own (uop_fold =
-    0), no transposed conv (its zero-skipping kernel is another)."""
+    """Put the padding-skipping GEMM kernel (`pad_skip` = 1) into `t.gemm` where it applies and
+    return where that is: a conv that is not transposed (its zero-skipping kernel is another), the
+    kernel's own fold (uop_fold = 0), every tile size dividing (no edge variants), and
+    - a tile covering the whole output plane of a padded or strided conv: `mapping.batch.
+      pad_skip_kernel` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
+      hin/win = H/W, one 2-D DMA pattern; an unpadded strided conv skips no tap, but its whole
+      planes load as one DMA row, the rows and columns the stride skips over-fetched, instead of one
+      row per tile row and channel block), or
+    - any other tile of a padded conv whose middle row tiles read no row padding: `mapping.batch.
+      pad_rows_kernel` (`apply_pad_rows`), the padded INP tile and load unchanged."""
     g = t.geo
-    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1) & (fold == 0)
-          & (not transpose)
-          & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+    base = (ps == 1) & (fold == 0) & (not transpose) & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci)
+    whole = (t.tile_h == g.out_h) & (t.tile_w == g.out_w)
+    ok = base & whole & (g.pad > 0 or g.stride > 1)
     if ok.any():
         n = pad_skip_uops(g)
         hazard = np.zeros(t.n, dtype=bool)
@@ -186,6 +192,34 @@ def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose:
                   "iter_out": np.where(ok, t.tile_ci, t.gemm["iter_out"]),
                   "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
                   "hazard": np.where(ok, hazard, t.gemm["hazard"])}
+    rows_ok = apply_pad_rows(t, base & ~whole & (g.pad > 0) & (t.h_tiles * t.tile_h == g.out_h)
+                             & (t.w_tiles * t.tile_w == g.out_w))
+    return ok | rows_ok
+
+
+def apply_pad_rows(t: MappingBatch, sel: np.ndarray) -> np.ndarray:
+    """Put `mapping.batch.pad_rows_kernel` into `t.gemm` for the configs `sel` (pad_skip = 1 on a
+    tile that is not the whole plane) where its row groups hold (`PadRows.ok`); returns where.
+    The kernel's size (the middle row tiles' range, the largest) is what the micro-op cache holds."""
+    ok = np.zeros(t.n, dtype=bool)
+    if not sel.any():
+        return ok
+    n_uops = t.gemm["n_uops"].copy()
+    hazard = t.gemm["hazard"].copy()
+    rows = np.flatnonzero(sel)
+    keys = np.stack([t.tile_h[rows], t.tile_w[rows], np.minimum(t.tile_ci[rows], 2), np.minimum(t.tile_co[rows], 2)],
+                    axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    for u, key in enumerate(uniq.tolist()):
+        pr = pad_rows_kernel(t.geo, *key)
+        at = rows[inv.reshape(-1) == u]
+        ok[at] = pr.ok
+        n_uops[at] = pr.kernel.size
+        hazard[at] = pr.hazard
+    t.gemm = {**t.gemm, "n_uops": np.where(ok, n_uops, t.gemm["n_uops"]),
+              "iter_out": np.where(ok, t.tile_ci, t.gemm["iter_out"]),
+              "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
+              "hazard": np.where(ok, hazard, t.gemm["hazard"])}
     return ok
 
 
@@ -232,8 +266,10 @@ class VtaBatch:
         # temporal extent of each pair loop: tiles over the axis / threads on it
         self.extent = {a: tiles[a] // np.where(vt == VTHREADS.index(a), nt, 1) for a in PAIR_AXES}
         self.tiles = tiles
-        # one LOAD per INP block (not for pad_skip's unpadded tile: one 2-D pattern)
-        self.split = ((t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]) & ~((self.ps == 1) & self.ps_ok)
+        # one LOAD per INP block (not for pad_skip's unpadded tile of the whole plane: one 2-D pattern;
+        # on other tiles pad_skip keeps the padded tile and its loads, `apply_pad_rows`)
+        unpadded = (self.ps == 1) & self.ps_ok & (t.tile_h == t.geo.out_h) & (t.tile_w == t.geo.out_w)
+        self.split = ((t.geo.pad > 0) & (t.tile_b * t.tile_ci > 1) | ~t.inp_pattern()["ok"]) & ~unpadded
         self.set_nest(order, ws, self.ins, self.acc)
 
     def set_nest(self, order: np.ndarray, ws: np.ndarray, ins: np.ndarray, acc: np.ndarray) -> None:
@@ -423,10 +459,11 @@ class VtaSpace(KnobSpace):
             "tile sizes that do not divide have kernels of their own extents (lowered whole only)"))
         self._nest_rules(b, add)
         add("pad_skip_tile", b.ps_ok, lambda i: (
-            "pad_skip: the padding-skipping kernel needs a padded or strided conv (not transposed) whose tile covers "
-            "the whole "
-            f"output plane (tile_h = {self._geo.out_h}, tile_w = {self._geo.out_w}, got {t.tile_h[i]}, {t.tile_w[i]}), "
-            f"tile sizes that divide (no edge tiles) and uop_fold = 0, got {b.fold[i]}"))
+            "pad_skip: the padding-skipping kernel needs a conv that is not transposed, tile sizes that divide (no "
+            f"edge tiles) and uop_fold = 0 (got {b.fold[i]}), and either a tile covering the whole output plane of a "
+            f"padded or strided conv (tile_h = {self._geo.out_h}, tile_w = {self._geo.out_w}) or a padded conv whose "
+            f"middle row tiles read no row padding (got tile_h = {t.tile_h[i]}, tile_w = {t.tile_w[i]}, "
+            f"pad = {self._geo.pad})"))
         add("pad_skip_lift", (b.ps == 0) | (b.lift == 0), lambda i: (
             f"pad_skip: the padding-skipping kernel is explicit micro-ops over the taps inside the image; no loop "
             f"of it is lifted into instructions (uop_lift = 0), got uop_lift={b.lift[i]}"))
