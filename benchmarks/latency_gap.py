@@ -3,8 +3,9 @@ the best `vta`-family schedule found against its floor, and which module is busy
 
 Best schedule: the template optimum (exhaustive over the AutoTVM family); a hill climb on the `vta`
 family without `pad_skip` from the `--starts` best template points (every valid one-knob neighbour
-measured, move to the best, up to `--evals` measurements: `without_pad_skip_ms`); then every valid
-`pad_skip` point (up to `--evals`/2) and a climb over the whole family from the best points.
+measured, move to the best, up to `--evals` measurements: `without_pad_skip_ms`); then the best
+points' `pad_skip` twins (pad_skip = 1 with the kernel's own fold, `_pad_skip_twins`), random valid
+`pad_skip` points (up to `--evals`/2) and a climb over the whole family from the best points.
 
 Floor, in device cycles (the timing model's own costs, `sim/timing_params.json`):
 - compute: every MAC on real input on the GEMM core (`roofline.compute_cycles`; `floor_padded_ms`
@@ -98,6 +99,18 @@ def _climb(space, layer, hw, times: dict[int, float], starts: int, max_evals: in
             cur = best
 
 
+def _pad_skip_twins(space, points: list[int]) -> list[int]:
+    """The valid configs that are `points` with pad_skip = 1 and the kernel's own fold and no lift
+    (uop_fold = uop_lift = 0, rule pad_skip_tile): two or three knobs away, so a one-knob climb from
+    a point with a chosen fold never reaches its padding-skipping twin."""
+    out = []
+    for i in points:
+        knobs = {**space.get(i).knobs, "pad_skip": 1, "uop_fold": 0, "uop_lift": 0}
+        if space.why_invalid(knobs) is None:
+            out.append(space.from_knobs(knobs).index)
+    return out
+
+
 def best_vta(layer, hw: HwConfig, starts: int, evals: int) -> tuple[dict, object, dict]:
     """(template optimum and the best without pad_skip, best vta config, its measurement): the hill
     climb without pad_skip from the template's best points, then over the whole family from there
@@ -116,8 +129,11 @@ def best_vta(layer, hw: HwConfig, starts: int, evals: int) -> tuple[dict, object
     without = min(times, key=lambda i: (times[i], i))
     valid = space.valid_indices()
     ps = valid[~no_ps(valid)]
-    for i in ps[np.random.default_rng(0).permutation(len(ps))[:evals // 2]].tolist():
+    for i in _pad_skip_twins(space, sorted(times, key=times.get)[:starts]):
         times[i] = measure(layer, space.get(i), hw).seconds
+    for i in ps[np.random.default_rng(0).permutation(len(ps))[:evals // 2]].tolist():
+        if i not in times:
+            times[i] = measure(layer, space.get(i), hw).seconds
     _climb(space, layer, hw, times, starts, len(times) + evals // 2, lambda idx: np.ones(len(idx), dtype=bool))
     best = min(times, key=lambda i: (times[i], i))
     config = space.get(best)
