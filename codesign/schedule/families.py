@@ -199,13 +199,8 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     geo = geometry(layer, hw)
-    whole = tile.h == geo.out_h and tile.w == geo.out_w
-    trim = (0, 0)
-    if ps and whole:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
+    if ps:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
         gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
-    elif ps:  # on row / column tiles: one kernel, trimmed at the border row tiles (`pad_rows_kernel`)
-        pr = pad_rows_kernel(geo, tile.h, tile.w, tile.ci, tile.co)
-        gemm, trim = pr.kernel, (pr.top, pr.bottom)
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
@@ -220,9 +215,10 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
              ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
         inp_loads=tile.b * tile.ci if split else 1,
-        inp_unpadded=bool(ps) and whole,  # the whole-plane kernel reads the unpadded image (`pad_skip_kernel`)
-        gemm_trim=trim,
+        inp_unpadded=bool(ps),  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
         gemm_lift=tuple(tuple(int(x) for x in b.lift_loop[r, s]) for s in range(len(LIFTS[int(b.lift[r])]))))
+    if ps:
+        m = _pad_rows(m)
     last = tuple(n - 1 if size % f else -1 for size, f, n in (
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
         (geo.ci, tile.ci, g["ci_steps"])))
@@ -235,6 +231,17 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         uops = transpose_uops(layer, tile.h, tile.w, tile.ci, tile.co)
         m = replace(m, gemm=Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64)))
     return m
+
+
+def _pad_rows(m: Mapping) -> Mapping:
+    """A `pad_skip` mapping whose tile is not the whole output plane: `mapping.batch.pad_rows_kernel`
+    in place of the whole-plane kernel (one kernel, its range trimmed at the first / last row tile:
+    `Mapping.gemm_trim`), and the padded INP tile and loads of the same tiles without pad_skip."""
+    g, t = m.geo, m.tile
+    if t.h == g.out_h and t.w == g.out_w:
+        return m
+    pr = pad_rows_kernel(g, t.h, t.w, t.ci, t.co)
+    return replace(m, gemm=pr.kernel, gemm_trim=(pr.top, pr.bottom), inp_unpadded=False)
 
 
 #: edge tile variants built per space and kept (`_edges`); a bound, not a working-set size

@@ -153,20 +153,19 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
 
 
 def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
-    """Put the padding-skipping GEMM kernel (`pad_skip` = 1) into `t.gemm` where it applies and
-    return where that is: a conv that is not transposed (its zero-skipping kernel is another), the
-    kernel's own fold (uop_fold = 0), every tile size dividing (no edge variants), and
-    - a tile covering the whole output plane of a padded or strided conv: `mapping.batch.
-      pad_skip_kernel` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
-      hin/win = H/W, one 2-D DMA pattern; an unpadded strided conv skips no tap, but its whole
-      planes load as one DMA row, the rows and columns the stride skips over-fetched, instead of one
-      row per tile row and channel block), or
-    - any other tile of a padded conv whose middle row tiles read no row padding: `mapping.batch.
-      pad_rows_kernel` (`apply_pad_rows`), the padded INP tile and load unchanged."""
+    """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
+    into `t.gemm` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
+    hin/win = H/W, one 2-D DMA pattern) into `t` where it applies; returns where it applies: the
+    tile covers the whole output plane (one tile position, so one kernel), the conv is padded or
+    strided (an unpadded strided conv skips no tap, but its whole planes load as one DMA row, the
+    rows and columns the stride skips over-fetched, instead of one row per tile row and channel
+    block), every tile size divides (no edge variants), the fold is the kernel's own (uop_fold =
+    0), no transposed conv (its zero-skipping kernel is another). On the other tiles of a padded
+    conv: `apply_pad_rows`."""
     g = t.geo
-    base = (ps == 1) & (fold == 0) & (not transpose) & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci)
-    whole = (t.tile_h == g.out_h) & (t.tile_w == g.out_w)
-    ok = base & whole & (g.pad > 0 or g.stride > 1)
+    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1) & (fold == 0)
+          & (not transpose)
+          & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
     if ok.any():
         n = pad_skip_uops(g)
         hazard = np.zeros(t.n, dtype=bool)
@@ -192,16 +191,26 @@ def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose:
                   "iter_out": np.where(ok, t.tile_ci, t.gemm["iter_out"]),
                   "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
                   "hazard": np.where(ok, hazard, t.gemm["hazard"])}
-    rows_ok = apply_pad_rows(t, base & ~whole & (g.pad > 0) & (t.h_tiles * t.tile_h == g.out_h)
-                             & (t.w_tiles * t.tile_w == g.out_w))
-    return ok | rows_ok
+    ok = ok | apply_pad_rows(t, ps, fold, transpose)
+    return ok
 
 
-def apply_pad_rows(t: MappingBatch, sel: np.ndarray) -> np.ndarray:
-    """Put `mapping.batch.pad_rows_kernel` into `t.gemm` for the configs `sel` (pad_skip = 1 on a
-    tile that is not the whole plane) where its row groups hold (`PadRows.ok`); returns where.
-    The kernel's size (the middle row tiles' range, the largest) is what the micro-op cache holds."""
+def _pad_skip_hazard(g: Geometry, tile_ci: int, tile_co: int) -> bool:
+    # the wrap of iter_in moves dst by (tile_co - 1) planes: any tile_co > 2 is further apart than 2
+    return pad_skip_kernel(g, tile_ci, min(tile_co, 2))[1]
+
+
+def apply_pad_rows(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
+    """Put `mapping.batch.pad_rows_kernel` into `t.gemm` where `pad_skip` = 1 applies to a tile
+    that is not the whole output plane, and return where: a padded conv (not transposed), the
+    kernel's own fold (uop_fold = 0), every tile size dividing, and only the first and last row
+    tiles reading row padding (`PadRows.ok`). The INP tile and its loads stay the padded ones. The
+    kernel's size (the middle row tiles' range, the largest) is what the micro-op cache holds."""
+    g = t.geo
     ok = np.zeros(t.n, dtype=bool)
+    sel = ((ps == 1) & (fold == 0) & (not transpose) & (g.pad > 0) & ~((t.tile_h == g.out_h) & (t.tile_w == g.out_w))
+           & (t.h_tiles * t.tile_h == g.out_h) & (t.w_tiles * t.tile_w == g.out_w)
+           & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
     if not sel.any():
         return ok
     n_uops = t.gemm["n_uops"].copy()
@@ -221,11 +230,6 @@ def apply_pad_rows(t: MappingBatch, sel: np.ndarray) -> np.ndarray:
               "iter_in": np.where(ok, t.tile_co, t.gemm["iter_in"]),
               "hazard": np.where(ok, hazard, t.gemm["hazard"])}
     return ok
-
-
-def _pad_skip_hazard(g: Geometry, tile_ci: int, tile_co: int) -> bool:
-    # the wrap of iter_in moves dst by (tile_co - 1) planes: any tile_co > 2 is further apart than 2
-    return pad_skip_kernel(g, tile_ci, min(tile_co, 2))[1]
 
 
 def _canonical_table() -> np.ndarray:
