@@ -140,12 +140,28 @@ def test_two_passes_agree_with_row_tile_pad_skip(two_pass_agrees):
     assert _row_tiles(space)[0].size > 0
 
 
-def test_resnet18_56x56_whole_width_row_tiles_get_pad_skip():
-    """The 56x56 3x3 conv of ResNet-18 on stock 1x16 (issue 19's time): whole-width row tiles with
-    pad_skip are valid, and the kernel skips the 2 of 58 columns' taps and the border rows'."""
+#: the best schedules without pad_skip last session's latency_gap found (/tmp/gap_final.json, main 3b518a5)
+BEST_56 = {"tile_b": [1, 1], "tile_h": [8, 7], "tile_w": [1, 56], "tile_ci": [4, 1], "tile_co": [2, 2], "order": 0,
+           "wgt_stationary": 0, "vthread": 1, "uop_fold": 10, "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0,
+           "n_threads": 2, "uop_lift": 0}
+BEST_28 = {"tile_b": [1, 1], "tile_h": [4, 7], "tile_w": [1, 28], "tile_ci": [8, 1], "tile_co": [4, 2], "order": 2,
+           "wgt_stationary": 0, "vthread": 1, "uop_fold": 11, "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0,
+           "n_threads": 2, "uop_lift": 0}
+
+
+@pytest.mark.parametrize("layer,best", [(Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1), BEST_56),
+                                        (Conv2D(1, 128, 28, 28, 128, 3, 3, 1, 1), BEST_28)],
+                         ids=("56x56", "28x28"))
+def test_resnet18_row_tiles_with_pad_skip_beat_the_best_without(layer, best):
+    """ResNet-18's 56x56 and 28x28 3x3 convs on stock 1x16 (issue 19's time): the best schedule
+    without pad_skip, whole-width row tiles of 7 rows, is beaten by its pad_skip twin (pad_skip = 1,
+    the kernel's own fold), whose kernel skips the 2 of 58 (30) columns' taps and the border rows'."""
     hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1)
     g = geometry(layer, hw)
-    pr = pad_rows_kernel(g, 7, 56, 2, 2)
+    pr = pad_rows_kernel(g, 7, g.out_w, 2, 2)
     assert pr.ok and not pr.hazard
-    assert pr.kernel.size == 7 * (3 * 56 - 2) * 3 and pr.top == pr.bottom == 3 * 56 - 2
+    assert pr.kernel.size == 7 * (3 * g.out_w - 2) * 3 and pr.top == pr.bottom == 3 * g.out_w - 2
+    space = get_space(layer, hw, "vta")
+    twin = {**best, "pad_skip": 1, "uop_fold": 0}
+    assert space.why_invalid(best) is None and space.why_invalid(twin) is None
+    assert measure(layer, space.from_knobs(twin), hw).cycles < measure(layer, space.from_knobs(best), hw).cycles
