@@ -3,9 +3,10 @@ the best `vta`-family schedule found against its floor, and which module is busy
 
 Best schedule: the template optimum (exhaustive over the AutoTVM family); a hill climb on the `vta`
 family without `pad_skip` from the `--starts` best template points (every valid one-knob neighbour
-measured, move to the best, up to `--evals` measurements: `without_pad_skip_ms`); then the best
-points' `pad_skip` twins (pad_skip = 1 with the kernel's own fold, `_pad_skip_twins`), random valid
-`pad_skip` points (up to `--evals`/2) and a climb over the whole family from the best points.
+measured, move to the best, up to `--evals` measurements: `without_pad_skip_ms`); then random valid
+`pad_skip` points of whole-plane tiles (up to `--evals`/2), the best points' `pad_skip` twins
+(pad_skip = 1 with the kernel's own fold: row tiles, `_pad_skip_twins`) and a climb over the whole
+family from the best points.
 
 Floor, in device cycles (the timing model's own costs, `sim/timing_params.json`):
 - compute: every MAC on real input on the GEMM core (`roofline.compute_cycles`; `floor_padded_ms`
@@ -129,9 +130,10 @@ def best_vta(layer, hw: HwConfig, starts: int, evals: int) -> tuple[dict, object
     without = min(times, key=lambda i: (times[i], i))
     valid = space.valid_indices()
     ps = valid[~no_ps(valid)]
-    for i in _pad_skip_twins(space, sorted(times, key=times.get)[:starts]):
-        times[i] = measure(layer, space.get(i), hw).seconds
-    for i in ps[np.random.default_rng(0).permutation(len(ps))[:evals // 2]].tolist():
+    twins = _pad_skip_twins(space, sorted(times, key=times.get)[:starts])
+    t = space.batch(ps).t
+    whole = ps[(t.tile_h == t.geo.out_h) & (t.tile_w == t.geo.out_w)]  # the whole-plane kernel's points
+    for i in whole[np.random.default_rng(0).permutation(len(whole))[:evals // 2]].tolist() + twins:
         if i not in times:
             times[i] = measure(layer, space.get(i), hw).seconds
     _climb(space, layer, hw, times, starts, len(times) + evals // 2, lambda idx: np.ones(len(idx), dtype=bool))

@@ -11,7 +11,9 @@ K reduction steps k and G batch blocks b per tile (G = tile_b; the GEMMs run onc
     for t: for c: STORE(t, c)
     ... after the last pair: LOAD INP no-op, LOAD UOP no-op, FINISH (docs/vta.md §2.6, §5.4)
 
-with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`); i runs
+with a LOAD UOP before a compute instruction whose kernel the ring does not hold (`uops`); a GEMM of a
+tile in the first / last row tile runs its kernel's range without the micro-ops `access.gemm_trim`
+names (`pad_skip` on row tiles: the taps above / below the image, `Mapping.gemm_trim`); i runs
 over the iterations of the kernel loops lifted into instructions (`Mapping.gemm_lift`, one otherwise).
 c walks the C output tiles of the loops inside the reduction (`Mapping.inner_loops`; C = 1 in
 the templates), each in its own ACC slot of the thread; the epilogue runs once over the thread's
