@@ -670,3 +670,146 @@ class VtaSpace(KnobSpace):
         for name in ("log2_gemm_insns", "log2_compute_per_load"):  # per step: every lifted instruction
             base[:, CONFIG_FEATURE_NAMES.index(name)] += log2_lift.astype(np.float32)
         return np.concatenate([base, extra.astype(np.float32)], axis=1).astype(np.float32)
+
+    # -- valid configs sampled without enumerating them (the learned searches: `tune.view.SpaceView`) --
+    def sample_support(self) -> tuple[np.ndarray, MappingBatch, np.ndarray, np.ndarray, np.ndarray]:
+        """The configs `sample_valid` draws from: a superset of the valid ones, built without
+        enumerating them (pass A of `valid_indices`, ~1/64,512 of the space, then one bool per
+        geometry and kernel-knob value). The geometries (tile sizes x threads, the other knobs at 0)
+        that pass every rule free of the kernel knobs, order and residency; for each, the folds
+        whose two GEMM loops are live (a lift only makes loops extent 1), the lifts `uop_lift_live`
+        and `uop_lift_edge` allow (they read the geometry's own loops), pad_skip where
+        `pad_skip_tile` allows it (it needs uop_fold = uop_lift = 0: `pad_skip_tile`,
+        `pad_skip_lift`); x every order x `NESTS`. Returns (geometry positions (g, knobs), their
+        geometry (a `MappingBatch`, row-aligned, the template's kernels), fold ok (g, folds), lift
+        ok (g, lifts), pad_skip ok (g,)); computed once."""
+        if not hasattr(self, "_support"):
+            names = self.knob_names
+            zero = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident",
+                                             *KERNEL_KNOBS)]
+            geo_dims = [1 if j in zero else d for j, d in enumerate(self.dims)]
+            n_geo = int(np.prod(geo_dims, dtype=np.int64))
+            keep_pos = []
+            for start in range(0, n_geo, 1 << 15):
+                pos = np.stack(np.unravel_index(np.arange(start, min(start + (1 << 15), n_geo)), geo_dims[::-1])[::-1],
+                               axis=1)
+                ba = self.batch(self.index_of(pos))
+                ok = np.ones(len(pos), dtype=bool)
+                for rule in self.rules(ba, edges=False):
+                    if rule.name not in ORDER_RULES and rule.name not in KERNEL_RULES:
+                        ok &= rule.ok
+                keep_pos.append(pos[ok])
+            pos = np.concatenate(keep_pos) if keep_pos else np.zeros((0, len(self.dims)), dtype=np.int64)
+            geo = self.batch(self.index_of(pos)).t  # the template's kernels (kernel knobs at 0)
+            n_fold, n_lift = self.dims[names.index("uop_fold")], self.dims[names.index("uop_lift")]
+            transpose = self.template == templates.TRANSPOSE_TEMPLATE
+            live = geo.gemm["loops"][..., 0] > 1  # (g, GEMM loops) of the unlifted kernel
+            pairs = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[:n_fold]
+            fold_ok = live[:, pairs[:, 0]] & live[:, pairs[:, 1]]
+            fold_ok[:, 0] = True
+            if transpose:
+                fold_ok[:, 1:] = False
+            lift_ok = np.zeros((len(pos), n_lift), dtype=bool)
+            ps_ok = np.zeros(len(pos), dtype=bool)
+            if len(pos):
+                for value in range(n_lift):
+                    p = pos.copy()
+                    p[:, names.index("uop_lift")] = value
+                    b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
+                    rules = {r.name: r.ok for r in self.rules(b, edges=False)}
+                    lift_ok[:, value] = rules["uop_lift_live"] & rules["uop_lift_edge"]
+                p = pos.copy()
+                p[:, names.index("pad_skip")] = 1
+                b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
+                ps_ok = {r.name: r.ok for r in self.rules(b, edges=False)}["pad_skip_tile"].copy()
+            self._support = (pos, geo, fold_ok, lift_ok, ps_ok)
+            self._sampled = [0, 0]  # draws from the support, valid ones among them (`valid_estimate`)
+        pos, geo, fold_ok, lift_ok, ps_ok = self._support
+        return pos, geo, fold_ok, lift_ok, ps_ok
+
+    def support_size(self) -> int:
+        """Configs in `sample_support` (every order and residency of `NESTS` counted)."""
+        _pos, _geo, fold_ok, lift_ok, ps_ok = self.sample_support()
+        per_geo = fold_ok.sum(axis=1) * lift_ok.sum(axis=1) + ps_ok
+        return int(per_geo.sum()) * len(ORDERS) * len(NESTS)
+
+    def sample_valid(self, n: int, rng: np.random.Generator, exclude: object = (), *,
+                     max_draws: int = 1 << 22) -> np.ndarray:
+        """Up to `n` distinct valid indices not in `exclude`, uniformly at random over the valid
+        configs, without enumerating them: configs are drawn uniformly from `sample_support` (a
+        superset of the valid ones) and kept when every rule holds (the mask's own rules, so a
+        kept config is exactly valid, and every valid config is as likely). Gives up after
+        `max_draws` draws (a space with almost no valid configs)."""
+        pos, geo, fold_ok, lift_ok, ps_ok = self.sample_support()
+        ex = exclude if isinstance(exclude, (set, dict, frozenset)) else set(exclude)  # type: ignore[arg-type]
+        out: list[int] = []
+        if n <= 0 or not len(pos):
+            return np.zeros(0, dtype=np.int64)
+        names = self.knob_names
+        n_f, n_l = fold_ok.sum(axis=1), lift_ok.sum(axis=1)
+        weight = (n_f * n_l + ps_ok).astype(np.float64)  # kernel-knob values of each geometry
+        if weight.sum() == 0:
+            return np.zeros(0, dtype=np.int64)
+        cum = np.cumsum(weight)
+        folds = np.argsort(~fold_ok, axis=1, kind="stable")  # row g: its allowed folds first
+        lifts = np.argsort(~lift_ok, axis=1, kind="stable")
+        free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
+        grid = np.array([(o, *nest) for o in range(len(ORDERS)) for nest in NESTS], dtype=np.int64)
+        col = {k: names.index(k) for k in KERNEL_KNOBS}
+        seen: set[int] = set()
+        draws, chunk = 0, 2048
+        while len(out) < n and draws < max_draws:
+            g = np.minimum(np.searchsorted(cum, rng.random(chunk) * cum[-1], side="right"), len(pos) - 1)
+            u = rng.integers(0, weight[g].astype(np.int64))
+            ps = u >= n_f[g] * n_l[g]
+            p = pos[g].copy()
+            p[:, col["uop_fold"]] = np.where(ps, 0, folds[g, np.minimum(u // n_l[g], n_f[g] - 1)])
+            p[:, col["uop_lift"]] = np.where(ps, 0, lifts[g, u % n_l[g]])
+            p[:, col["pad_skip"]] = ps
+            p[:, free] = grid[rng.integers(0, len(grid), size=chunk)]
+            idx = self.index_of(p)
+            b = self.batch(idx, take(geo, g))
+            ok = np.ones(chunk, dtype=bool)
+            for rule in self.rules(b, edges=False):  # every rule but the edge tiles', on the cheap geometry
+                ok &= rule.ok
+            cand = np.flatnonzero(ok)
+            if cand.size:  # the edge tiles' rules: the mask itself (exact)
+                cand = cand[self._mask(idx[cand])]
+            draws += chunk
+            self._sampled[0] += chunk
+            self._sampled[1] += int(cand.size)
+            for i in idx[cand].tolist():
+                if i not in ex and i not in seen:
+                    seen.add(i)
+                    out.append(i)
+                    if len(out) >= n:
+                        break
+        return np.asarray(out, dtype=np.int64)
+
+    def valid_estimate(self, draws: int = 1 << 16) -> float:
+        """Valid configs, estimated as `support_size` x the fraction of `draws` uniform draws from
+        the support that are valid (seeded: the same estimate every time; at ~1% acceptance,
+        +-4% one sigma); computed once."""
+        if not hasattr(self, "_valid_est"):
+            size = self.support_size()
+            before = list(self._sampled)
+            if size:
+                self.sample_valid(1 << 62, np.random.default_rng(0), max_draws=draws)
+            drawn, valid = self._sampled[0] - before[0], self._sampled[1] - before[1]
+            self._valid_est = size * valid / drawn if drawn else 0.0
+        return self._valid_est
+
+    def valid_mask_staged(self, indices: Sequence[int] | np.ndarray, *, exact: bool = True) -> np.ndarray:
+        """`valid_mask(indices)`, with the edge tiles' rules (most of the mask's time where tile
+        sizes do not divide: each config's edge variants are built) evaluated only on the configs
+        every other rule accepts (the mask itself on those, so the result is the mask's).
+        `exact=False`: every rule but the edge tiles' (a superset of the valid configs, for a
+        search's intermediate steps; what it proposes is checked exactly)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        ok = self._mask(idx, edges=False)
+        if not exact:
+            return ok
+        sel = np.flatnonzero(ok)
+        if sel.size:
+            ok[sel] = self._mask(idx[sel])
+        return ok

@@ -50,7 +50,8 @@ HPARAMS = {
     "max_data": 20000,
 }
 _SAID: set[str] = set()  # refusal lines printed in this process
-CANDIDATES = 4096  # random valid configs ranked per proposal in a space too large to enumerate
+CANDIDATES = 4096  # random valid configs a space too large to enumerate is ranked on (drawn once per task)
+FRESH = 256  # random valid configs added to them per proposal (sampling 4096 each time cost ~2 s on vta)
 # Bounds a --hparam value must keep (inclusive; the rest only need >= 0).
 HPARAM_RANGES = {"hidden": (1, None), "heads": (1, None), "fit_batch": (1, None), "bootstrap_p": (0, 1),
                  "epsilon": (0, 1), "max_data": (1, None)}
@@ -164,10 +165,12 @@ class BanditTuner(Tuner):
         self._obs: np.ndarray | None = None  # observation of every valid config (enumerable spaces; row-aligned)
         self._task_data = 0
         self._pretrained = False
+        self._pool: tuple[np.ndarray, np.ndarray] | None = None  # large spaces: sampled configs, observations
 
     def set_task(self, layer: Layer, hw: HwConfig) -> None:
         self.env = ScheduleEnv(self.view, layer, hw, self.rng)
         self._obs = self.env.obs_batch(self.view.valid_pos) if self.view.enumerable else None
+        self._pool = None
         if self.agent is not None and self.agent.obs_dim != self.env.obs_dim:
             why = (f"agent observations are {self.agent.obs_dim} long, the {self.view.family} family's are "
                    f"{self.env.obs_dim} now ({self.env.n_features} schedule features); the agent was trained with "
@@ -267,9 +270,14 @@ class BanditTuner(Tuner):
 
     def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
         """(valid configs the model ranks, their observations): all of an enumerable space; of a
-        large one `CANDIDATES` random ones plus the neighbours of the best measured few."""
+        large one `CANDIDATES` random ones drawn once per task, `FRESH` new ones each proposal
+        and the neighbours of the best measured few."""
         if self._obs is not None:
             return self.view.valid, self._obs
+        if self._pool is None:
+            base = np.unique(np.asarray(self.view.sample_valid(CANDIDATES, self.rng), dtype=np.int64))
+            self._pool = (base, self._observe_batch(base))
         ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
-        pool = self.view.candidates(self.rng, CANDIDATES, around=[int(r.config.index) for r in ok[:4]])
-        return pool, self._observe_batch(pool)
+        extra = self.view.candidates(self.rng, FRESH, around=[int(r.config.index) for r in ok[:4]])
+        extra = extra[~np.isin(extra, self._pool[0])]
+        return np.concatenate([self._pool[0], extra]), np.concatenate([self._pool[1], self._observe_batch(extra)])

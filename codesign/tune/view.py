@@ -4,9 +4,12 @@ AutoTVM `ScheduleSpace` and the `vta` family's space share the public interface:
 get, valid_mask, valid_indices, features_batch). Tuners never decode knob positions themselves.
 
 Small spaces (up to `ENUMERATE_LIMIT` configs) are enumerated once: `valid` holds every valid
-index and sampling draws from it. Larger ones (10^5-10^6 configs) are never enumerated by the
-view: valid configs are sampled by drawing indices and keeping those the vectorized mask
-accepts, and validity of single indices is the mask's (cached).
+index and sampling draws from it. Larger ones are never enumerated by the view: a space with its
+own sampler (the `vta` family, 10^9-10^10 configs per ResNet-18 layer at ~10^-4 valid:
+`VtaSpace.sample_valid`, uniform over the valid configs, from a superset built without
+enumerating them) samples with it and estimates its valid count with it (`valid_estimate`);
+others draw indices and keep those the vectorized mask accepts. Validity of single indices is the
+mask's (cached).
 
 The mixed-radix helpers between config indices and knob positions are `codesign.schedule.space`'s."""
 
@@ -23,13 +26,9 @@ from codesign.schedule.vta_space import VtaSpace
 
 FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA template spaces are a few thousand)
 # Enumerate valid configs of spaces up to this size (one vectorized mask pass, ~1 s per 10^6 configs);
-# sample larger ones. The vta family's ResNet-18 spaces are 10^5-10^6 configs with ~0.5% valid, where
-# sampling by rejection would draw ~200 indices per valid one.
+# sample larger ones. Enumerating a vta family space of ResNet-18 (10^5 valid of 10^10) takes 5-10 CPU-s
+# (`VtaSpace.valid_indices`), its sampler ~1 ms per valid config: the learned searches sample.
 ENUMERATE_LIMIT = 1 << 21
-# The vta family enumerates its valid configs itself in two passes (`VtaSpace.valid_indices`: the
-# order- and residency-free rules over 1/48 of the grid first, ~1 s per 10^6 configs of that pass),
-# far cheaper than rejection sampling at <1% validity: its spaces are enumerated up to this size.
-VTA_ENUMERATE_LIMIT = 1 << 27
 SAMPLE_CHUNK = 4096  # indices drawn per mask call when sampling a large space
 MAX_SAMPLE_DRAWS = 1 << 22  # give up sampling after this many draws (a space with ~no valid configs)
 
@@ -48,8 +47,9 @@ class SpaceView:
         self.family: str = str(getattr(space, "family", "autotvm"))
         self.dims = tuple(int(d) for d in space.dims)
         self.size = int(space.size)
-        self.enumerable = self.size <= int(enumerate_limit) or (
-            isinstance(space, VtaSpace) and enumerate_limit == ENUMERATE_LIMIT and self.size <= VTA_ENUMERATE_LIMIT)
+        self.enumerable = self.size <= int(enumerate_limit)
+        #: the space's own sampler of valid configs (`VtaSpace.sample_valid`), for a large space
+        self._sampler = getattr(space, "sample_valid", None) if isinstance(space, VtaSpace) else None
         self._valid: np.ndarray | None = None
         self._valid_set: set[int] | None = None
         self._valid_pos: np.ndarray | None = None
@@ -94,8 +94,10 @@ class SpaceView:
             self._valid_pos = self.positions(self.valid)
         return self._valid_pos
 
-    def valid_mask(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Boolean validity of `indices` (in range), vectorized."""
+    def valid_mask(self, indices: Sequence[int] | np.ndarray, *, exact: bool = True) -> np.ndarray:
+        """Boolean validity of `indices` (in range), vectorized. `exact=False` may accept some
+        invalid configs where that is much cheaper (the `vta` family's edge-tile rules,
+        `VtaSpace.valid_mask_staged`): for a search's intermediate states, never for proposals."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0:
             return np.zeros(0, dtype=bool)
@@ -104,6 +106,9 @@ class SpaceView:
             if v.size == 0:
                 return np.zeros(idx.size, dtype=bool)
             return v[np.minimum(np.searchsorted(v, idx), v.size - 1)] == idx
+        staged = getattr(self.space, "valid_mask_staged", None)  # the same mask, the costly rules last
+        if staged is not None:
+            return np.asarray(staged(idx, exact=exact), dtype=bool)
         return np.asarray(self.space.valid_mask(idx), dtype=bool)
 
     def is_valid(self, index: int) -> bool:
@@ -118,10 +123,12 @@ class SpaceView:
         return known
 
     def n_valid(self) -> float:
-        """Valid configs: exact for an enumerable space, else estimated from a uniform sample
-        (the mask's acceptance rate x size)."""
+        """Valid configs: exact for an enumerable space, else estimated: by the space's sampler
+        (`VtaSpace.valid_estimate`), or from a uniform sample (the mask's acceptance rate x size)."""
         if self.enumerable or self._valid is not None:
             return float(len(self.valid))
+        if self._n_valid_est is None and self._sampler is not None:
+            self._n_valid_est = float(self.space.valid_estimate())
         if self._n_valid_est is None:
             draws = np.random.default_rng(0).integers(0, self.size, size=1 << 14)
             self._n_valid_est = float(self.valid_mask(draws).mean()) * self.size
@@ -131,7 +138,7 @@ class SpaceView:
     def sample_valid(self, n: int, rng: np.random.Generator, exclude: Iterable[int] = ()) -> list[int]:
         """Up to `n` distinct valid indices not in `exclude`, uniformly at random. Enumerable
         spaces draw from `valid` without replacement; large ones draw indices and keep those the
-        mask accepts."""
+        mask accepts (or the space's own sampler draws them, `VtaSpace.sample_valid`)."""
         ex = exclude if isinstance(exclude, (set, dict)) else set(exclude)
         if n <= 0:
             return []
@@ -142,6 +149,10 @@ class SpaceView:
             if pool.size == 0:
                 return []
             return [int(i) for i in rng.choice(pool, size=min(n, pool.size), replace=False)]
+        if self._sampler is not None:
+            out = [int(i) for i in self._sampler(n, rng, ex)]
+            self._known.update(dict.fromkeys(out, True))
+            return out
         out: list[int] = []
         seen: set[int] = set()
         draws = 0
