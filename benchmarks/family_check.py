@@ -16,6 +16,7 @@ A layer holds when best vta <= best autotvm (relative tolerance 1e-9).
 
     python benchmarks/family_check.py                          # every zoo network, both configs
     python benchmarks/family_check.py --nets resnet18 --search exhaustive
+    python benchmarks/family_check.py --budget 16 --exhaustive-budget 10 --learned auto   # template+learned
 """
 
 from __future__ import annotations
@@ -52,14 +53,16 @@ def best_of(table: dict[int, tuple[float, int]]) -> tuple[int, float] | None:
     return i, table[i][0]
 
 
-def vta_auto(layer, hw: HwConfig, *, budget: int, exhaustive_s: float, seed: int) -> tuple[float | None, dict]:
+def vta_auto(layer, hw: HwConfig, *, budget: int, exhaustive_s: float, seed: int,
+             learned: str | None = None) -> tuple[float | None, dict]:
     """The default search on the vta family, as a sweep trial and `codesign tune` run it (`auto`
     on vta = template+local: the template's schedules by `auto`, then `local` from the template
-    optimum with `budget` measurements; no transfer)."""
+    optimum with `budget` measurements; no transfer). `learned`: the family stage's search is
+    that learned search instead (`template_local.tune_template_then_local(learned=...)`)."""
     from codesign.tune.loop import TaskRun
     from codesign.tune.measure import SimulatorRunner
     from codesign.tune.task import make_task
-    from codesign.tune.template_local import SEARCH, tune_template_then_local
+    from codesign.tune.template_local import search_name, tune_template_then_local
 
     with SimulatorRunner(hw) as runner:
         def make_run(lay, k, family, tuner, b, first):
@@ -67,12 +70,13 @@ def vta_auto(layer, hw: HwConfig, *, budget: int, exhaustive_s: float, seed: int
             task = make_task(lay, hw, tuner, seed + k, family=family, **extra)
             return TaskRun(task, budget=b, seed=seed + k, runner=runner, seeds=first)
 
-        res = tune_template_then_local([(layer, 1)], hw, make_run, budget=budget, seed=seed)[0]
-    return res.best_seconds, {"search": SEARCH, "measurements": int(res.measurements),
+        res = tune_template_then_local([(layer, 1)], hw, make_run, budget=budget, seed=seed, learned=learned)[0]
+    return res.best_seconds, {"search": search_name(learned), "measurements": int(res.measurements),
                               "best_family": getattr(res.best, "family", None)}
 
 
-def check_layer(layer, hw: HwConfig, *, search: str, budget: int, exhaustive_s: float, seed: int) -> dict:
+def check_layer(layer, hw: HwConfig, *, search: str, budget: int, exhaustive_s: float, seed: int,
+                learned: str | None = None) -> dict:
     t0 = time.perf_counter()
     a = best_of(exhaustive_table(layer, hw, family="autotvm"))
     row: dict = {"layer": layer.name, "hw": hw.name}
@@ -87,7 +91,7 @@ def check_layer(layer, hw: HwConfig, *, search: str, budget: int, exhaustive_s: 
         v = best_of(exhaustive_table(layer, hw, family="vta"))
         v_s, info = (None if v is None else v[1]), {"search": "exhaustive", "valid": len(vspace.valid_indices())}
     else:
-        v_s, info = vta_auto(layer, hw, budget=budget, exhaustive_s=exhaustive_s, seed=seed)
+        v_s, info = vta_auto(layer, hw, budget=budget, exhaustive_s=exhaustive_s, seed=seed, learned=learned)
     holds = v_s is not None and v_s <= a_s * (1 + TOL)
     return {**row, "autotvm_us": round(a_s * 1e6, 3), "vta_us": None if v_s is None else round(v_s * 1e6, 3),
             "speedup": None if v_s is None else round(a_s / v_s, 4), "holds": holds,
@@ -103,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="auto's learned budget (the sweep's default)")
     ap.add_argument("--exhaustive-budget", type=float, default=DEFAULT_EXHAUSTIVE_S,
                     help="auto: exhaustive when a layer fits this many seconds (the sweep's default)")
+    ap.add_argument("--learned", default=None,
+                    help="--search auto: the family stage's search, a learned tuner (auto: the shipped agent where it "
+                         "matches, else xgb; or xgb, evo, bandit, random) instead of local")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also append one JSON line per layer to this file")
     args = ap.parse_args(argv)
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 key = (layer, hw.name)
                 if key not in seen:
                     seen[key] = check_layer(layer, hw, search=args.search, budget=args.budget,
-                                            exhaustive_s=args.exhaustive_budget, seed=args.seed)
+                                            exhaustive_s=args.exhaustive_budget, seed=args.seed, learned=args.learned)
                     r = seen[key]
                     _log(f"{net} {hw.name} {layer.name}: autotvm {r.get('autotvm_us')} us, vta {r.get('vta_us')} us "
                          f"({r.get('search')}) {'ok' if r['holds'] else 'WORSE'}")

@@ -1,6 +1,6 @@
 """The search on the `vta` schedule family (issue 19 §2): `auto` never ends worse than the
 template, records are resolved by knob values (the family's index changes as it grows), and a
-shipped agent of another feature length is refused in one line, then the bandit starts cold."""
+shipped agent of another feature length is refused in one line, then XGBoost searches."""
 
 from __future__ import annotations
 
@@ -110,18 +110,17 @@ def test_vta_records_are_resolved_by_knobs_not_index(monkeypatch):
     assert skipped == [stale]
 
 
-def test_an_agent_of_another_feature_length_is_refused_then_cold_start(tmp_path, monkeypatch, capsys, table):
+def test_an_agent_of_another_feature_length_is_refused_then_xgboost_searches(tmp_path, monkeypatch, capsys, table):
     path = tmp_path / "bandit_vta_old.pt"
     BanditAgent(17).save(path)  # trained when the family had other features
     monkeypatch.setitem(auto_mod.SHIPPED_AGENTS, "vta", path)
     task = make_task(LAYER, HW, "auto", 0, family="vta", time_budget_s=1.0, learned_budget=4)
     res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, seed=0, runner=TableRunner(table, cost_s=0.01))
     choice = task.tuner.choice
-    assert choice["search"] == "template+bandit" and choice["agent"] is None
-    expected = task.tuner.inner.env.obs_dim
-    assert str(path) in choice["agent_refused"] and f"are {expected} now" in choice["agent_refused"]
+    assert choice["search"] == "template+xgb" and choice["agent"] is None
+    assert str(path) in choice["agent_refused"] and "are 17 long" in choice["agent_refused"]
     err = [line for line in capsys.readouterr().err.splitlines() if str(path) in line]
-    assert len(err) == 1 and "cold start" in err[0] and "Traceback" not in err[0]
+    assert len(err) == 1 and "not used" in err[0] and "Traceback" not in err[0]
     assert res.best_seconds <= _template_opt(table)
 
 

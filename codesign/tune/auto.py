@@ -6,7 +6,9 @@ on a board) and searches exhaustively when every valid config fits the time budg
 measurement budget: `learned` when given, else the pretrained agent shipped with the package for
 the space's family (`paths.SHIPPED_AGENT`, `paths.SHIPPED_VTA_AGENT`: hardware-conditioned bandits
 trained on simulator data) when it matches the task (conv2d/dense template; an agent of another
-feature length is refused in one line and the bandit starts cold), else XGBoost.
+feature length is refused in one line), else XGBoost (`learned_tuner`). Neither needs the space
+listed: a family too large to enumerate is sampled (`SpaceView`, `VtaSpace.sample_valid`) and its
+valid count estimated.
 
 On a family larger than the templates (`vta`) the learned search never ends worse than the
 template: when the family is too big to time whole but the template's valid schedules (its
@@ -34,6 +36,7 @@ from codesign.tune.measure import MeasureInput, MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.registry import make_tuner
 from codesign.tune.tuner import DEFAULT_BUDGET, Tuner
+from codesign.tune.view import SpaceView
 from codesign.workloads.layers import Layer
 
 #: Seconds of measuring per layer below which `auto` is exhaustive. ResNet-18 layers have <= 464
@@ -44,6 +47,28 @@ PROBES = 3  # configs timed to estimate the cost of one measurement
 AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped agents were trained on
 SHIPPED_AGENTS = {"autotvm": SHIPPED_AGENT, "vta": SHIPPED_VTA_AGENT}  # per schedule family
 TEMPLATE_BATCH = 64  # configs per round of the template phase (exhaustive: no model between rounds)
+
+
+def learned_tuner(space: ScheduleSpace, view: SpaceView, layer: Layer, hw: HwConfig, seed: int = 0, *,
+                  learned: str | None = None, agent: Any = None, **kw: Any) -> tuple[Tuner, Any, str | None]:
+    """(the learned search of `auto`, already `set_task`; the agent file it uses or None; why the
+    shipped agent was refused or None): `learned` when given (with `agent`), else the family's
+    shipped agent (`SHIPPED_AGENTS`) when it matches the task (a conv2d/dense template, its
+    observation length), else XGBoost — also when the agent is refused (another feature length,
+    said in one line): a cold bandit is not the better search."""
+    shipped = SHIPPED_AGENTS.get(view.family)
+    refused = None
+    if learned is None and agent is None and shipped is not None and shipped.exists() \
+            and getattr(layer, "template", None) in AGENT_TEMPLATES:
+        tuner = make_tuner("bandit", space, seed, view=view, agent=str(shipped))
+        tuner.set_task(layer, hw)  # an agent of another feature length: refused (one line)
+        refused = getattr(tuner, "refused", None)
+        if refused is None:
+            return tuner, shipped, None
+    extra = {} if agent is None else {"agent": agent}
+    tuner = make_tuner(learned or "xgb", space, seed, view=view, **extra, **kw)
+    tuner.set_task(layer, hw)
+    return tuner, agent, refused
 
 
 class AutoTuner(Tuner):
@@ -59,6 +84,7 @@ class AutoTuner(Tuner):
         self.learned, self.learned_kw, self.agent_arg = learned, kw, agent
         self.inner: Tuner | None = None
         self._agent_path: Any = None
+        self._refused: str | None = None  # why the shipped agent was refused (then: XGBoost)
         self.choice: dict[str, Any] = {}
         self._task: tuple[Layer, HwConfig] | None = None
         self._queue: list[int] = []  # template points still to time (the template phase)
@@ -90,7 +116,7 @@ class AutoTuner(Tuner):
                        "time_budget_s": self.time_budget_s,
                        "agent": None if self._agent_path is None else str(self._agent_path),
                        "template_points": len(points), "template_phase": phase,
-                       "agent_refused": getattr(self.inner, "refused", None)}
+                       "agent_refused": self._refused}
         self.batch_size = TEMPLATE_BATCH if phase else self.inner.batch_size
         if budget is None:
             if isinstance(self.inner, ExhaustiveTuner):
@@ -118,19 +144,9 @@ class AutoTuner(Tuner):
         return len(self._queue)
 
     def _learned(self, layer: Layer, hw: HwConfig) -> Tuner:
-        """The learned tuner (already `set_task`): `learned`, else the family's shipped agent
-        (the bandit refuses one of another feature length in one line and starts cold), else XGBoost."""
-        self._agent_path: Any = self.agent_arg
-        shipped = SHIPPED_AGENTS.get(self.view.family)
-        if self.learned is None and self.agent_arg is None and shipped is not None and shipped.exists() \
-                and getattr(layer, "template", None) in AGENT_TEMPLATES:
-            tuner = make_tuner("bandit", self.space, self.seed, view=self.view, agent=str(shipped))
-            tuner.set_task(layer, hw)  # an agent of another feature length: refused, cold start
-            self._agent_path = shipped if getattr(tuner, "refused", None) is None else None
-            return tuner
-        agent = {} if self.agent_arg is None else {"agent": self.agent_arg}
-        tuner = make_tuner(self.learned or "xgb", self.space, self.seed, view=self.view, **agent, **self.learned_kw)
-        tuner.set_task(layer, hw)
+        """The learned tuner (already `set_task`), `learned_tuner`'s."""
+        tuner, self._agent_path, self._refused = learned_tuner(
+            self.space, self.view, layer, hw, self.seed, learned=self.learned, agent=self.agent_arg, **self.learned_kw)
         return tuner
 
     # -- everything else is the chosen tuner's ----------------------------------------------
@@ -168,4 +184,4 @@ class AutoTuner(Tuner):
         self._chosen().transfer(records)
 
 
-__all__ = ["AutoTuner", "DEFAULT_EXHAUSTIVE_S"]
+__all__ = ["AutoTuner", "DEFAULT_EXHAUSTIVE_S", "learned_tuner"]

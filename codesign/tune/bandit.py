@@ -159,7 +159,7 @@ class BanditTuner(Tuner):
         super().__init__(space, seed, view, hparams)
         self.agent: BanditAgent | None = BanditAgent.load(agent) if isinstance(agent, (str, Path)) else agent
         self.agent_file = str(agent) if isinstance(agent, (str, Path)) else None
-        self.refused: str | None = None  # why the agent file was refused (then: a cold start)
+        self.refused: str | None = None  # why the agent file was refused (then: not used; this tuner starts cold)
         self.hparams = self.hp  # converted and checked (`resolve_hparams`), not the --hparam strings
         self.env: ScheduleEnv | None = None
         self._obs: np.ndarray | None = None  # observation of every valid config (enumerable spaces; row-aligned)
@@ -177,7 +177,7 @@ class BanditTuner(Tuner):
                    f"another feature set: retrain it (python benchmarks/train_agent.py --schedules {self.view.family})")
             if self.agent_file is None:
                 raise ConfigError(why)
-            self.refused = f"{self.agent_file}: {why}; cold start"
+            self.refused = f"{self.agent_file}: {why}; not used"
             if self.refused not in _SAID:  # once per process, not once per layer
                 _SAID.add(self.refused)
                 print(f"bandit: {self.refused}", file=sys.stderr)

@@ -22,8 +22,10 @@ from typing import Any
 
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
+from codesign.tune.auto import learned_tuner
 from codesign.tune.local import LocalTuner
 from codesign.tune.loop import TaskRun, TuneResult
+from codesign.tune.measure import MeasureResult
 from codesign.tune.records import family_space
 from codesign.tune.scheduler import TaskScheduler
 from codesign.tune.tuner import Tuner
@@ -61,22 +63,52 @@ def combine(template: TuneResult, family: TuneResult) -> TuneResult:
     return family
 
 
+def as_family(space: Any, results: Sequence[MeasureResult]) -> list[MeasureResult]:
+    """Template results as results of the family's points (`from_template`: the identical
+    programs, so the same timings), unmeasured there; those the family cannot express or holds
+    invalid are left out."""
+    out = []
+    for r in results:
+        try:
+            point = space.from_template(r.config)
+        except Exception:  # noqa: BLE001, S112 - a template config the family cannot express
+            continue
+        out.append(MeasureResult(point, r.seconds, r.cycles, r.error, measured=False))
+    keep = SpaceView(space, enumerate_limit=0).valid_mask([int(r.config.index) for r in out]) if out else []
+    return [r for r, ok in zip(out, keep) if ok]
+
+
+def search_name(learned: str | None) -> str:
+    """The `search` label of the two stages: "template+local", or "template+<learned>"."""
+    return SEARCH if learned is None else f"template+{learned}"
+
+
 def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *, budget: int,
-                             seed: int = 0, policy: str = "gain",
-                             on_round: Callable[[int, int], Any] | None = None) -> list[TuneResult]:
-    """Both stages over `layers` (with their weights: occurrences); results in their order."""
+                             seed: int = 0, policy: str = "gain", on_round: Callable[[int, int], Any] | None = None,
+                             learned: str | None = None) -> list[TuneResult]:
+    """Both stages over `layers` (with their weights: occurrences); results in their order.
+    `learned`: the family stage's search is `auto`'s learned search instead of `local`
+    ("auto": the shipped agent where it matches, else XGBoost, `auto.learned_tuner`; or a tuner
+    name), which observes every template result of its layer (as the family's points) first."""
     weights = [count for _layer, count in layers]
     first = [make_run(layer, k, TEMPLATE_FAMILY, "auto", None, ()) for k, (layer, _c) in enumerate(layers)]
     done = TaskScheduler(first, weights, policy=policy, on_round=on_round).run()
     second = []
     for k, ((layer, _c), res) in enumerate(zip(layers, done)):
         space = family_space(layer, hw, FAMILY)
-        # not enumerated: validity from the mask, index by index (the family has 10^4-10^5 valid
-        # schedules per layer; counting them costs more than the search)
-        tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0))
-        second.append(make_run(layer, k, FAMILY, tuner, budget, template_seed(space, res.best)))
+        if learned is None:
+            # not enumerated: validity from the mask, index by index (the family has 10^4-10^5 valid
+            # schedules per layer; counting them costs more than the search)
+            tuner: Tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0))
+        else:  # sampled, never listed (`SpaceView`, `VtaSpace.sample_valid`)
+            tuner = learned_tuner(space, SpaceView(space), layer, hw, seed + k,
+                                  learned=None if learned == "auto" else learned)[0]
+        run = make_run(layer, k, FAMILY, tuner, budget, template_seed(space, res.best))
+        if learned is not None:
+            tuner.warm_start(as_family(space, res.history))
+        second.append(run)
     found = TaskScheduler(second, weights, policy=policy, on_round=on_round).run()
     return [combine(a, b) for a, b in zip(done, found)]
 
 
-__all__ = ["FAMILY", "SEARCH", "combine", "template_seed", "tune_template_then_local"]
+__all__ = ["FAMILY", "SEARCH", "as_family", "combine", "search_name", "template_seed", "tune_template_then_local"]
