@@ -33,11 +33,15 @@ from codesign.schedule.support import unsupported_reason
 from codesign.tune.agents import KNOB_SLOTS, MAX_KNOBS, torch_module
 from codesign.tune.loop import tune_layer
 from codesign.tune.measure import MeasureResult, SimulatorRunner
+from codesign.tune.records import family_space
 from codesign.tune.task import make_task
 from codesign.tune.tuner import Tuner
 from codesign.tune.view import SpaceView, squash
 from codesign.workloads.layers import Layer
 
+#: Valid configs a training task's family is sampled to when it is too large to enumerate
+#: (`pretrain(pool=...)`): the deployed bandit ranks as many random valid configs of such a space.
+TRAIN_POOL = 4096
 PENALTY = 10.0  # reward for invalid configs and failures, in roofline-bound units
 HORIZON = 20  # steps per episode (ktune)
 # Episode starts: ktune's zeros / random / median, plus the best config measured so far (local
@@ -150,6 +154,28 @@ class ScheduleEnv:
         return self.view.is_valid(index) and index not in self.seconds
 
 
+class SampledView(SpaceView):
+    """A space seen through a fixed sample of its valid configs: the sample is the view's whole
+    valid set (enumerated, so tuners rank all of it), every other config counts as invalid.
+    Pre-training on a family of 10^5 valid schedules per task needs a few thousand of them, not
+    the family listed; knob positions, features and configs are the full space's."""
+
+    def __init__(self, space: Any, indices: Sequence[int] | np.ndarray) -> None:
+        super().__init__(space)
+        self.enumerable = True
+        self._valid = np.unique(np.asarray(indices, dtype=np.int64))
+
+
+def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Up to `n` distinct valid configs of `space`, uniformly at random, sorted: by the space's
+    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices."""
+    sampler = getattr(space, "sample_valid", None)
+    if sampler is not None:
+        return np.unique(np.asarray(sampler(n, rng), dtype=np.int64))
+    valid = np.asarray(space.valid_indices(), dtype=np.int64)
+    return np.sort(rng.choice(valid, size=min(n, valid.size), replace=False)) if valid.size else valid
+
+
 @dataclass
 class Transition:
     obs: np.ndarray
@@ -253,7 +279,8 @@ class MultiStepTuner(Tuner):
 
 
 def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed: int = 0, agent: Any = None,
-             runner_factory: Any = None, epochs: int = 1, progress: bool = False, family: str = "autotvm") -> Any:
+             runner_factory: Any = None, epochs: int = 1, progress: bool = False, family: str = "autotvm",
+             pool: int | None = None) -> Any:
     """Train one agent across layers and hardware configs and return it (`agent.save(path)`).
 
     `layers` x `hws` are the tasks (each layer at the smallest batch the config's BATCH divides;
@@ -261,6 +288,8 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
     pairs. Each task is tuned with `budget` measurements, the agent's weights (and, for the
     bandit, its data) carried from task to task. `runner_factory(layer, hw)` builds the runner
     (default: the simulator). `agent`: an agent object or checkpoint path to continue from.
+    `pool`: a task whose space is too large for the view to enumerate is tuned on `pool` of its
+    valid configs drawn uniformly once (`SampledView`; seeded by the task) instead of the family.
     """
     if hws is None:
         tasks = [(layer, hw) for layer, hw in layers]
@@ -272,9 +301,19 @@ def pretrain(algo: str, layers: Any, hws: Any = None, *, budget: int = 50, seed:
                     layer = layer.with_batch(math.lcm(layer.batch, hw.batch))
                 if unsupported_reason(layer, hw) is None:
                     tasks.append((layer, hw))
+    views: dict[int, SpaceView] = {}
     for epoch in range(epochs):
         for k, (layer, hw) in enumerate(tasks):
-            task = make_task(layer, hw, algo, seed + 1000 * epoch + k, agent=agent, family=family)
+            view = None
+            if pool is not None:
+                if k not in views:
+                    space = family_space(layer, hw, family)
+                    full = SpaceView(space)
+                    views[k] = full if full.enumerable else SampledView(
+                        space, sample_valid_pool(space, pool, np.random.default_rng(seed + k)))
+                view = views[k]
+            task = make_task(layer, hw, algo, seed + 1000 * epoch + k, agent=agent, family=family,
+                             space=view.space if view else None, view=view)
             runner = runner_factory(layer, hw) if runner_factory else SimulatorRunner(hw)
             tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=seed + 1000 * epoch + k, runner=runner,
                        progress=progress)

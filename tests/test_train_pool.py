@@ -1,0 +1,48 @@
+"""Agent pre-training on a family too large to enumerate (issue 19, the vta family: 10^5 valid
+schedules per ResNet-18 conv): each task is tuned on a fixed uniform sample of its valid configs
+(`SampledView`), so training measures only configs of that sample and never lists the family."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.tune import TableRunner, exhaustive_table
+from codesign.tune import env as env_mod
+from codesign.tune.env import SampledView, pretrain, sample_valid_pool
+from codesign.tune.view import SpaceView
+from codesign.workloads import parse_layer
+
+HW = HwConfig()
+LAYER = parse_layer("conv2d:1,16,8,8,16,3,3,1,1")  # ~1,800 valid vta schedules: small enough to check them all
+
+
+def test_sampled_view_is_the_sample():
+    space = get_space(LAYER, HW, "vta")
+    pool = sample_valid_pool(space, 40, np.random.default_rng(0))
+    assert pool.size == 40 and space.valid_mask(pool).all()  # distinct, valid
+    assert not np.array_equal(pool, sample_valid_pool(space, 40, np.random.default_rng(1)))  # random
+    view = SampledView(space, pool[::-1])
+    assert view.enumerable and np.array_equal(view.valid, pool)
+    outside = int(np.setdiff1d(space.valid_indices(), pool)[0])
+    assert not view.is_valid(outside) and view.is_valid(int(pool[3]))
+    assert sorted(view.sample_valid(100, np.random.default_rng(0))) == pool.tolist()
+
+
+def test_pretrain_measures_only_the_sampled_pool_of_a_large_space(monkeypatch):
+    table = exhaustive_table(LAYER, HW, family="vta")
+    measured: list[int] = []
+
+    class Recording(TableRunner):
+        def measure_one(self, inp):
+            measured.append(int(inp.config.index))
+            return super().measure_one(inp)
+
+    # the space as the view sees a 10^10 one: not enumerable (this one is ~10^8, listed by default)
+    monkeypatch.setattr(env_mod, "SpaceView", lambda space: SpaceView(space, enumerate_limit=0))
+    agent = pretrain("bandit", [(LAYER, HW)], budget=12, seed=3, family="vta", pool=30,
+                     runner_factory=lambda layer, hw: Recording(table))
+    assert agent.trained and len(agent.y) == 12 and len(set(measured)) == 12
+    pool = sample_valid_pool(get_space(LAYER, HW, "vta"), 30, np.random.default_rng(3))  # task 0, seed 3
+    assert set(measured) <= set(pool.tolist())
