@@ -163,3 +163,14 @@ def test_edge_variants_are_built_once_per_tile_size_threads_and_fold(monkeypatch
         prog = compile_layer(layer, config, hw)
         assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
     assert len(calls) == 1
+
+
+def test_the_shipped_vta_agent_matches_the_family():
+    """sim/agents/bandit_vta_sim.pt observes what the family's features are now, so `codesign tune
+    --schedules vta` (auto on an expensive runner) loads it instead of starting cold; a knob that
+    adds features must retrain it (python benchmarks/train_agent.py --schedules vta)."""
+    from codesign.paths import SHIPPED_VTA_AGENT
+
+    task = make_task(LAYER, HW, "bandit", 0, family="vta", agent=str(SHIPPED_VTA_AGENT))
+    task.tuner.set_task(LAYER, HW)
+    assert task.tuner.refused is None, task.tuner.refused
