@@ -551,37 +551,25 @@ class VtaSpace(KnobSpace):
         """Sorted valid indices, in three passes: (A) the rules that depend neither on the kernel
         knobs (`KERNEL_KNOBS`, `KERNEL_RULES`) nor on the loop order and residency (`ORDER_RULES`)
         over the tile sizes x threads with those knobs at 0 (1/64,512 of the space); (B) the rules
-        that ignore order and residency over the survivors x every fold and lift, their geometry
-        taken from A's batch; (C) every rule over B's survivors x all orders x `NESTS` (the residency
+        that ignore order and residency over the survivors x the kernel-knob values their GEMM loops
+        allow (`sample_support`: a fold of live loops, a lift `uop_lift_live` and `uop_lift_edge`
+        allow, pad_skip where it applies; ~1/13 of every fold and lift), their geometry taken from
+        A's batch; (C) every rule over B's survivors x all orders x `NESTS` (the residency
         combinations the other rules leave), the geometry and kernels taken from B's batch."""
         if self._valid is None:
             names = self.knob_names
             free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
             kern = [names.index(k) for k in KERNEL_KNOBS]
-            geo_dims = [1 if j in free + kern else d for j, d in enumerate(self.dims)]
-            n_geo = int(np.prod(geo_dims, dtype=np.int64))
             grid = np.array([(o, *nest) for o in range(self.dims[free[0]]) for nest in NESTS], dtype=np.int64)
-            kgrid = np.stack(np.meshgrid(*[np.arange(self.dims[j]) for j in kern], indexing="ij"), -1).reshape(
-                -1, len(kern))
+            pos_a, geo, _f, _l, _p = self.sample_support()  # pass A
+            rows_b, kvals = self.support_kernels()
             survivors = []
             chunk = 1 << 15  # configs per batch: memory stays ~0.5 GB
-            step = max(1, chunk // len(kgrid))
-            for start in range(0, n_geo, step):
-                pos = np.stack(np.unravel_index(np.arange(start, min(start + step, n_geo)), geo_dims[::-1])[::-1],
-                               axis=1)
-                ba = self.batch(self.index_of(pos))
-                ok = np.ones(len(pos), dtype=bool)
-                for rule in self.rules(ba, edges=False):
-                    if rule.name not in ORDER_RULES and rule.name not in KERNEL_RULES:
-                        ok &= rule.ok
-                keep = np.flatnonzero(ok)
-                if not keep.size:
-                    continue
-                # pass B: the survivors x every fold and lift
-                rows = np.repeat(keep, len(kgrid))
-                pos_b = pos[rows]
-                pos_b[:, kern] = np.tile(kgrid, (len(keep), 1))
-                b = self.batch(self.index_of(pos_b), take(ba.t, rows))
+            for start in range(0, len(rows_b), chunk):
+                rows = rows_b[start:start + chunk]
+                pos_b = pos_a[rows]
+                pos_b[:, kern] = kvals[start:start + chunk]
+                b = self.batch(self.index_of(pos_b), take(geo, rows))
                 ok = np.ones(len(pos_b), dtype=bool)
                 for rule in self.rules(b, edges=False):
                     if rule.name not in ORDER_RULES:
@@ -813,3 +801,16 @@ class VtaSpace(KnobSpace):
         if sel.size:
             ok[sel] = self._mask(idx[sel])
         return ok
+
+    def support_kernels(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel-knob values of `sample_support`, listed: (rows into its geometries (m,),
+        values (m, len(KERNEL_KNOBS))) — every allowed fold x allowed lift with pad_skip 0, then
+        pad_skip 1 with neither where it applies (pass B of `valid_indices`)."""
+        _pos, _geo, fold_ok, lift_ok, ps_ok = self.sample_support()
+        g, f, lf = np.nonzero(fold_ok[:, :, None] & lift_ok[:, None, :])
+        p = np.flatnonzero(ps_ok)
+        col = {k: i for i, k in enumerate(KERNEL_KNOBS)}
+        vals = np.zeros((g.size + p.size, len(KERNEL_KNOBS)), dtype=np.int64)
+        vals[:g.size, col["uop_fold"]], vals[:g.size, col["uop_lift"]] = f, lf
+        vals[g.size:, col["pad_skip"]] = 1
+        return np.concatenate([g, p]).astype(np.int64), vals
