@@ -46,3 +46,20 @@ def test_pretrain_measures_only_the_sampled_pool_of_a_large_space(monkeypatch):
     assert agent.trained and len(agent.y) == 12 and len(set(measured)) == 12
     pool = sample_valid_pool(get_space(LAYER, HW, "vta"), 30, np.random.default_rng(3))  # task 0, seed 3
     assert set(measured) <= set(pool.tolist())
+
+
+def test_local_moves_stay_in_the_sample():
+    space = get_space(LAYER, HW, "vta")
+    pool = sample_valid_pool(space, 50, np.random.default_rng(0))
+    view = SampledView(space, pool)
+    rng = np.random.default_rng(0)
+    moved = view.mutate(pool[:20], rng)
+    assert set(moved.tolist()) <= set(pool.tolist()) and (moved != pool[:20]).all()
+    pos = view.mutate_positions(view.positions(pool[:20]), rng)
+    assert view.valid_mask(view.index(pos)).all()
+    nb = view.neighbours(int(pool[0]))
+    assert nb.size and set(nb.tolist()) <= set(pool.tolist()) - {int(pool[0])}
+    # nearest: no other member differs in fewer knobs
+    d = (view.valid_pos != view.positions([int(pool[0])])[0]).sum(axis=1)
+    assert (view.valid_pos[np.searchsorted(view.valid, nb)] != view.positions([int(pool[0])])[0]).sum(axis=1).max() \
+        == d[d > 0].min()

@@ -158,12 +158,39 @@ class SampledView(SpaceView):
     """A space seen through a fixed sample of its valid configs: the sample is the view's whole
     valid set (enumerated, so tuners rank all of it), every other config counts as invalid.
     Pre-training on a family of 10^5 valid schedules per task needs a few thousand of them, not
-    the family listed; knob positions, features and configs are the full space's."""
+    the family listed; knob positions, features and configs are the full space's.
+    Local moves stay in the sample: a move goes to a random nearest member (fewest knobs
+    changed), so a search that walks one knob at a time (XGBoost's annealing, evo's mutation)
+    is not stranded on a sample where most one-knob moves leave it."""
 
     def __init__(self, space: Any, indices: Sequence[int] | np.ndarray) -> None:
         super().__init__(space)
         self.enumerable = True
         self._valid = np.unique(np.asarray(indices, dtype=np.int64))
+
+    def _nearest(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """For each row of knob positions, a random sample member at the smallest nonzero number
+        of knobs changed (the row itself where the sample holds nothing else)."""
+        pool = self.valid_pos
+        pos = np.asarray(pos, dtype=np.int64).reshape(-1, pool.shape[1])
+        if len(pool) < 2 or not len(pos):
+            return pos.copy()
+        d = (pool[None, :, :] != pos[:, None, :]).sum(axis=2).astype(np.float64)
+        d[d == 0] = np.inf
+        d += rng.random(d.shape) * 0.5  # ties at random
+        return pool[np.argmin(d, axis=1)]
+
+    def mutate_positions(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self._nearest(pos, rng)
+
+    def mutate(self, indices: Sequence[int] | np.ndarray, rng: np.random.Generator, *, tries: int = 8) -> np.ndarray:
+        del tries
+        return self.index(self._nearest(self.positions(indices), rng))
+
+    def neighbours(self, index: int) -> np.ndarray:
+        d = (self.valid_pos != self.positions([index])[0]).sum(axis=1)
+        d = np.where(d == 0, np.iinfo(np.int64).max, d)
+        return self.valid[d == d.min()] if len(d) > 1 else self.valid[:0]
 
 
 def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:
