@@ -418,8 +418,11 @@ def main_vta(args: argparse.Namespace) -> int:
     target = None
     if "bandit+pretrained" in summary and "xgb+transfer" in summary:
         a, b = summary["bandit+pretrained"]["n99"]["median"], summary["xgb+transfer"]["n99"]["median"]
-        target = {"pretrained_n99": a, "xgb_transfer_n99": b,
-                  "met": a is not None and b is not None and a <= b / 2}
+        # xgb's median not reached: its n99 exceeds what its unreached runs measured (a lower bound)
+        unreached = [r["measurements"] for t in tasks for r in t["runs"]["xgb+transfer"] if r["n99"] is None]
+        bound = b if b is not None else (min(unreached) + 1 if unreached else None)
+        target = {"pretrained_n99": a, "xgb_transfer_n99": b, "xgb_transfer_n99_at_least": bound,
+                  "met": a is not None and bound is not None and a <= bound / 2}
     result = {"config": {"schedules": "vta", "seeds": seeds, "budget": budget, "stop": args.stop, "sample": args.sample,
                          "max_run_s": args.max_run_s, "layers": layer_ids, "hws": hws, "variants": variants,
                          "jobs": args.jobs, "transfer_records_per_task": pre_budget},
