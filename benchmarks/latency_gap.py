@@ -6,7 +6,9 @@ family without `pad_skip` from the `--starts` best template points (every valid 
 measured, move to the best, up to `--evals` measurements: `without_pad_skip_ms`); then random valid
 `pad_skip` points of whole-plane tiles (up to `--evals`/2), the best points' `pad_skip` twins
 (pad_skip = 1 with the kernel's own fold: row tiles, `_pad_skip_twins`) and a climb over the whole
-family from the best points.
+family from the best points. A layer with at most `--exhaustive-max` valid `vta` schedules has
+every one timed instead (`search`: "exhaustive", the family's true optimum; the climb is a local
+search and misses optima several knobs away, e.g. ACC-slot nests with other tile sizes).
 
 Floor, in device cycles (the timing model's own costs, `sim/timing_params.json`):
 - compute: every MAC on real input on the GEMM core (`roofline.compute_cycles`; `floor_padded_ms`
@@ -112,16 +114,26 @@ def _pad_skip_twins(space, points: list[int]) -> list[int]:
     return out
 
 
-def best_vta(layer, hw: HwConfig, starts: int, evals: int) -> tuple[dict, object, dict]:
+def best_vta(layer, hw: HwConfig, starts: int, evals: int, exhaustive_max: int = 0) -> tuple[dict, object, dict]:
     """(template optimum and the best without pad_skip, best vta config, its measurement): the hill
     climb without pad_skip from the template's best points, then over the whole family from there
-    and from every valid pad_skip point (module docstring)."""
+    and from every valid pad_skip point; or every valid schedule timed when there are at most
+    `exhaustive_max` (module docstring)."""
     table = exhaustive_table(layer, hw)
     tspace, space = get_space(layer, hw), get_space(layer, hw, "vta")
     top = sorted(table, key=lambda i: (table[i][0], i))[:starts]
     t_best = table[top[0]]
     j_ps = space.knob_names.index("pad_skip")
     no_ps = lambda idx: space.positions_of(np.asarray(idx))[:, j_ps] == 0  # noqa: E731
+    if exhaustive_max and len(space.valid_indices()) <= exhaustive_max:
+        full = exhaustive_table(layer, hw, family="vta")
+        idx = np.array(sorted(full), dtype=np.int64)
+        without = min(idx[no_ps(idx)].tolist(), key=lambda i: (full[i][0], i))
+        best = min(full, key=lambda i: (full[i][0], i))
+        config = space.get(best)
+        return {"template_ms": 1e3 * t_best[0], "template_cycles": t_best[1],
+                "without_pad_skip_ms": 1e3 * full[without][0], "pad_skip_valid": int((~no_ps(idx)).sum()),
+                "evaluations": len(full), "search": "exhaustive"}, config, measure(layer, config, hw)
     times: dict[int, float] = {}
     for i in top:
         v = space.from_template(tspace.get(i)).index
@@ -140,12 +152,13 @@ def best_vta(layer, hw: HwConfig, starts: int, evals: int) -> tuple[dict, object
     best = min(times, key=lambda i: (times[i], i))
     config = space.get(best)
     return {"template_ms": 1e3 * t_best[0], "template_cycles": t_best[1], "without_pad_skip_ms": 1e3 * times[without],
-            "pad_skip_valid": int(len(ps)), "evaluations": len(times)}, config, measure(layer, config, hw)
+            "pad_skip_valid": int(len(ps)), "evaluations": len(times), "search": "hill climb"}, config, \
+        measure(layer, config, hw)
 
 
-def layer_row(layer, count: int, hw: HwConfig, starts: int, evals: int) -> dict:
+def layer_row(layer, count: int, hw: HwConfig, starts: int, evals: int, exhaustive_max: int = 0) -> dict:
     c0 = time.process_time()
-    tmpl, config, m = best_vta(layer, hw, starts, evals)
+    tmpl, config, m = best_vta(layer, hw, starts, evals, exhaustive_max)
     f = floors(layer, hw)
     n_insns = compile_blocks(layer, config, hw).n_insns
     busy = m.busy
@@ -175,6 +188,8 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=4, help="template points the hill climb starts from")
     ap.add_argument("--evals", type=int, default=600, help="vta measurements per layer (default: %(default)s)")
     ap.add_argument("--layers", help="comma-separated indices of the unique offloaded layers (default: all)")
+    ap.add_argument("--exhaustive-max", type=int, default=0,
+                    help="time every valid vta schedule of a layer that has at most this many (default 0: never)")
     args = ap.parse_args()
     out = []
     for name in args.nets.split(","):
@@ -183,7 +198,7 @@ def main() -> None:
             wl = get_workload(name).for_hw(hw)
             vta, _ = partition(wl, hw)
             pick = range(len(vta)) if not args.layers else [int(x) for x in args.layers.split(",")]
-            rows = [layer_row(vta[i][0], vta[i][1], hw, args.starts, args.evals) for i in pick]
+            rows = [layer_row(vta[i][0], vta[i][1], hw, args.starts, args.evals, args.exhaustive_max) for i in pick]
 
             def total(key: str, rows: list[dict] = rows, batch: int = wl.batch) -> float:
                 return float(sum(r[key] * r["count"] for r in rows) / batch)

@@ -17,7 +17,7 @@ from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.lower.access import INP_IPLACE, INP_PLACE, INP_SPLIT, WGT_IPLACE, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
-from codesign.lower.uops import Uops, uop_array, uop_plan
+from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import SOURCES, AluOp, Mapping, fused_slots
@@ -96,14 +96,15 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     loads = max(int(sc[3][:, INP_SPLIT].max()), m.inp_loads)
-    max_rows = ((1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
+    max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
     kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
     counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], sc[4], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load,
-                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out, m.n_lift)
+                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out, m.n_lift, preload_size(m, u),
+                  m.early_epilogue)
     return out[:int(counts.sum()) + 3], counts
 
 
@@ -155,7 +156,8 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     placed = sc[0][[INP_PLACE, WGT_PLACE]].tolist()
     places = [p for p in placed if p]  # operands loaded outside the reduction
     # edge tiles: the pairs that load a kernel first are their own classes
-    special = np.unique(u.first_pair[u.first]) if m.edges is not None else np.zeros(0, dtype=np.int64)
+    special = (np.unique(u.first_pair[u.first]) if m.edges is not None and not m.uop_preload
+               else np.zeros(0, dtype=np.int64))
     place = [int(sc[1][lp, 1]) if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
     pairs, pair_class = classes(P, hc, place[0], wc, place[1], cc, place[2],
                                 np.array(places, dtype=np.int64), steady, ring.load.shape[0],
@@ -174,7 +176,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity
         loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
     n_insns = (loads + P * T * (m.tile.b * C * (m.n_lift * K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + C)
-               + ring.n_loads(P) + 3)
+               + ring.n_loads(P) + int(m.uop_preload) + 3)
     if m.edges is not None:  # edge tiles load fewer INP blocks, and each kernel once: count the blocks
         n_insns = int(counts[pair_class[:-1]].sum()) + 3
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,

@@ -124,8 +124,23 @@ def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src,
 
 
 @njit(cache=True)
+def _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op, epi_imm, epi_src, kvar, uses,
+                  edge, first_pair, seen, kbgn, load, bgn, j, u, sizes, uop_dram):  # pragma: no cover - compiled
+    """Thread t's epilogue ops before the residual (all of them without one); returns (row, use)."""
+    row = scv[var[t]]
+    acc = (sram[0], sram[1], row[ac.E_ACC])  # the ALU runs over the tile's ACC elements
+    for o in range(o_res):
+        kid = kvar[uses[use], var[t]]
+        ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
+        r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
+                      ld, bg, sizes[kid], uop_dram[kid])
+        use += 1
+    return r, use
+
+
+@njit(cache=True)
 def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
-         out, n_lift):  # pragma: no cover
+         out, n_lift, preload, early):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
     returns the row count of each pair. `sc`, `loops`, `threads`, `scv` are the access spec
     (`access.spec`; `inner` the loops inside the reduction: C = n_inner ACC slots per thread, each
@@ -134,7 +149,10 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
     `uop_dram` the DRAM offset of each kernel. A use's kernel is `kvar[uses[use], variant]`.
     With edge tiles (`first_pair` not empty: `uops.uop_plan`) every kernel stays in the micro-op
     cache once loaded: it is loaded at its first use, in pair `first_pair[kernel]`, at `kbgn`.
-    `n_lift`: the GEMMs per batch block and step (`Mapping.gemm_lift`; 1 with edge tiles)."""
+    `n_lift`: the GEMMs per batch block and step (`Mapping.gemm_lift`; 1 with edge tiles).
+    `preload` (`Mapping.uop_preload`; 0: off): the micro-ops of every kernel, loaded by one LOAD UOP
+    at the head of pair 0 from the start of the DRAM uop array (`kbgn` = each kernel's offset in it;
+    `first_pair` -1 then: no kernel is loaded at a use)."""
     cols, dcols = COLS, DMA_COLS
     edge = first_pair.shape[0] > 0
     seen = np.zeros(first_pair.shape[0], np.bool_)
@@ -162,6 +180,14 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
             u = ring_start + (j - m) % (m - ring_start)
         use = 0
         seen[:] = False
+        if preload > 0 and j == 0:  # every kernel at once, before the first compute instruction
+            out[r, cols[_OP]] = isa.OP_LOAD
+            out[r, cols[_MEM]] = isa.MEM_UOP
+            out[r, cols[13]] = uop_dram[0] - kbgn[0]  # the array's start
+            out[r, cols[14]] = 1
+            out[r, cols[15]] = preload
+            out[r, cols[16]] = preload
+            r += 1
         for t in range(T):
             tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
             var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
@@ -217,15 +243,15 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                                     j == P - 1 and k * NC + c == last_k)) else 0
                             r += 1
                             use += 1
-        for t in range(T):  # the epilogue up to the residual (all of it without one)
-            row = scv[var[t]]
-            acc = (sram[0], sram[1], row[ac.E_ACC])  # the ALU runs over the tile's ACC elements
-            for o in range(o_res):
-                kid = kvar[uses[use], var[t]]
-                ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
-                              ld, bg, sizes[kid], uop_dram[kid])
-                use += 1
+                    if early and k == K - 1 and c == NC - 1:
+                        r, use = _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op,
+                                               epi_imm, epi_src, kvar, uses, edge, first_pair, seen, kbgn, load, bgn,
+                                               j, u, sizes, uop_dram)
+        if not early:
+            for t in range(T):  # the epilogue up to the residual (all of it without one)
+                r, use = _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op, epi_imm,
+                                       epi_src, kvar, uses, edge, first_pair, seen, kbgn, load, bgn, j, u, sizes,
+                                       uop_dram)
         for c in range(R):  # residual chunk c: a load group and a GEMM per thread, as a reduction step
             for t in range(T):
                 first = r

@@ -9,7 +9,7 @@ loaded by one LOAD UOP the first time they are used, reloaded only after being e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -127,23 +127,27 @@ class Ring:
 
 
 @lru_cache(maxsize=256)
-def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1, L: int = 1
-              ) -> tuple[np.ndarray, np.ndarray]:
+def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1, L: int = 1,
+              early: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(kernel of each compute instruction of a pair, in program order; the kernels in first-use
     order = the DRAM uop array). Kernel t * S + slot, S = GC + GCL + E': slots c * G + b the resets
     of ACC slot c (C slots: the tiles of the inner loops) and batch block b, G * C + (c * G + b) * L
     + i the GEMMs (L per batch block: the iterations i of the lifted loops, `Mapping.gemm_lift`),
     then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its
     first `n_pre` ops). Program order per pair: for k: for c: for t: (k = 0: G resets), G·L GEMMs;
-    then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`)."""
+    then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`). `early`
+    (`Mapping.early_epilogue`): thread t's first n_pre ops follow its GEMMs of the last step and
+    sub-step, before the next thread's."""
     n_pre = E if n_pre < 0 else n_pre
     n_post = E - n_pre - (1 if R else 0)
     GL = G * L
     S = G * C + GL * C + n_pre + R + n_post
     base = G * C + GL * C  # the epilogue's first slot
     uses = [t * S + slot for k in range(K) for c in range(C) for t in range(T)
-            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * GL + x for x in range(GL)]]
-    uses += [t * S + base + e for t in range(T) for e in range(n_pre)]
+            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * GL + x for x in range(GL)]
+            + ([base + e for e in range(n_pre)] if early and k == K - 1 and c == C - 1 else [])]
+    if not early:
+        uses += [t * S + base + e for t in range(T) for e in range(n_pre)]
     uses += [t * S + base + n_pre + c for c in range(R) for t in range(T)]
     uses += [t * S + base + n_pre + R + e for t in range(T) for e in range(n_post)]
     comp_kid = np.array(uses, dtype=np.int64)
@@ -183,13 +187,36 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
     sizes = np.tile(np.array([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi, dtype=np.int64), T)
-    uses, first = use_order(T, K, G, E, R, n_pre, C, m.n_lift)
+    uses, first = use_order(T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
-        return _edge_plan(m, depth, sizes, uses)
+        u = _edge_plan(m, depth, sizes, uses)  # every kernel cached at once already: preload loads them first
+        return replace(u, first_pair=np.full(len(u.sizes), -1, dtype=np.int64)) if m.uop_preload else u
+    if m.uop_preload:
+        return _preload_plan(sizes, uses, first, depth)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
     dram_off = np.zeros(len(sizes), dtype=np.int64)
     dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
     return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None])
+
+
+def _preload_plan(sizes: np.ndarray, uses: np.ndarray, first: np.ndarray, depth: int) -> Uops:
+    """`Mapping.uop_preload` on full tiles: every kernel at its offset in the DRAM array (first-use
+    order) = its SRAM start, all loaded by the one LOAD UOP the emitter puts at the head of the
+    program (`emit`; `first_pair` -1: no kernel is loaded at a use)."""
+    dram_off = np.zeros(len(sizes), dtype=np.int64)
+    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    total = int(sizes[first].sum())
+    if total > depth:
+        raise InvalidSchedule(f"uop_preload_fit: micro-op preload: every kernel loaded at once needs {total} "
+                              f"micro-ops > UOP depth {depth}")
+    ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
+    return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None],
+                np.full(len(sizes), -1, dtype=np.int64))
+
+
+def preload_size(m: Mapping, u: Uops) -> int:
+    """Micro-ops the head-of-program LOAD UOP brings (`Mapping.uop_preload`; 0: none)."""
+    return int(u.sizes[u.first].sum()) if m.uop_preload else 0
 
 
 def pair_variants(m: Mapping) -> np.ndarray:
@@ -216,7 +243,7 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
     stays in the micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the
     runtime's ring never wraps and a kernel's SRAM start is its offset in the DRAM array (first-use
     order)."""
-    T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
+    T, G, C = m.n_threads, m.tile.b, m.n_inner
     S = len(sizes) // T
     GC = G * C  # resets (slots 0..GC-1: c * G + b), then GEMMs (GC + c * G + b), then the epilogue
     bias = 2 * GC + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
@@ -242,14 +269,10 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
                 origin.append((t, slot, key))
     sizes = np.array(size_list, dtype=np.int64)
     # the step of each GEMM/reset use (uses: for k: for c: for t: [k = 0: G resets], G GEMMs; then the epilogue)
-    step = np.full(len(uses), -1, dtype=np.int64)
-    n = 0
-    for k in range(K):
-        per = T * GC * (2 if k == 0 else 1)
-        step[n:n + per] = k
-        n += per
-    ci_last = m.edges.last[3]
     slot_of, thread_of = uses % S, uses // S
+    is_gemm = (slot_of >= GC) & (slot_of < 2 * GC)  # T x GC GEMM uses per step, in step order
+    step = np.where(is_gemm, (np.cumsum(is_gemm) - 1) // (T * GC), -1)
+    ci_last = m.edges.last[3]
     ci = np.where((slot_of >= GC) & (slot_of < 2 * GC) & (step == ci_last) & (ci_last >= 0), CI_BIT, 0)
     # the ACC slot (sub-step) of each reset / GEMM use; the epilogue sees the pair's tile (slot 0)
     sub = np.where(slot_of < GC, slot_of // G, np.where(slot_of < 2 * GC, (slot_of - GC) // G, 0))

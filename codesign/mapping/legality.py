@@ -70,6 +70,11 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
     if m.n_threads > TOKEN_FIFO_DEPTH:  # each FIFO holds at most one token per thread (docs/vta.md §7.3)
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > {TOKEN_FIFO_DEPTH}, the tokens a "
                                    "dependency FIFO holds"))
+    if m.uop_preload and m.edges is None:  # edge tiles: every kernel is cached at once anyway (`edge_uop_cache`)
+        need = preload_uops(m)
+        if need > hw.uop_depth:
+            out.append(("uop_preload_fit", f"micro-op preload: every kernel loaded at once needs {need} micro-ops "
+                                           f"> UOP depth {hw.uop_depth}"))
     if (m.has_bias or m.has_residual) and m.n_inner > 1:
         out.append(("fused_acc_resident", "fused epilogue: its bias and residual slots follow one output tile per "
                                           f"thread, got {m.n_inner} tiles resident in ACC"))
@@ -79,6 +84,15 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
                                       "INP slice) is lowered for full tiles only; this schedule has edge tiles"))
         out += _fused(m, hw)
     return out
+
+
+def preload_uops(m: Mapping) -> int:
+    """Micro-ops of every kernel of a full-tile mapping (`Mapping.uop_preload`): per thread, the C
+    ACC slots x batch blocks x (reset + lifted GEMMs) and the epilogue's (a bias ADD: one per output
+    channel block; a residual: one per chunk; an ALU op: one)."""
+    epi = sum(m.tile.co if a.src == "bias" else fused_slots(m).chunks if a.src == "residual" else 1
+              for a in m.epilogue)
+    return m.n_threads * (m.n_inner * m.tile.b * (m.reset.size + m.n_lift * m.gemm.size) + epi)
 
 
 def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:

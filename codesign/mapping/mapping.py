@@ -36,6 +36,13 @@ turns it into the program. Its parts:
   instruction per iteration, its kernel shifted by the iteration's offsets. The uops hold absolute
   SRAM indices and a GEMM has no base field (docs/vta.md §2.4, §2.7), so every iteration is a
   kernel of its own, as the batch blocks are.
+- `uop_preload`: every micro-op kernel of the program is in the micro-op buffer at once, loaded by
+  one LOAD UOP at the head of the compute queue (the DRAM uop array in first-use order, SRAM start =
+  DRAM offset), instead of the runtime's ring cache loading each at its use (`codesign.lower.uops`).
+- `early_epilogue`: each thread's epilogue (up to a fused residual) follows its own GEMMs of the last
+  reduction step, before the next thread's, instead of after every thread's: with T threads the
+  epilogue of thread t runs while the loads of the threads after it are still in flight, so the
+  pipeline drains after the last load by one thread's epilogue, not T.
 """
 
 from __future__ import annotations
@@ -126,6 +133,8 @@ class Mapping:
     #: tiles that are not the whole plane: `mapping.batch.pad_rows_kernel`); (0, 0) otherwise
     gemm_trim: tuple[int, int] = (0, 0)
     gemm_lift: tuple[tuple[int, int, int, int], ...] = ()
+    uop_preload: bool = False
+    early_epilogue: bool = False
 
     @cached_property
     def red(self) -> int:

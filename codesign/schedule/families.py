@@ -201,11 +201,14 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     geo = geometry(layer, hw)
     if ps:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
         gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
+    pre = int(b.pre[r])
+    if pre == 2:  # a flat reset kernel: one uop per ACC row of a batch block (`vta_space.apply_flat_reset`)
+        reset = Kernel(np.array([[tile.co * tile.h * tile.w, 1, 0, 0]], dtype=np.int64), names=("acc",))
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
             ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in),
-            ("pad_skip", ps))
+            ("pad_skip", ps), ("uop_preload", pre), ("early_epilogue", int(b.early[r])))
     m = Mapping(
         geo=geo, tile=tile, loops=loops, vthreads=vthreads,
         residency=(("inp", _inp_level(order, extent, ins, inner)),
@@ -216,6 +219,7 @@ def _vta_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         inp_channels=geo.ci, co_per_group=geo.co, info=info,
         inp_loads=tile.b * tile.ci if split else 1,
         inp_unpadded=bool(ps),  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
+        uop_preload=pre > 0, early_epilogue=bool(b.early[r]),
         gemm_lift=tuple(tuple(int(x) for x in b.lift_loop[r, s]) for s in range(len(LIFTS[int(b.lift[r])]))))
     if ps:
         m = _pad_rows(m)

@@ -45,7 +45,17 @@ correctly for any nest:
 - `uop_lift`: 0 = the whole GEMM kernel in one instruction per batch block and step, k = the loops
   `LIFTS[k]` (one of `GEMM_LOOPS`, k = 1..6, or two of them, k = 7..21) lifted out of the micro-op
   kernel into one GEMM instruction per iteration (`Mapping.gemm_lift`): smaller kernels (the capacity rule admits bigger tiles, the dst hazard is
-  checked per instruction over its whole stream), more instructions. The others fold as above.
+  checked per instruction over its whole stream), more instructions. The others fold as above;
+- `uop_preload`: 0 = the runtime's ring cache (each kernel loaded by a LOAD UOP at its use, reloaded
+  when evicted); 1 = every kernel of the program in the micro-op buffer at once, loaded by one LOAD
+  UOP at the head of the compute queue (`Mapping.uop_preload`): no LOAD UOP waits for the shared
+  port behind the weight stream (rule `uop_preload_fit`: they fit); 2 = 1 with each reset kernel
+  flat, one micro-op per accumulator row and no loop (`Mapping.reset_flat`: its II=1 pipeline fills
+  once, not once per (iter_out, iter_in) pair; rule `uop_flat_reset_edge`: full tiles only);
+- `early_epilogue`: 1 runs each thread's requantization (up to a fused residual) right after its own
+  GEMMs of the last reduction step, before the next thread's (`Mapping.early_epilogue`): thread 0's
+  ALU passes overlap thread 1's last loads instead of adding to the drain after them (rule
+  `early_epilogue_live`: more than one thread, else the same program).
 
 Index and knobs work as in `ScheduleSpace` (mixed radix, first knob least significant), so the
 tuners and `SpaceView` walk it unchanged. Validity is the template rules of
@@ -98,17 +108,19 @@ BASE_KNOBS = TILE_KNOBS + ("order", "wgt_stationary", "vthread", "uop_fold")
 ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical", "inp_stationary_ci",
                          "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
                          "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge",
-                         "nest_edge_uop_cache"})
+                         "nest_edge_uop_cache", "uop_preload_fit"})
 #: The knobs that change only the micro-op kernels, and the rules that depend on them (with the edge
 #: rules, `edge_rules`): the first pass of `valid_indices` leaves them out.
-KERNEL_KNOBS = ("uop_fold", "uop_lift", "pad_skip")
+KERNEL_KNOBS = ("uop_fold", "uop_lift", "pad_skip", "uop_preload")
 #: `uop_lift` values: the GEMM_LOOPS indices lifted out of the micro-op kernel, outer to inner
 #: (0: none; 1..6 one loop, as before pairs were added; then every pair).
 LIFTS: tuple[tuple[int, ...], ...] = (((),) + tuple((i,) for i in range(len(GEMM_LOOPS)))
                                       + tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2)))
 _LIFT_COLS = np.array([list(c) + [-1] * (2 - len(c)) for c in LIFTS], dtype=np.int64)  # (22, 2), -1: none
 KERNEL_RULES = frozenset({"uop_capacity", "field_iter", "uop_hazard", "uop_fold_live", "uop_lift_live",
-                          "uop_lift_edge", "pad_skip_tile", "pad_skip_lift"})
+                          "uop_lift_edge", "pad_skip_tile", "pad_skip_lift", "uop_flat_reset_edge"})
+#: `uop_preload` values: 0 the ring, 1 every kernel loaded once at the start, 2 = 1 with flat resets.
+PRELOADS = (0, 1, 2)
 #: (wgt_stationary, inp_stationary, acc_resident) combinations the second pass of `valid_indices`
 #: tries (the others break `stationary_both` / `acc_resident_stationary`).
 NESTS: tuple[tuple[int, int, int], ...] = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (0, 0, 2))
@@ -195,6 +207,19 @@ def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose:
     return ok
 
 
+def apply_flat_reset(t: MappingBatch, flat: np.ndarray) -> None:
+    """Make the reset kernel of the configs `flat` one micro-op per accumulator row of a batch
+    block (tile_co x tile_h x tile_w rows, contiguous in ACC) with iter_out = iter_in = 1
+    (`uop_preload` = 2, `Mapping.reset_flat`): no dst hazard, every row written once."""
+    if not flat.any():
+        return
+    n = t.tile_co * t.tile_h * t.tile_w
+    one = np.ones(t.n, dtype=np.int64)
+    r = t.reset
+    t.reset = {**r, "n_uops": np.where(flat, n, r["n_uops"]), "iter_out": np.where(flat, one, r["iter_out"]),
+               "iter_in": np.where(flat, one, r["iter_in"]), "hazard": np.where(flat, False, r["hazard"])}
+
+
 def _pad_skip_hazard(g: Geometry, tile_ci: int, tile_co: int) -> bool:
     # the wrap of iter_in moves dst by (tile_co - 1) planes: any tile_co > 2 is further apart than 2
     return pad_skip_kernel(g, tile_ci, min(tile_co, 2))[1]
@@ -259,7 +284,8 @@ class VtaBatch:
     def __init__(self, t: MappingBatch, order: np.ndarray, ws: np.ndarray, vt: np.ndarray,
                  fold: np.ndarray, fold_ok: np.ndarray, ins: np.ndarray, acc: np.ndarray, ps: np.ndarray,
                  ps_ok: np.ndarray, nt: np.ndarray, nt_pos: np.ndarray, lift: np.ndarray, lift_loop: np.ndarray,
-                 lift_ok: np.ndarray) -> None:
+                 lift_ok: np.ndarray, pre: np.ndarray, early: np.ndarray) -> None:
+        self.pre, self.early = pre, early  # uop_preload, early_epilogue
         self.t, self.order, self.ws, self.vt, self.fold, self.fold_ok = t, order, ws, vt, fold, fold_ok
         self.ins, self.acc = ins, acc  # inp_stationary; acc_resident: pair loops inside the reduction
         self.ps, self.ps_ok = ps, ps_ok  # pad_skip, and where it applies
@@ -333,7 +359,9 @@ class VtaSpace(KnobSpace):
             Knob("acc_resident", "ot", tuple(range(ACC_RESIDENT_MAX + 1))),
             Knob("pad_skip", "ot", (0, 1)),
             Knob("n_threads", "ot", THREAD_COUNTS),
-            Knob("uop_lift", "ot", tuple(range(len(LIFTS)))))
+            Knob("uop_lift", "ot", tuple(range(len(LIFTS)))),
+            Knob("uop_preload", "ot", PRELOADS),
+            Knob("early_epilogue", "ot", (0, 1)))
 
     # -- geometry and validity -----------------------------------------------------------------
     def batch(self, indices: np.ndarray, geometry: MappingBatch | None = None) -> VtaBatch:
@@ -356,8 +384,11 @@ class VtaSpace(KnobSpace):
         fold_ok = apply_fold(t, fold) if not transpose else fold == 0
         ps = v["pad_skip"]
         ps_ok = (ps == 0) | apply_pad_skip(t, ps, fold, transpose)
+        pre = v["uop_preload"]
+        apply_flat_reset(t, pre == 2)
         return VtaBatch(t, v["order"], v["wgt_stationary"], vt, fold, fold_ok, v["inp_stationary"], v["acc_resident"],
-                        ps, ps_ok, nt, pos[:, self.knob_names.index("n_threads")], lift, lift_loop, lift_ok)
+                        ps, ps_ok, nt, pos[:, self.knob_names.index("n_threads")], lift, lift_loop, lift_ok, pre,
+                        v["early_epilogue"])
 
     def _lift(self, t: MappingBatch, lift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Lift the loops `LIFTS[lift]` out of each config's GEMM kernel (in place on `t.gemm`:
@@ -436,6 +467,9 @@ class VtaSpace(KnobSpace):
         add("vthread_div", tiles_vt % b.nt == 0, lambda i: (
             f"virtual threads: {b.nt[i]} threads on axis {VTHREADS[b.vt[i]]} need a tile count divisible "
             f"by {b.nt[i]}, got {tiles_vt[i]}"))
+        add("early_epilogue_live", (b.early == 0) | (b.nt > 1), lambda i: (
+            "early epilogue: with one thread the epilogue follows its GEMMs anyway (the same program as "
+            "early_epilogue=0)"))
         add("vthread_count", (b.vt > 0) | (b.nt_pos == 0), lambda i: (
             f"virtual threads: n_threads={THREAD_COUNTS[b.nt_pos[i]]} needs a thread axis (vthread=0 runs one "
             f"thread; only n_threads={THREAD_COUNTS[0]} is kept)"))
@@ -462,6 +496,7 @@ class VtaSpace(KnobSpace):
             f"micro-op lift: uop_lift={b.lift[i]} lifts a loop of the full tile's kernel, but the edge tiles of "
             "tile sizes that do not divide have kernels of their own extents (lowered whole only)"))
         self._nest_rules(b, add)
+        self._preload_rules(b, add)
         add("pad_skip_tile", b.ps_ok, lambda i: (
             "pad_skip: the padding-skipping kernel needs a conv that is not transposed, tile sizes that divide (no "
             f"edge tiles) and uop_fold = 0 (got {b.fold[i]}), and either a tile covering the whole output plane of a "
@@ -524,6 +559,20 @@ class VtaSpace(KnobSpace):
                 f"x {b.edge_uops[i]} micro-ops of one slot's kernels = {need_u[i]} > UOP depth {self.hw.uop_depth}"))
         add("field_acc_resident", b.slots * t.acc_sram <= MAX_ITER, lambda i: (
             f"field range: the epilogue's ALU iter_in {b.slots[i] * t.acc_sram[i]} (ACC slots x tile) > {MAX_ITER}"))
+
+    def _preload_rules(self, b: VtaBatch, add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
+        """The rules of `uop_preload`: every kernel of the program fits the micro-op buffer at once
+        (with edge tiles they do already: `edge_uop_cache`), flat resets on full tiles only."""
+        t = b.t
+        edge = edge_bits(t) != 0
+        n_lift = b.lift_loop[..., 0].prod(axis=1)
+        # per thread: C ACC slots x batch blocks x (reset + lifted GEMM kernels), the epilogue's 3 one-uop kernels
+        total = b.nt * (b.slots * t.tile_b * (t.reset["n_uops"] + n_lift * t.gemm["n_uops"]) + 3)
+        add("uop_preload_fit", (b.pre == 0) | edge | (total <= self.hw.uop_depth), lambda i: (
+            f"micro-op preload: every kernel loaded at once needs {total[i]} micro-ops > UOP depth {self.hw.uop_depth}"))
+        add("uop_flat_reset_edge", (b.pre != 2) | ~edge, lambda i: (
+            "micro-op preload: flat reset kernels (uop_preload=2) are built for full tiles only; this schedule has "
+            "edge tiles (a tile size that does not divide)"))
 
     @staticmethod
     def _loads_per_co(b: VtaBatch) -> np.ndarray:
@@ -633,7 +682,7 @@ class VtaSpace(KnobSpace):
         return self.from_knobs({**{n: k[n] for n in TILE_KNOBS if n in self.knob_names},
                                 "order": 0, "wgt_stationary": 0, "vthread": vt, "uop_fold": 0,
                                 "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0, "n_threads": THREAD_COUNTS[0],
-                                "uop_lift": 0})
+                                "uop_lift": 0, "uop_preload": 0, "early_epilogue": 0})
 
     # -- features ---------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
