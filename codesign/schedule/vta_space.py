@@ -337,6 +337,14 @@ class VtaSpace(KnobSpace):
 
     family = "vta"
 
+    @property
+    def coupled_knobs(self) -> tuple[tuple[int, ...], ...]:
+        """Knob positions a search should move together: the GEMM kernel's knobs (`KERNEL_KNOBS`)
+        exclude each other (pad_skip wants uop_fold = uop_lift = 0), so a best point with a chosen
+        fold is two or three one-knob moves, all invalid, away from its pad_skip twin."""
+        names = [k.name for k in self.knobs]
+        return (tuple(names.index(k) for k in KERNEL_KNOBS),)
+
     def _knob_dict(self, config: object) -> dict[str, KnobValue]:
         """The knobs of `config`; appended knobs it lacks (records written before they existed)
         take their position-0 value, the program it was recorded with."""

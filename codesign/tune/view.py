@@ -59,6 +59,11 @@ class SpaceView:
         self._known: dict[int, bool] = {}  # validity of single indices of a large space
         self._n_valid_est: float | None = None
         self._movable = np.flatnonzero(np.asarray(self.dims) > 1)
+        # knob -> the other knobs of its coupled group (`VtaSpace.coupled_knobs`): a move of one may
+        # also reset the others to position 0 (today's program), a joint move one-knob steps never make
+        self._partners: dict[int, np.ndarray] = {
+            k: np.asarray([j for j in g if j != k], dtype=np.int64)
+            for g in getattr(space, "coupled_knobs", ()) for k in g if self.dims[k] > 1}
 
     # -- index <-> knob positions (the space's own mixed radix when it has one) --------------
     def positions(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -169,17 +174,24 @@ class SpaceView:
         return out
 
     def neighbours(self, index: int) -> np.ndarray:
-        """Every valid config that differs from `index` in exactly one knob (sorted)."""
+        """Every valid config that differs from `index` in exactly one knob, or in one knob of a
+        coupled group with the group's other knobs reset to position 0 (sorted)."""
         pos = self.positions([index])[0]
         rows = []
         for k in self._movable.tolist():
             cand = np.repeat(pos[None, :], self.dims[k], axis=0)
             cand[:, k] = np.arange(self.dims[k])
             rows.append(np.delete(cand, pos[k], axis=0))
+            partners = self._partners.get(k)
+            if partners is not None and pos[partners].any():  # the move with its partners reset
+                reset = rows[-1].copy()
+                reset[:, partners] = 0
+                rows.append(reset)
         if not rows:
             return np.zeros(0, dtype=np.int64)
-        idx = self.index(np.vstack(rows))
-        return np.sort(idx[self.valid_mask(idx)])
+        idx = np.unique(self.index(np.vstack(rows)))
+        idx = idx[idx != index]
+        return idx[self.valid_mask(idx)]
 
     def mutate_positions(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One random knob of each row set to a random candidate (AutoTVM's SA move: the knob may
@@ -190,7 +202,19 @@ class SpaceView:
         dims = np.asarray(self.dims)
         knob = rng.choice(self._movable, size=len(new))
         new[np.arange(len(new)), knob] = rng.integers(dims[knob])
+        self._reset_partners(new, knob, rng)
         return new
+
+    def _reset_partners(self, pos: np.ndarray, knob: np.ndarray, rng: np.random.Generator) -> None:
+        """In place: each row whose moved knob has coupled partners gets them reset to position 0
+        with probability 1/2 (no random draws for a space without coupled knobs)."""
+        if not self._partners:
+            return
+        coin = rng.random(len(pos)) < 0.5
+        for r in np.flatnonzero(coin).tolist():
+            partners = self._partners.get(int(knob[r]))
+            if partners is not None:
+                pos[r, partners] = 0
 
     def mutate(self, indices: Sequence[int] | np.ndarray, rng: np.random.Generator, *, tries: int = 8) -> np.ndarray:
         """Each index with one knob changed to another candidate, valid: up to `tries` draws per
@@ -207,6 +231,7 @@ class SpaceView:
             dims = np.asarray(self.dims)[knob]
             # another candidate of that knob: shift by 1..dims-1 (never the same value)
             cand[np.arange(todo.size), knob] = (cand[np.arange(todo.size), knob] + rng.integers(1, dims)) % dims
+            self._reset_partners(cand, knob, rng)
             ci = self.index(cand)
             ok = self.valid_mask(ci)
             out[todo[ok]] = ci[ok]
