@@ -109,9 +109,10 @@ ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_can
                          "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
                          "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge",
                          "nest_edge_uop_cache", "uop_preload_fit"})
-#: The knobs that change only the micro-op kernels, and the rules that depend on them (with the edge
-#: rules, `edge_rules`): the first pass of `valid_indices` leaves them out.
-KERNEL_KNOBS = ("uop_fold", "uop_lift", "pad_skip", "uop_preload")
+#: The knobs that change only the GEMM micro-op kernel, and the rules that depend on them (with the
+#: edge rules, `edge_rules`): the first pass of `valid_indices` leaves them out. `uop_preload` is not
+#: one: no pass-A rule reads it, so it is part of each geometry (and of `sample_support`'s draws).
+KERNEL_KNOBS = ("uop_fold", "uop_lift", "pad_skip")
 #: `uop_lift` values: the GEMM_LOOPS indices lifted out of the micro-op kernel, outer to inner
 #: (0: none; 1..6 one loop, as before pairs were added; then every pair).
 LIFTS: tuple[tuple[int, ...], ...] = (((),) + tuple((i,) for i in range(len(GEMM_LOOPS)))
