@@ -98,3 +98,23 @@ def test_learned_tuners_search_a_vta_space_without_listing_it(tuner, monkeypatch
     assert res.measurements == 24 and res.best_seconds is not None
     assert np.isin([h.config.index for h in res.history], valid).all()
     assert not view.enumerable and abs(view.n_valid() - len(valid)) <= 0.1 * len(valid)
+
+
+def test_listing_and_sampler_cover_every_knob_value_the_mask_accepts() -> None:
+    """The two-pass listing and the sampler hold knobs at 0 only where no rule of the first pass
+    reads them: valid configs drawn at random from the whole space are all listed, and every
+    value a valid config takes of each knob is listed and sampled (uop_preload was held at 0)."""
+    space = VtaSpace(parse_layer("conv2d:1,16,8,8,16,3,3,1,1"), HwConfig())
+    listed = space.valid_indices()
+    rng = np.random.default_rng(1)
+    draws = rng.integers(0, space.size, size=1 << 21)
+    valid = draws[space.valid_mask(draws)]
+    assert valid.size > 10 and np.isin(valid, listed).all()
+    sampled = np.asarray(space.sample_valid(2000, rng))
+    assert space.valid_mask(sampled).all()
+    pos_l, pos_s = space.positions_of(listed), space.positions_of(sampled)
+    for j, knob in enumerate(space.knobs):
+        values = set(pos_l[:, j].tolist())
+        assert set(space.positions_of(valid)[:, j].tolist()) <= values, knob.name
+        assert set(pos_s[:, j].tolist()) == values, knob.name
+    assert abs(space.valid_estimate() - listed.size) <= 0.15 * listed.size
