@@ -195,10 +195,14 @@ class SampledView(SpaceView):
 
 def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:
     """Up to `n` distinct valid configs of `space`, uniformly at random, sorted: by the space's
-    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices."""
+    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices. A
+    sampler that finds fewer than `n` (a family about that small: rejection draws miss its rarest
+    configs) gives way to the listing, so the pool is then the whole family, exactly."""
     sampler = getattr(space, "sample_valid", None)
     if sampler is not None:
-        return np.unique(np.asarray(sampler(n, rng), dtype=np.int64))
+        out = np.unique(np.asarray(sampler(n, rng), dtype=np.int64))
+        if out.size >= n:
+            return out
     valid = np.asarray(space.valid_indices(), dtype=np.int64)
     return np.sort(rng.choice(valid, size=min(n, valid.size), replace=False)) if valid.size else valid
 
