@@ -36,13 +36,13 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
         "P", "K", "T", "inp_pt", "wgt_pt", "acc_pt", "ring_start", "inp_split",
         "bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
         "id_each", "e_ci", "e_acc", "h_last", "w_last", "co_last", "ci_last", "n_inner", "acc_sub", "inp_iplace",
-        "wgt_iplace", "e_co", "e_pix", "ps_top", "ps_bot")
+        "wgt_iplace", "e_co", "e_pix", "ps_top", "ps_bot", "inp_shared")
 (H, W, OH, OW, CI, CO, S, PAD, KK, TB, TH, TW, TCI, TCO, HIN, WIN, C_IMG, CO_PG, INP_Y, INP_X, INP_ST,
  WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_PLACE, WGT_PLACE, INP_BASE, WGT_BASE, OUT_BASE,
  NP, NK, NT, INP_PT, WGT_PT, ACC_PT, RING_START, INP_SPLIT,
  BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH,
  E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST, NC, ACC_SUB, INP_IPLACE, WGT_IPLACE, E_CO, E_PIX, PS_TOP,
- PS_BOT) = range(len(SPEC))
+ PS_BOT, INP_SHARED) = range(len(SPEC))
 #: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
@@ -91,7 +91,7 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
                    pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
                    places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram,
                    C * t.acc_sram, ring_start, m.inp_loads, *fused, t.ci, C * t.acc_sram, -1, -1, -1, -1, C,
-                   t.acc_sram, iplaces["inp"], iplaces["wgt"], t.co, t.h * t.w, *m.gemm_trim],
+                   t.acc_sram, iplaces["inp"], iplaces["wgt"], t.co, t.h * t.w, *m.gemm_trim, int(m.inp_shared)],
                   dtype=np.int64)
     scv = sc[None, :].copy()
     if m.edges is not None:

@@ -161,7 +161,7 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
     trim = np.zeros((T_MAX, 2), np.int64)  # GEMM micro-ops each thread's tile skips (`access.gemm_trim`)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
-    sram = (sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])
+    sram = (0 if sc[ac.INP_SHARED] else sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])  # a shared INP tile: slice 0
     epi_op, epi_imm, epi_src = epi[0], epi[1], epi[2]
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
@@ -200,7 +200,7 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
                     svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
                     trim[t, 0], trim[t, 1] = ac.gemm_trim(sc, h)
                     row = scv[svar[t] | kb]
-                    if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c):
+                    if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c) and (t == 0 or sc[ac.INP_SHARED] == 0):
                         split = row[ac.INP_SPLIT]
                         if split == 1:
                             _dma(out, r, cols, dcols, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,

@@ -320,7 +320,7 @@ def _thread_kernels(m: Mapping, t: int, wgt_depth: int, v: int = 0) -> list[Kern
     acc_b, inp_b, hw_ = et.co * et.h * et.w, et.ci * et.hin * et.win, et.h * et.w
     fs = fused_slots(m, wgt_depth)
     kernels: list[Kernel] = []
-    dsh, ssh, wsh = t * C * tl.acc_sram, t * tl.inp_sram, t * tl.wgt_sram
+    dsh, ssh, wsh = t * C * tl.acc_sram, (0 if m.inp_shared else t) * tl.inp_sram, t * tl.wgt_sram
     kernels += [reset.shifted(dsh + c * tl.acc_sram + b * acc_b, 0, 0) for c in range(C) for b in range(G)]
     kernels += [gemm.shifted(dsh + c * tl.acc_sram + b * acc_b + d, ssh + b * inp_b + s, wsh + w)
                 for c in range(C) for b in range(G) for d, s, w in m.lift_offsets()]

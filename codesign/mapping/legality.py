@@ -49,8 +49,9 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
             out.append(("cover", f"divisibility: axis {axis} of {size} is covered by {n} tile(s) of {tile}"))
     for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
                               ("wgt", t.wgt_sram, hw.wgt_depth)):
-        if elems * m.n_threads > depth:
-            out.append((f"sram_{buf}", sram_message(buf, elems, m.n_threads, depth)))
+        copies = 1 if buf == "inp" and m.inp_shared else m.n_threads  # one INP tile for all threads
+        if elems * copies > depth:
+            out.append((f"sram_{buf}", sram_message(buf, elems, copies, depth)))
     if m.n_inner > 1 and m.n_inner * t.acc_sram * m.n_threads > hw.acc_depth:
         out.append(("acc_spill", acc_spill_message(m.n_inner, t.acc_sram, m.n_threads, hw.acc_depth)))
     for op in ("inp", "wgt"):

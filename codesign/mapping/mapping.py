@@ -201,6 +201,28 @@ class Mapping:
         return dict(self.dma)[operand]
 
     @cached_property
+    def inp_loads_per_thread(self) -> int:
+        """INP load groups of one thread over the program (`lower.access.loaded`): per iteration of
+        its residency loop and the pair loops outside it, or per reduction step (and inner loop
+        iteration) when it is loaded at or inside the reduction."""
+        lv = self.level("inp")
+        if lv < self.red:
+            return math.prod(lp.extent for lp in self.loops[:lv + 1])
+        inside = math.prod(lp.extent for lp in self.loops[lv + 1:])  # inner loops it stays across
+        return self.n_pairs * self.n_steps * self.n_inner // inside
+
+    @cached_property
+    def inp_shared(self) -> bool:
+        """One INP tile for the whole program, read by every thread: each thread would load it once,
+        the same tile (no thread axis it depends on). Thread 0 loads it into its slice and every
+        thread's GEMMs read that slice (`lower.emit`, `lower.uops`); INP SRAM holds it once instead
+        of once per thread (`legality`). Thread t's GEMMs wait for its own load group, which the
+        load module runs after thread 0's, and nothing overwrites the tile, so no token changes."""
+        dep = self.depends("inp")
+        return (self.n_threads > 1 and self.inp_loads_per_thread == 1 and not self.has_residual
+                and all(lp.extent == 1 for lp in self.vthreads if lp.axis in dep))
+
+    @cached_property
     def has_bias(self) -> bool:
         return any(a.src == "bias" for a in self.epilogue)
 

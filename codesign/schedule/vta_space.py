@@ -87,7 +87,7 @@ from codesign.mapping.batch import (
     take,
 )
 from codesign.mapping.edges import edge_bits
-from codesign.mapping.legality import acc_spill_message
+from codesign.mapping.legality import acc_spill_message, sram_message
 from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import CONFIG_FEATURE_NAMES, N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
@@ -108,7 +108,7 @@ BASE_KNOBS = TILE_KNOBS + ("order", "wgt_stationary", "vthread", "uop_fold")
 ORDER_RULES = frozenset({"wgt_stationary_ci", "wgt_stationary_reuse", "order_canonical", "inp_stationary_ci",
                          "inp_stationary_reuse", "stationary_both", "acc_resident_live", "acc_resident_stationary",
                          "acc_resident_group", "acc_spill", "field_acc_resident", "nest_edge",
-                         "nest_edge_uop_cache", "uop_preload_fit"})
+                         "nest_edge_uop_cache", "uop_preload_fit", "sram_inp_shared"})
 #: The knobs that change only the GEMM micro-op kernel, and the rules that depend on them (with the
 #: edge rules, `edge_rules`): the first pass of `valid_indices` leaves them out. `uop_preload` is not
 #: one: no pass-A rule reads it, so it is part of each geometry (and of `sample_support`'s draws).
@@ -119,7 +119,7 @@ LIFTS: tuple[tuple[int, ...], ...] = (((),) + tuple((i,) for i in range(len(GEMM
                                       + tuple(itertools.combinations(range(len(GEMM_LOOPS)), 2)))
 _LIFT_COLS = np.array([list(c) + [-1] * (2 - len(c)) for c in LIFTS], dtype=np.int64)  # (22, 2), -1: none
 KERNEL_RULES = frozenset({"uop_capacity", "field_iter", "uop_hazard", "uop_fold_live", "uop_lift_live",
-                          "uop_lift_edge", "pad_skip_tile", "pad_skip_lift", "uop_flat_reset_edge"})
+                          "uop_lift_edge", "pad_skip_tile", "pad_skip_lift", "uop_flat_reset_edge", "sram_inp"})
 #: `uop_preload` values: 0 the ring, 1 every kernel loaded once at the start, 2 = 1 with flat resets.
 PRELOADS = (0, 1, 2)
 #: (wgt_stationary, inp_stationary, acc_resident) combinations the second pass of `valid_indices`
@@ -128,7 +128,7 @@ NESTS: tuple[tuple[int, int, int], ...] = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 
 ACC_RESIDENT_MAX = 2
 #: Template rules this family replaces: INP loads split per block (pad_ci, pad_b, dma_inp), and
 #: its own thread rule (one axis, `vthread_div`) instead of the template's two knobs.
-REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max"})
+REPLACED = frozenset({"pad_ci", "pad_b", "dma_inp", "vthread_oc", "vthread_h", "vthread_max", "sram_inp"})
 
 EXTRA_FEATURE_NAMES: tuple[str, ...] = (
     "pos_b", "pos_h", "pos_co", "pos_w",  # position of each pair loop, 0 outermost .. 1 innermost
@@ -476,6 +476,27 @@ class VtaSpace(KnobSpace):
         add("vthread_div", tiles_vt % b.nt == 0, lambda i: (
             f"virtual threads: {b.nt[i]} threads on axis {VTHREADS[b.vt[i]]} need a tile count divisible "
             f"by {b.nt[i]}, got {tiles_vt[i]}"))
+        # INP SRAM: one tile per thread, or one for all threads when the tile never changes and the
+        # threads split co (one loaded once is then shared: `Mapping.inp_shared`; pass C's rule
+        # sram_inp_shared keeps the residencies that reload it to one tile per thread)
+        shareable = ((b.vt == VTHREADS.index("co")) & (t.ci_steps == 1) & (b.extent["b"] == 1) & (b.extent["h"] == 1)
+                     & (b.extent["w"] == 1) & (self.template != templates.GROUP_TEMPLATE))
+        per_thread = t.inp_sram * b.nt <= self.hw.inp_depth
+        add("sram_inp", per_thread | (shareable & (t.inp_sram <= self.hw.inp_depth)), lambda i: sram_message(
+            "inp", int(t.inp_sram[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
+        # the same over the smallest tile any kernel knob gives the geometry (pad_skip's unpadded
+        # whole planes, `apply_pad_skip`): the first pass of `valid_indices` runs with them at 0
+        g = self._geo
+        whole = ((t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1)
+                 & (self.template != templates.TRANSPOSE_TEMPLATE)
+                 & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+        low = np.where(whole, np.minimum(t.inp_sram, t.tile_b * t.tile_ci * g.height * g.width), t.inp_sram)
+        add("sram_inp_bound", (low * b.nt <= self.hw.inp_depth) | (shareable & (low <= self.hw.inp_depth)),
+            lambda i: sram_message("inp", int(low[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
+        once = (b.ins == 1) | (b.extent["co"] == 1)  # loaded once per thread (order_canonical: order 0)
+        add("sram_inp_shared", per_thread | (shareable & once), lambda i: (
+            f"{sram_message('inp', int(t.inp_sram[i]), int(b.nt[i]), self.hw.inp_depth)}; one tile shared by "
+            "the threads needs it loaded once: input-stationary (inp_stationary=1)"))
         add("early_epilogue_live", (b.early == 0) | (b.nt > 1), lambda i: (
             "early epilogue: with one thread the epilogue follows its GEMMs anyway (the same program as "
             "early_epilogue=0)"))
