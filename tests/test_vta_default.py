@@ -113,3 +113,23 @@ def test_measuring_one_vta_config_does_not_enumerate_the_family():
     t = measure(layer, point, HW)
     assert t.seconds > 0
     assert getattr(vspace, "_valid", None) is None and not hasattr(vspace, "_table")
+
+
+def test_auto_family_stage_is_the_learned_search_from_64_measurements_per_layer(capsys):
+    """Below `LEARNED_MIN_BUDGET` measurements per layer auto's family stage is local search (a sweep
+    trial's 16); from it on (`codesign tune`'s default 100) the learned search, seeded with the
+    template's results: never worse than the template, the label says which search ran."""
+    from codesign.tune.template_local import LEARNED_MIN_BUDGET, family_search
+
+    assert family_search(16) is None and family_search(LEARNED_MIN_BUDGET) == "auto"
+    found = {}
+    for budget in (BUDGET, LEARNED_MIN_BUDGET):
+        assert main(["tune", "--layer", SPEC, "--budget", str(budget), "--json"]) == 0
+        found[budget] = json.loads(capsys.readouterr().out)
+    t = main(["tune", "--layer", SPEC, "--schedules", "autotvm", "--tuner", "exhaustive", "--json"])
+    assert t == 0
+    template = json.loads(capsys.readouterr().out)
+    assert found[BUDGET]["tuner"] == "local" and found[LEARNED_MIN_BUDGET]["tuner"] in ("bandit", "xgb")
+    assert found[LEARNED_MIN_BUDGET]["measurements"] == found[BUDGET]["measurements"] - BUDGET + LEARNED_MIN_BUDGET
+    for out in found.values():
+        assert out["best"]["seconds"] <= template["best"]["seconds"] * (1 + 1e-12)

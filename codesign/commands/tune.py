@@ -45,7 +45,9 @@ be exported with `codesign export autotvm`.
 tuners:  auto    (default) on the vta family: template+local -- the template's schedules first
                  (as auto on autotvm), then --budget measurements per layer of local search
                  (best-first neighbours) from the template optimum's point of the family: never
-                 worse than the template. On autotvm: every valid schedule when valid schedules x
+                 worse than the template; with --budget 64 or more (the default 100) the learned
+                 search (the shipped agent where it matches, else xgb) instead of local, seeded
+                 with the template's results ("template+xgb"). On autotvm: every valid schedule when valid schedules x
                  the measured cost of one measurement fit --exhaustive-budget seconds (the
                  simulator: always for ResNet-18), else the pretrained agent shipped in
                  sim/agents/ (a measurement on a board costs seconds), or xgb, within --budget
@@ -309,8 +311,9 @@ def _template_then_local(args: argparse.Namespace, layers: list[tuple[Any, int]]
     """`auto` on the vta family (`codesign.tune.template_local`): the template's schedules by
     `auto`, then `local` from each template optimum with `budget` measurements per layer."""
     writer = RecordWriter(args.records) if args.records else None
-    bar = tqdm(desc=f"auto ({template_local.SEARCH}) {len(layers)} layers", unit="meas", leave=False) \
-        if progress else None
+    learned = template_local.family_search(budget)
+    label = template_local.search_name(learned if learned != "auto" else "learned")
+    bar = tqdm(desc=f"auto ({label}) {len(layers)} layers", unit="meas", leave=False) if progress else None
 
     def make_run(layer: Any, k: int, family: str, tuner: Any, b: int | None, first: Any) -> TaskRun:
         extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": budget} if tuner == "auto" else {}
@@ -322,14 +325,14 @@ def _template_then_local(args: argparse.Namespace, layers: list[tuple[Any, int]]
     try:
         done = template_local.tune_template_then_local(
             layers, hw, make_run, budget=budget, seed=args.seed, policy=args.task_scheduler,
-            on_round=(lambda _k, made: bar.update(made)) if bar is not None else None)
+            on_round=(lambda _k, made: bar.update(made)) if bar is not None else None, learned=learned)
     finally:
         if bar is not None:
             bar.close()
         if writer:
             writer.close()
-    for layer, _count in layers:
-        searched[layer.name] = f", auto: {template_local.SEARCH}"
+    for (layer, _count), res in zip(layers, done):
+        searched[layer.name] = f", auto: {template_local.search_name(None if res.tuner == 'local' else res.tuner)}"
     return [(layer, count, res) for (layer, count), res in zip(layers, done)]
 
 

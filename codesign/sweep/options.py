@@ -29,7 +29,7 @@ DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesig
 DEFAULT_SEARCH = "motpe"
 DEFAULT_SEED = 0
 # The vta family (it contains the templates' schedules), whose `auto` is template+local
-# (codesign.tune.template_local): at least as good as the template optimum on every zoo layer, for
+# (template+learned from 64 measurements per layer; codesign.tune.template_local): at least as good as the template optimum on every zoo layer, for
 # the template's measurements plus --budget per layer (benchmarks/family_check.py,
 # benchmarks/sweep_families.py; docs/schedules.md "The default family").
 DEFAULT_SCHEDULES = "vta"

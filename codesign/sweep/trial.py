@@ -174,8 +174,9 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
               records: list[MeasureRecord]) -> list[TuneResult]:
     """Inner tuning of the offloaded layers (with their counts): the task scheduler spends the
     learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`).
-    `auto` on the vta family: the template's schedules first, then `local` from the template
-    optimum with `budget` measurements per layer (`codesign.tune.template_local`)."""
+    `auto` on the vta family: the template's schedules first, then `local` (the learned search from
+    `LEARNED_MIN_BUDGET` on) from the template optimum with `budget` measurements per layer
+    (`codesign.tune.template_local`)."""
     if tuning.tuner == "auto" and tuning.schedules == template_local.FAMILY:
         made: list[int] = []
 
@@ -187,7 +188,8 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
             return run
 
         results = template_local.tune_template_then_local(layers, hw, make_run, budget=tuning.budget,
-                                                          seed=tuning.seed, policy=tuning.scheduler)
+                                                          seed=tuning.seed, policy=tuning.scheduler,
+                                                          learned=template_local.family_search(tuning.budget))
         n = len(layers)
         for k, res in enumerate(results):
             res.measurements += made[k] + made[n + k]

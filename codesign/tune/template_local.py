@@ -7,7 +7,9 @@
    has them);
 2. the `vta` family: the template optimum's point of the family (`VtaSpace.from_template`, the
    identical program, so it times the same) measured first, then `local` (best-first
-   neighbourhood search) with `budget` measurements per layer, shared by the task scheduler.
+   neighbourhood search) with `budget` measurements per layer, shared by the task scheduler — or,
+   from `LEARNED_MIN_BUDGET` measurements per layer on, the learned search (`family_search`),
+   which observes the template stage's results first.
 
 The result of a layer is the faster of both stages, so it is never worse than the template's
 best, and the family costs the template's measurements plus `budget` per layer: neither the
@@ -78,6 +80,20 @@ def as_family(space: Any, results: Sequence[MeasureResult]) -> list[MeasureResul
     return [r for r, ok in zip(out, keep) if ok]
 
 
+#: From this many family measurements per layer on, `auto`'s family stage is the learned search
+#: (`family_search`): at 64 per layer template+learned beat template+local on ResNet-18's ten layers on
+#: pynq_1x16 by 3.4% of their summed latency (faster on 7, slower on 2 by <= 0.3%) for 9.7x the search
+#: CPU (55 vs 5.7 s); at 16 (a sweep trial's default) by 2.4% over the zoo's 140 layers for 5.9x the
+#: CPU, which a sweep's many trials do not pay (docs/schedules.md, benchmarks/family_check.py).
+LEARNED_MIN_BUDGET = 64
+
+
+def family_search(budget: int) -> str | None:
+    """`auto`'s family stage for `budget` measurements per layer: "auto" (the learned search,
+    `auto.learned_tuner`) from `LEARNED_MIN_BUDGET` on, else None (`local`)."""
+    return "auto" if budget >= LEARNED_MIN_BUDGET else None
+
+
 def search_name(learned: str | None) -> str:
     """The `search` label of the two stages: "template+local", or "template+<learned>"."""
     return SEARCH if learned is None else f"template+{learned}"
@@ -111,4 +127,5 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
     return [combine(a, b) for a, b in zip(done, found)]
 
 
-__all__ = ["FAMILY", "SEARCH", "as_family", "combine", "search_name", "template_seed", "tune_template_then_local"]
+__all__ = ["FAMILY", "LEARNED_MIN_BUDGET", "SEARCH", "as_family", "combine", "family_search", "search_name",
+           "template_seed", "tune_template_then_local"]
