@@ -171,10 +171,20 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     return _vta_mapping(space, index, shift)
 
 
+#: Valid configs up to which a listed space maps configs from its table of all of them: a row
+#: costs ~2 KB (the batch's arrays, the index dict, the row's knob values), so 2.4M valid schedules
+#: (ResNet-18's 56x56 conv on pynq_4x8) would hold ~5 GB per layer for a search of 10^3 configs.
+TABLE_MAX = 1 << 17
+
+
 def _enumerated(space: VtaSpace) -> bool:
-    """The space has its valid configs listed already (an exhaustive search did): its table of
-    them costs one batch, and every later config is a row lookup."""
-    return getattr(space, "_valid", None) is not None or hasattr(space, "_table")
+    """The space has its valid configs listed already (an exhaustive search did) and they are
+    few enough to tabulate (`TABLE_MAX`): their table costs one batch, and every later config is a
+    row lookup. A larger listing (counted, e.g. `n_valid`) maps each config from its own row."""
+    if hasattr(space, "_table"):
+        return True
+    valid = getattr(space, "_valid", None)
+    return valid is not None and len(valid) <= TABLE_MAX
 
 
 @lru_cache(maxsize=4096)  # tuners re-measure and re-run the same configs
