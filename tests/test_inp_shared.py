@@ -17,7 +17,8 @@ from codesign.evaluate.run import measure, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
-from codesign.schedule.vta_space import VTHREADS
+from codesign.schedule.features import N_CONFIG_FEATURES
+from codesign.schedule.vta_space import EXTRA_FEATURE_NAMES, VTHREADS
 from codesign.vta import isa, timing
 from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D
@@ -64,6 +65,8 @@ def test_shared_input_tile_runs_bit_exact_with_one_load(hw_name: str, layer: Con
     out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
     assert np.array_equal(out, layer.reference(data, weight))
     assert _inp_loads(prog.insns) == 1
+    at = N_CONFIG_FEATURES + EXTRA_FEATURE_NAMES.index("log2_inp_loads")  # the cost models' count: one
+    assert space.features_batch([config.index])[0, at] == 0
     assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
 
 

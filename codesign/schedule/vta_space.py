@@ -479,8 +479,7 @@ class VtaSpace(KnobSpace):
         # INP SRAM: one tile per thread, or one for all threads when the tile never changes and the
         # threads split co (one loaded once is then shared: `Mapping.inp_shared`; pass C's rule
         # sram_inp_shared keeps the residencies that reload it to one tile per thread)
-        shareable = ((b.vt == VTHREADS.index("co")) & (t.ci_steps == 1) & (b.extent["b"] == 1) & (b.extent["h"] == 1)
-                     & (b.extent["w"] == 1) & (self.template != templates.GROUP_TEMPLATE))
+        shareable, once = self._inp_shared(b)
         per_thread = t.inp_sram * b.nt <= self.hw.inp_depth
         add("sram_inp", per_thread | (shareable & (t.inp_sram <= self.hw.inp_depth)), lambda i: sram_message(
             "inp", int(t.inp_sram[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
@@ -493,7 +492,6 @@ class VtaSpace(KnobSpace):
         low = np.where(whole, np.minimum(t.inp_sram, t.tile_b * t.tile_ci * g.height * g.width), t.inp_sram)
         add("sram_inp_bound", (low * b.nt <= self.hw.inp_depth) | (shareable & (low <= self.hw.inp_depth)),
             lambda i: sram_message("inp", int(low[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
-        once = (b.ins == 1) | (b.extent["co"] == 1)  # loaded once per thread (order_canonical: order 0)
         add("sram_inp_shared", per_thread | (shareable & once), lambda i: (
             f"{sram_message('inp', int(t.inp_sram[i]), int(b.nt[i]), self.hw.inp_depth)}; one tile shared by "
             "the threads needs it loaded once: input-stationary (inp_stationary=1)"))
@@ -603,6 +601,14 @@ class VtaSpace(KnobSpace):
         add("uop_flat_reset_edge", (b.pre != 2) | ~edge, lambda i: (
             "micro-op preload: flat reset kernels (uop_preload=2) are built for full tiles only; this schedule has "
             "edge tiles (a tile size that does not divide)"))
+
+    def _inp_shared(self, b: VtaBatch) -> tuple[np.ndarray, np.ndarray]:
+        """(shareable, loaded once): the INP tile never changes and the threads split co, so one
+        tile can serve them all; and the residency loads it once per thread (input-stationary, or
+        one pair per thread; order_canonical keeps order 0): then it is shared (`Mapping.inp_shared`)."""
+        shareable = ((b.vt == VTHREADS.index("co")) & (b.t.ci_steps == 1) & (b.extent["b"] == 1)
+                     & (b.extent["h"] == 1) & (b.extent["w"] == 1) & (self.template != templates.GROUP_TEMPLATE))
+        return shareable, (b.ins == 1) | (b.extent["co"] == 1)
 
     @staticmethod
     def _loads_per_co(b: VtaBatch) -> np.ndarray:
@@ -727,6 +733,8 @@ class VtaSpace(KnobSpace):
         per_step = t.ci_steps * t.n_tiles // b.slots  # (pair, thread, reduction step) triples
         wgt_loads = np.where(b.ws == 1, self._loads_per_co(b) * t.nthreads, per_step * b.inner_loads(("co",)))
         inp_loads = np.where(b.ins == 1, self._loads_per_inp(b) * t.nthreads, per_step * b.inner_loads(("b", "h", "w")))
+        shareable, once = self._inp_shared(b)
+        inp_loads = np.where(shareable & once, 1, inp_loads)  # one tile for every thread (`Mapping.inp_shared`)
         inp_loads = inp_loads * np.where(b.split, t.tile_b * t.tile_ci, 1)
         extra = np.concatenate([pos, b.ws[:, None], vt,
                                 np.log2(np.maximum(wgt_loads * t.wgt_sram * hw.wgt_elem_bytes, 1))[:, None],
