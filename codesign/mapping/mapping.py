@@ -213,14 +213,16 @@ class Mapping:
 
     @cached_property
     def inp_shared(self) -> bool:
-        """One INP tile for the whole program, read by every thread: each thread would load it once,
-        the same tile (no thread axis it depends on). Thread 0 loads it into its slice and every
-        thread's GEMMs read that slice (`lower.emit`, `lower.uops`); INP SRAM holds it once instead
-        of once per thread (`legality`). Thread t's GEMMs wait for its own load group, which the
-        load module runs after thread 0's, and nothing overwrites the tile, so no token changes."""
+        """One INP tile for the whole program, read by every thread: input-stationary and each thread
+        would load it once, the same tile (no thread axis it depends on). Thread 0 loads it into its
+        slice and every thread's GEMMs read that slice (`lower.emit`, `lower.uops`); INP SRAM holds
+        it once instead of once per thread (`legality`). Thread t's GEMMs wait for its own load
+        group, which the load module runs after thread 0's, and nothing overwrites the tile, so no
+        token changes. Only input-stationary mappings: the templates' (INP loaded at the reduction
+        loop) keep their programs, instruction for instruction."""
         dep = self.depends("inp")
-        return (self.n_threads > 1 and self.inp_loads_per_thread == 1 and not self.has_residual
-                and all(lp.extent == 1 for lp in self.vthreads if lp.axis in dep))
+        return (self.n_threads > 1 and self.level("inp") < self.red and self.inp_loads_per_thread == 1
+                and not self.has_residual and all(lp.extent == 1 for lp in self.vthreads if lp.axis in dep))
 
     @cached_property
     def has_bias(self) -> bool:

@@ -604,11 +604,11 @@ class VtaSpace(KnobSpace):
 
     def _inp_shared(self, b: VtaBatch) -> tuple[np.ndarray, np.ndarray]:
         """(shareable, loaded once): the INP tile never changes and the threads split co, so one
-        tile can serve them all; and the residency loads it once per thread (input-stationary, or
-        one pair per thread; order_canonical keeps order 0): then it is shared (`Mapping.inp_shared`)."""
+        tile can serve them all; and it is input-stationary, so loaded once per thread
+        (order_canonical keeps order 0): then it is shared (`Mapping.inp_shared`)."""
         shareable = ((b.vt == VTHREADS.index("co")) & (b.t.ci_steps == 1) & (b.extent["b"] == 1)
                      & (b.extent["h"] == 1) & (b.extent["w"] == 1) & (self.template != templates.GROUP_TEMPLATE))
-        return shareable, (b.ins == 1) | (b.extent["co"] == 1)
+        return shareable, b.ins == 1
 
     @staticmethod
     def _loads_per_co(b: VtaBatch) -> np.ndarray:
