@@ -105,6 +105,7 @@ class Runner:
         self.timeout_s = timeout_s
         self.cost_s = cost_s
         self._pool: cf.ProcessPoolExecutor | None = None
+        self._warm = False  # `warmup` has run in this process (workers run it at start)
 
     def seconds_per_measurement(self, inputs: Sequence[MeasureInput]) -> float:
         """Wall seconds one measurement costs with this runner (its parallelism counted): `cost_s`
@@ -131,6 +132,9 @@ class Runner:
         if not inputs:
             return []
         if self.n_parallel == 1:
+            if not self._warm:  # one-time JIT compilation is not the first measurement's time
+                self._warm = True
+                self.warmup()
             raw = [_run_one(self, inp) for inp in inputs]
         else:
             raw = self._run_parallel(inputs)
@@ -238,8 +242,18 @@ class SimulatorRunner(Runner):
         self.hw = hw
         self.params = params
 
-    # No warmup hook needed: unpickling this runner in a worker imports `codesign.evaluate.run` (module
-    # level), which loads the numba timing kernel from its cache before the first measurement.
+    def warmup(self) -> None:
+        """Compile (or load from numba's cache) the lowering's and the timing model's kernels by
+        measuring a tiny conv on both schedule families: on a fresh install the first measurement
+        otherwise carries 20-60 s of JIT compilation and is discarded by the timeout."""
+        from codesign.schedule import get_space
+        from codesign.workloads import Conv2D
+
+        hw = self.hw if self.hw is not None else HwConfig()
+        layer = Conv2D(hw.batch, hw.block_in, 4, 4, hw.block_out, 3, 3, 1, 1)
+        for family in ("autotvm", "vta"):
+            space = get_space(layer, hw, family)
+            measure(layer, space.get(int(space.valid_indices()[0])), hw, self.params)
 
     def measure_one(self, inp: MeasureInput) -> Measurement:
         return measure(inp.layer, inp.config, inp.hw if inp.hw is not None else self.hw, self.params)
