@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 
 from codesign.evaluate.run import Measurement, measure
 from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
 from codesign.vta.timing import TimingParams
+from codesign.workloads import Conv2D
 from codesign.workloads.layers import Layer
 
 # Error strings recorded for failures; anything else is the exception text.
@@ -246,9 +248,6 @@ class SimulatorRunner(Runner):
         """Compile (or load from numba's cache) the lowering's and the timing model's kernels by
         measuring a tiny conv on both schedule families: on a fresh install the first measurement
         otherwise carries 20-60 s of JIT compilation and is discarded by the timeout."""
-        from codesign.schedule import get_space
-        from codesign.workloads import Conv2D
-
         hw = self.hw if self.hw is not None else HwConfig()
         layer = Conv2D(hw.batch, hw.block_in, 4, 4, hw.block_out, 3, 3, 1, 1)
         for family in ("autotvm", "vta"):
