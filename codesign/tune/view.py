@@ -140,13 +140,20 @@ class SpaceView:
         return self._n_valid_est
 
     # -- sampling and local moves ------------------------------------------------------------
-    def sample_valid(self, n: int, rng: np.random.Generator, exclude: Iterable[int] = ()) -> list[int]:
+    def sample_valid(self, n: int, rng: np.random.Generator, exclude: Iterable[int] = (), *,
+                     strata: bool = False) -> list[int]:
         """Up to `n` distinct valid indices not in `exclude`, uniformly at random. Enumerable
         spaces draw from `valid` without replacement; large ones draw indices and keep those the
-        mask accepts (or the space's own sampler draws them, `VtaSpace.sample_valid`)."""
+        mask accepts (or the space's own sampler draws them, `VtaSpace.sample_valid`). `strata`:
+        a large space with residency strata (`VtaSpace.sample_strata`) draws an equal share from
+        each (a search's starting points), else uniformly."""
         ex = exclude if isinstance(exclude, (set, dict)) else set(exclude)
         if n <= 0:
             return []
+        if strata and not self.enumerable and self._sampler is not None and hasattr(self.space, "sample_strata"):
+            out = [int(i) for i in self.space.sample_strata(n, rng, ex)]
+            self._known.update(dict.fromkeys(out, True))
+            return out
         if self.enumerable:
             pool = self.valid
             if ex:
@@ -240,10 +247,11 @@ class SpaceView:
 
     def candidates(self, rng: np.random.Generator, size: int, around: Sequence[int] = ()) -> np.ndarray:
         """Valid indices a model can rank: every valid config of an enumerable space; for a large
-        one `size` uniform samples plus the neighbours of the configs `around` (the incumbents)."""
+        one `size` samples (an equal share per residency stratum where the space has them) plus the
+        neighbours of the configs `around` (the incumbents)."""
         if self.enumerable:
             return self.valid
-        parts = [np.asarray(self.sample_valid(size, rng), dtype=np.int64)]
+        parts = [np.asarray(self.sample_valid(size, rng, strata=True), dtype=np.int64)]
         parts += [self.neighbours(int(i)) for i in around]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 

@@ -224,7 +224,7 @@ class XGBTuner(Tuner):
         """Search starts: the best measured configs (up to half) and random valid ones."""
         ok = sorted((r for r in self.results.values() if r.ok), key=lambda r: r.seconds)
         starts = [int(r.config.index) for r in ok[: n // 2]]
-        return starts + self.view.sample_valid(n - len(starts), self.rng, exclude=set(starts))
+        return starts + self.view.sample_valid(n - len(starts), self.rng, exclude=set(starts), strata=True)
 
     def _anneal(self) -> list[int]:
         """Simulated annealing over knob positions (`SpaceView.mutate_positions`: one knob moves
