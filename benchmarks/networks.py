@@ -6,7 +6,8 @@ that is a multiple of the config's BATCH:
 - the exhaustive-optimum latency of the offloaded part: every valid schedule of every unique
   offloaded layer timed with the timing model (`codesign.tune.exhaustive`), the best of each
   x its multiplicity, per image;
-- % of peak: offloaded MACs / (that latency x BATCH*BLOCK_IN*BLOCK_OUT MACs/cycle x clock).
+- % of peak: offloaded real MACs (those that read no zero padding, `roofline.real_macs`: what a
+  padding-skipping schedule runs) / (that latency x BATCH*BLOCK_IN*BLOCK_OUT MACs/cycle x clock).
 Also the wall time and peak memory of `from_torch` on ResNet-50 (fresh subprocess; the torch
 import is timed separately).
 
@@ -38,7 +39,7 @@ import time
 
 import numpy as np
 
-from codesign.analysis.roofline import MIN_INSNS, roofline
+from codesign.analysis.roofline import MIN_INSNS, real_macs, roofline
 from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.run import layer_io_bytes, random_inputs
 from codesign.hw.config import HwConfig
@@ -87,6 +88,7 @@ def network_row(name: str, hw: HwConfig) -> dict:
     wl = get_workload(name).for_hw(hw)
     vta, cpu = partition(wl, hw)
     macs_vta = sum(layer.macs * n for layer, n in vta)
+    real_vta = sum(real_macs(layer) * n for layer, n in vta)
     macs_cpu = sum(layer.macs * n for layer, n, _ in cpu) + sum(op.macs * n for op, n in wl.cpu_ops)
     t0 = time.perf_counter()
     seconds = 0.0
@@ -101,7 +103,7 @@ def network_row(name: str, hw: HwConfig) -> dict:
         "unique_offloaded": len(vta), "unique_cpu": len(cpu) + len(wl.cpu_ops),
         "gmacs_offloaded_per_image": macs_vta / wl.batch / 1e9, "gmacs_cpu_per_image": macs_cpu / wl.batch / 1e9,
         "offloaded_ms_per_image": seconds / wl.batch * 1e3,
-        "pct_of_peak": 100.0 * macs_vta / seconds / peak if seconds else None,
+        "pct_of_peak": 100.0 * real_vta / seconds / peak if seconds else None,
         "exhaustive_wall_s": time.perf_counter() - t0, "layers": layers,
     }
 
@@ -172,7 +174,7 @@ def vta_network_row(name: str, hw: HwConfig, exhaustive_max: int, budget: int, l
     ms = sum(r["best_ms"] * r["count"] for r in layers) / wl.batch
     t_ms = sum(r["template_best_ms"] * r["count"] for r in layers) / wl.batch
     evals, cpu = sum(r["evaluations"] for r in layers), sum(r["cpu_s"] for r in layers)
-    macs = sum(layer.macs * n for layer, n in vta)
+    macs = sum(real_macs(layer) * n for layer, n in vta)
     peak = hw.macs_per_cycle * hw.clock_mhz * 1e6
     return {
         "network": name, "hw": hw.name, "batch": wl.batch, "schedules": "vta",
