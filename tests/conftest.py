@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,85 @@ def two_pass_agrees():
         return int(mask.sum())
 
     return check
+
+
+#: The two stock hardware configs every `vta` family test runs on (a 1x16 core at batch 1, a 4x8 at batch 4).
+STOCK_HWS = ("pynq_1x16", "pynq_4x8")
+
+
+@pytest.fixture(params=STOCK_HWS)
+def stock_hw(request: pytest.FixtureRequest):
+    """Each stock hardware config in turn: a test that asks for it runs once per config."""
+    from codesign.hw.config import HwConfig
+
+    return HwConfig.resolve(request.param)
+
+
+class VtaCase:
+    """A layer at `hw`'s batch on the `vta` schedule family: its space, `random_inputs`' int8 data
+    and weight and the NumPy reference (made on first use), and the check the family's tests make
+    of a schedule (`check`)."""
+
+    def __init__(self, layer, hw="pynq_1x16") -> None:
+        from codesign.hw.config import HwConfig
+        from codesign.schedule import get_space
+
+        self.hw = HwConfig.resolve(hw) if isinstance(hw, str) else hw
+        self.layer = layer.with_batch(self.hw.batch)
+        self.space = get_space(self.layer, self.hw, "vta")
+
+    @cached_property
+    def inputs(self):
+        from codesign.evaluate.run import random_inputs
+
+        return random_inputs(self.layer)
+
+    @property
+    def data(self):
+        return self.inputs[0]
+
+    @property
+    def weight(self):
+        return self.inputs[1]
+
+    @cached_property
+    def ref(self):
+        return self.layer.reference(self.data, self.weight)
+
+    def config(self, knobs: dict):
+        """The space's point of `knobs`, which must be valid (else the rule's reason fails the test)."""
+        config = self.space.from_knobs(knobs)
+        assert self.space.why_invalid(config) is None, self.space.why_invalid(config)
+        return config
+
+    def check(self, config, *, run_layer: bool = False):
+        """-> (program, measure's result) of `config` compiled with the case's inputs, after asserting:
+        race-free (`simulate(check=True)` raises on an SRAM access no dependency token orders) with no
+        token left, the output bit-exact against NumPy, measure's block-form cycles equal to
+        `time_program` on the program; with `run_layer`, the public `run_layer` bit-exact too (its own
+        fixed-seed inputs are `random_inputs`')."""
+        import numpy as np
+
+        from codesign.evaluate import run
+        from codesign.evaluate.compiler import compile_layer
+        from codesign.vta import timing
+        from codesign.vta.simulator import simulate
+
+        layer, hw = self.layer, self.hw
+        if run_layer:
+            assert np.array_equal(run.run_layer(layer, config, hw).output, self.ref), config.knobs
+        prog = compile_layer(layer, config, hw, data=self.data, weight=self.weight)
+        res = simulate(prog, check=True)
+        assert res.tokens_left == {}, config.knobs
+        assert np.array_equal(layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw), self.ref), \
+            config.knobs
+        timed = run.measure(layer, config, hw)
+        assert timed.cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
+        return prog, timed
+
+
+@pytest.fixture()
+def vta_case():
+    """vta_case(layer, hw="pynq_1x16") -> VtaCase: `layer` at the batch of `hw` (a name or an
+    HwConfig) on the `vta` family, its inputs, reference and schedule check."""
+    return VtaCase

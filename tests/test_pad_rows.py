@@ -15,15 +15,13 @@ import numpy as np
 import pytest
 
 from codesign.evaluate.compiler import compile_layer
-from codesign.evaluate.run import measure, random_inputs
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry, pad_rows_kernel, pad_taps
 from codesign.schedule import get_space
-from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
+from codesign.vta import isa
 from codesign.workloads import Conv2D
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1),     # padded 3x3: top and bottom row tiles trimmed
           Conv2D(1, 32, 14, 14, 32, 3, 3, 2, 1),   # strided 3x3: only the top row tile reads padding
           Conv2D(1, 64, 6, 6, 64, 3, 3, 1, 1, groups=2))
@@ -55,34 +53,25 @@ def _inp_loads(insns: np.ndarray) -> np.ndarray:
     return insns[rows][:, cols]
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_pad_rows_bit_exact_race_free_exactly_timed_same_loads_fewer_macs(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
+def test_pad_rows_bit_exact_race_free_exactly_timed_same_loads_fewer_macs(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    layer, hw, space = case.layer, case.hw, case.space
     idx, full_width = _row_tiles(space)
     assert idx.size and full_width.any(), "no valid pad_skip config on row tiles"
     rng = np.random.default_rng(1)
     picks = [int(idx[np.flatnonzero(full_width)[0]]), *rng.choice(idx, size=min(3, idx.size), replace=False).tolist()]
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
     g = geometry(layer, hw)
     real = layer.macs // hw.macs_per_cycle * (pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height).mean()
                                               * pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width).mean())
     for i in dict.fromkeys(picks):
         config = space.get(i)
-        prog = compile_layer(layer, config, hw, data=data, weight=weight)
-        res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-        assert res.tokens_left == {}
-        out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
-        assert np.array_equal(out, ref), config.knobs
-        assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
+        prog, _ = case.check(config)  # bit-exact, race-free, exactly timed
         if inner(config.knobs["tile_w"]) == g.out_w:  # whole-width tiles: every tap on padding skipped
             assert _gemm_cycles(prog.insns) == round(real)
         other = space.from_knobs({**config.knobs, "pad_skip": 0})
         if space.why_invalid(other) is None:
-            padded = compile_layer(layer, other, hw, data=data, weight=weight)
+            padded = compile_layer(layer, other, hw, data=case.data, weight=case.weight)
             assert np.array_equal(_inp_loads(prog.insns), _inp_loads(padded.insns))  # the same, honest loads
             assert _gemm_cycles(prog.insns) < _gemm_cycles(padded.insns)
 
@@ -133,9 +122,8 @@ def test_refused_where_middle_row_tiles_read_padding_or_tiles_have_edges():
         assert "pad_skip_tile" in [name for name, _ in space.violations(knobs)], knobs
 
 
-def test_two_passes_agree_with_row_tile_pad_skip(two_pass_agrees):
-    hw = HwConfig.resolve("pynq_1x16")
-    space = get_space(LAYERS[0].with_batch(hw.batch), hw, "vta")
+def test_two_passes_agree_with_row_tile_pad_skip(two_pass_agrees, vta_case):
+    space = vta_case(LAYERS[0]).space
     assert two_pass_agrees(space, n=150) > 0
     assert _row_tiles(space)[0].size > 0
 
