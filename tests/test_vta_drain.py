@@ -13,17 +13,14 @@ import pytest
 
 from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.fused import Epilogue, measure_fused, reference_fused, run_fused
-from codesign.evaluate.run import measure, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import edge_bits
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.vta_space import VTHREADS
 from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(1, 512, 7, 7, 128, 3, 3, 1, 1),   # ResNet-18's 512-channel 7x7 input (fewer outputs)
           Conv2D(1, 32, 12, 12, 48, 3, 3, 2, 1),   # strided padded 3x3 (edge tiles: 6 rows in 4s)
           Conv2D(1, 64, 14, 14, 64, 1, 1, 2, 0))   # strided 1x1
@@ -40,55 +37,42 @@ def _uop_loads(insns: np.ndarray) -> np.ndarray:
                  & (insns[:, c["x_size"]] > 0)]
 
 
-def _check(layer, config, hw, data, weight, ref) -> int:
+def _check(case, config) -> int:
     """Bit-exact, race-free, exactly timed; the preload is the one LOAD UOP, at the head, of every kernel."""
-    prog = compile_layer(layer, config, hw, data=data, weight=weight)
-    res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-    assert res.tokens_left == {}
-    out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
-    assert np.array_equal(out, ref), config.knobs
-    cycles = measure(layer, config, hw).cycles
-    assert cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
+    prog, timed = case.check(config)
     loads = _uop_loads(prog.insns)
     if config.knobs["uop_preload"]:
         c = isa.COL
         compute = prog.insns[(prog.insns[:, c["opcode"]] != isa.OP_LOAD) | (prog.insns[:, c["memory_type"]] == isa.MEM_UOP)]
         assert len(loads) == 1 and compute[0, c["memory_type"]] == isa.MEM_UOP  # the head of the compute queue
         assert loads[0, c["sram_base"]] == 0
-    return cycles
+    return timed.cycles
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_preload_is_bit_exact_race_free_and_exactly_timed(layer, hw_name):
+def test_preload_is_bit_exact_race_free_and_exactly_timed(layer, stock_hw, vta_case):
     """A random valid config per value (with edge tiles / ACC slots where the layer has them)."""
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(layer, stock_hw)
+    space = case.space
     valid = space.valid_indices()
     rng = np.random.default_rng(0)
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
     picks = valid[rng.permutation(len(valid))[:4000]]
     b = space.batch(picks)
     edge = edge_bits(b.t) != 0
     for on in (b.pre == 1, b.pre == 2, b.early == 1, (b.early == 1) & (b.pre > 0)):
         for sel in (on & edge, on & (b.slots > 1), on & ~edge):
             if sel.any():
-                _check(layer, space.get(int(picks[np.flatnonzero(sel)[0]])), hw, data, weight, ref)
+                _check(case, space.get(int(picks[np.flatnonzero(sel)[0]])))
         assert on.any()
 
 
-def test_preload_keeps_the_weight_stream_going_on_the_512_channel_layer():
+def test_preload_keeps_the_weight_stream_going_on_the_512_channel_layer(vta_case):
     """With ACC slots the per-slot kernels (16 here) are loaded at their first use by the ring, each
     LOAD UOP waiting on the shared port behind a weight tile; preloaded, they load once at the head:
     fewer cycles, and the flat reset kernels run one pipeline fill per reset."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = LAYERS[0]
-    space = get_space(layer, hw, "vta")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
-    cycles = {p: _check(layer, space.from_knobs({**SLOTS, "uop_preload": p}), hw, data, weight, ref) for p in (0, 1, 2)}
+    case = vta_case(LAYERS[0])
+    layer, hw, space = case.layer, case.hw, case.space
+    cycles = {p: _check(case, space.from_knobs({**SLOTS, "uop_preload": p})) for p in (0, 1, 2)}
     assert cycles[1] < 0.85 * cycles[0]
     ring = _uop_loads(compile_layer(layer, space.from_knobs({**SLOTS, "uop_preload": 0}), hw).insns)
     assert len(ring) > 1
@@ -97,16 +81,12 @@ def test_preload_keeps_the_weight_stream_going_on_the_512_channel_layer():
     assert m0.reset.iter_out * m0.reset.iter_in > 1
 
 
-def test_early_epilogue_runs_thread_0s_requantization_before_thread_1s_last_gemm():
+def test_early_epilogue_runs_thread_0s_requantization_before_thread_1s_last_gemm(vta_case):
     """The drain after the last weight load is one thread's epilogue, not both: fewer cycles on the
     512-channel layer, and in program order thread 0's first ALU op precedes thread 1's last GEMM."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = LAYERS[0]
-    space = get_space(layer, hw, "vta")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
-    cycles = {e: _check(layer, space.from_knobs({**SLOTS, "uop_preload": 1, "early_epilogue": e}), hw, data, weight,
-                        ref) for e in (0, 1)}
+    case = vta_case(LAYERS[0])
+    layer, hw, space = case.layer, case.hw, case.space
+    cycles = {e: _check(case, space.from_knobs({**SLOTS, "uop_preload": 1, "early_epilogue": e})) for e in (0, 1)}
     assert cycles[1] < cycles[0]
     c = isa.COL
     for e in (0, 1):
@@ -119,15 +99,13 @@ def test_early_epilogue_runs_thread_0s_requantization_before_thread_1s_last_gemm
         "early_epilogue_live: ")
 
 
-def test_preload_with_a_fused_epilogue_is_bit_exact_and_exactly_timed():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 14, 14, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
-    knobs = {"tile_b": [1, 1], "tile_h": [2, 7], "tile_w": [1, 14], "tile_ci": [2, 2], "tile_co": [2, 2],
-             "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"), "uop_fold": 0, "inp_stationary": 0,
-             "acc_resident": 0, "pad_skip": 0, "n_threads": 2, "uop_lift": 0, "uop_preload": 2, "early_epilogue": 1}
-    config = space.from_knobs(knobs)
-    assert space.why_invalid(config) is None
+def test_preload_with_a_fused_epilogue_is_bit_exact_and_exactly_timed(vta_case):
+    case = vta_case(Conv2D(1, 64, 14, 14, 64, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    config = case.config({"tile_b": [1, 1], "tile_h": [2, 7], "tile_w": [1, 14], "tile_ci": [2, 2], "tile_co": [2, 2],
+                          "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"), "uop_fold": 0,
+                          "inp_stationary": 0, "acc_resident": 0, "pad_skip": 0, "n_threads": 2, "uop_lift": 0,
+                          "uop_preload": 2, "early_epilogue": 1})
     rng = np.random.default_rng(1)
     x = rng.integers(-128, 128, layer.data_shape(), dtype=np.int8)
     w = rng.integers(-128, 128, layer.weight_shape(), dtype=np.int8)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from codesign.errors import InvalidSchedule
-from codesign.evaluate.compiler import compile_insns, compile_layer
+from codesign.evaluate.compiler import compile_insns
 from codesign.evaluate.fused import Epilogue, reference_fused, run_fused
-from codesign.evaluate.run import measure, random_inputs
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, fuse
@@ -23,10 +23,8 @@ from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.vta_space import N_FEATURES, ORDERS
 from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D, Dense
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1),     # padded 3x3
           Conv2D(1, 32, 8, 8, 64, 3, 3, 2, 1),     # strided 3x3
           Conv2D(1, 64, 8, 8, 32, 1, 1, 2, 0),     # strided 1x1
@@ -55,46 +53,29 @@ def _loads(insns: np.ndarray, mem: int) -> int:
                 & (insns[:, isa.COL["x_size"]] > 0)).sum())
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_every_nest_is_bit_exact_race_free_and_block_timing_is_exact(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
+def test_every_nest_is_bit_exact_race_free_and_block_timing_is_exact(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    layer = case.layer
     seen = 0
     big = layer.macs > 10 ** 7  # the 7x7 layer: one config per nest keeps the simulator in seconds
     for knob, value in NESTS:
-        for i in _picks(space, knob, value)[:1 if big else 2]:
-            config = space.get(i)
-            prog = compile_layer(layer, config, hw, data=data, weight=weight)
-            res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-            assert res.tokens_left == {}
-            out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
-            assert np.array_equal(out, ref), config.knobs
-            assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
+        for i in _picks(case.space, knob, value)[:1 if big else 2]:
+            case.check(case.space.get(i))  # bit-exact, race-free, exactly timed
             seen += 1
     # acc_resident exists on every layer with two live tile loops; inp_stationary needs the whole
     # reduction in one INP tile, which the 512-channel 7x7 conv's padded input does not fit
     assert seen >= (2 if big else 3 if isinstance(layer, Dense) else 5)
 
 
-def _config(layer, hw, **knobs):
-    space = get_space(layer, hw, "vta")
-    config = space.from_knobs({**BASE, **knobs})
-    assert space.why_invalid(config) is None, space.why_invalid(config)
-    return space, config
-
-
-def test_acc_resident_reuses_each_input_tile_across_the_co_tiles():
+def test_acc_resident_reuses_each_input_tile_across_the_co_tiles(vta_case):
     """(b, h | k | co): the reduction outside the co loop; the co tiles' partial sums stay in
     ACC, INP is loaded once per reduction step for all of them, WGT streams once."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 8, 8, 64, 3, 3, 1, 1)  # 4 ci blocks, 4 co blocks
-    tiles = {"tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [4, 1]}
-    _, config = _config(layer, hw, **tiles, order=0, acc_resident=1)  # w has one tile: co is innermost live
-    _, plain = _config(layer, hw, **tiles, order=0)
+    case = vta_case(Conv2D(1, 64, 8, 8, 64, 3, 3, 1, 1))  # 4 ci blocks, 4 co blocks
+    layer, hw = case.layer, case.hw
+    tiles = {**BASE, "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [4, 1], "order": 0}
+    config = case.config({**tiles, "acc_resident": 1})  # w has one tile: co is innermost live
+    plain = case.config(tiles)
     m = mapping_for(layer, config, hw)
     assert [lp.axis for lp in m.inner_loops] == ["co"] and m.n_inner == 4 and m.level("inp") == m.red
     insns, before = compile_insns(layer, config, hw).insns, compile_insns(layer, plain, hw).insns
@@ -104,19 +85,16 @@ def test_acc_resident_reuses_each_input_tile_across_the_co_tiles():
     assert _loads(insns, isa.MEM_WGT) == _loads(before, isa.MEM_WGT) == spatial * steps * 4
     stores = insns[insns[:, isa.COL["opcode"]] == isa.OP_STORE]
     assert stores.shape[0] == spatial * 4  # one STORE per ACC slot, after the last reduction step
-    data, weight = random_inputs(layer)
-    res = simulate(compile_layer(layer, config, hw, data=data, weight=weight), check=True)
-    assert np.array_equal(layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw),
-                          layer.reference(data, weight))
+    case.check(config)
 
 
-def test_acc_resident_reuses_each_weight_tile_across_the_spatial_tiles():
+def test_acc_resident_reuses_each_weight_tile_across_the_spatial_tiles(vta_case):
     """(b, co, w | k | h): WGT loaded once per reduction step for the h tiles resident in ACC."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 8, 8, 32, 3, 3, 1, 1)
-    tiles = {"tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [1, 2]}
-    _, config = _config(layer, hw, **tiles, order=0, acc_resident=1)  # h is the only loop of 2+ tiles
-    _, plain = _config(layer, hw, **tiles, order=0)
+    case = vta_case(Conv2D(1, 64, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    tiles = {**BASE, "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [1, 2], "order": 0}
+    config = case.config({**tiles, "acc_resident": 1})  # h is the only loop of 2+ tiles
+    plain = case.config(tiles)
     m = mapping_for(layer, config, hw)
     assert [lp.axis for lp in m.inner_loops] == ["h"] and m.level("wgt") == m.red and m.n_inner == 4
     insns = compile_insns(layer, config, hw).insns
@@ -125,12 +103,11 @@ def test_acc_resident_reuses_each_weight_tile_across_the_spatial_tiles():
     assert measure(layer, config, hw).cycles == timing.time_program(insns, hw).cycles
 
 
-def test_inp_stationary_loads_each_input_tile_once():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
-    tiles = {"tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [4, 1]}
-    _, config = _config(layer, hw, **tiles, order=0, inp_stationary=1)
-    insns = compile_insns(layer, config, hw).insns
+def test_inp_stationary_loads_each_input_tile_once(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    config = case.config({**BASE, "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [4, 1], "order": 0,
+                          "inp_stationary": 1})
+    insns = compile_insns(case.layer, config, case.hw).insns
     assert _loads(insns, isa.MEM_INP) == 2 * 2  # two h tiles x two channel blocks, not x 4 co tiles
     assert _loads(insns, isa.MEM_WGT) == 2 * 4
 
@@ -161,18 +138,18 @@ def test_nests_are_refused_by_named_rules():
     assert not (b.ins == 1).any() and not b.inner[:, 2].any()  # no co reuse of a group's input tile
 
 
-def test_fused_epilogues_stay_on_one_acc_slot_per_thread():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 8, 8, 64, 3, 3, 1, 1)
-    tiles = {"tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [4, 1]}
-    _, config = _config(layer, hw, **tiles, order=0, acc_resident=1)
+def test_fused_epilogues_stay_on_one_acc_slot_per_thread(vta_case):
+    case = vta_case(Conv2D(1, 64, 8, 8, 64, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    config = case.config({**BASE, "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 2], "tile_co": [4, 1], "order": 0,
+                          "acc_resident": 1})
     m = fuse(mapping_for(layer, config, hw), (AluOp("add", src="bias"), AluOp("shr", 8), AluOp("min", 127),
                                               AluOp("max", 0)))
     assert [name for name, _ in violations(m, hw)] == ["fused_acc_resident"]
-    small = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
-    _, ins = _config(small, hw, tile_h=[2, 4], tile_w=[1, 8], tile_ci=[1, 2], tile_co=[4, 1],
-                     order=0, inp_stationary=1)
-    x, w = random_inputs(small)
+    small_case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    ins = small_case.config({**BASE, "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [4, 1],
+                             "order": 0, "inp_stationary": 1})
+    small, (x, w) = small_case.layer, small_case.inputs
     rng = np.random.default_rng(3)
     bias = rng.integers(-2000, 2000, size=small.out_channels, dtype=np.int32)
     r = rng.integers(-128, 128, size=small.reference(x, w).shape, dtype=np.int8)
