@@ -13,7 +13,6 @@ import pytest
 
 from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.fused import Epilogue, measure_fused, reference_fused, run_fused
-from codesign.hw.config import HwConfig
 from codesign.mapping.edges import edge_bits
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
@@ -118,16 +117,15 @@ def test_preload_with_a_fused_epilogue_is_bit_exact_and_exactly_timed(vta_case):
     assert measure_fused(layer, config, hw, epi).cycles == timing.time_program(run.program.insns, hw).cycles
 
 
-def test_preload_rules_are_named_and_template_points_keep_zero():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = LAYERS[0]
-    space = get_space(layer, hw, "vta")
+def test_preload_rules_are_named_and_template_points_keep_zero(vta_case):
+    case = vta_case(LAYERS[0])
+    layer, hw, space = case.layer, case.hw, case.space
     # ResNet-18's layer: 32 slot kernels x 361 micro-ops (2 threads x 16 co tiles of 1 block) > 8192
-    full = get_space(Conv2D(1, 512, 7, 7, 512, 3, 3, 1, 1), hw, "vta")
+    full = vta_case(Conv2D(1, 512, 7, 7, 512, 3, 3, 1, 1)).space
     assert full.why_invalid({**SLOTS, "tile_co": [32, 1], "uop_preload": 0}) is None
     why = full.why_invalid({**SLOTS, "tile_co": [32, 1], "uop_preload": 1})
     assert why is not None and why.startswith("uop_preload_fit: micro-op preload: every kernel loaded at once needs")
-    edgy = get_space(LAYERS[1], hw, "vta")
+    edgy = vta_case(LAYERS[1]).space
     valid = edgy.valid_indices()
     b = edgy.batch(valid)
     config = edgy.get(int(valid[np.flatnonzero((edge_bits(b.t) != 0) & (b.pre == 1))[0]]))
@@ -139,6 +137,5 @@ def test_preload_rules_are_named_and_template_points_keep_zero():
     assert space.as_config(old).knobs["uop_preload"] == space.as_config(old).knobs["early_epilogue"] == 0
 
 
-def test_two_passes_agree_with_the_full_mask(two_pass_agrees):
-    hw = HwConfig.resolve("pynq_1x16")
-    assert two_pass_agrees(get_space(Conv2D(1, 32, 12, 12, 48, 3, 3, 2, 1), hw, "vta"), n=150) > 0
+def test_two_passes_agree_with_the_full_mask(two_pass_agrees, vta_case):
+    assert two_pass_agrees(vta_case(Conv2D(1, 32, 12, 12, 48, 3, 3, 2, 1)).space, n=150) > 0

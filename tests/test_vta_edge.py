@@ -11,19 +11,17 @@ import pytest
 
 from codesign.errors import ConfigError
 from codesign.evaluate.blocks import compile_blocks
-from codesign.evaluate.compiler import compile_insns, compile_layer
+from codesign.evaluate.compiler import compile_insns
 from codesign.evaluate.fused import Epilogue, fused_invalid, measure_fused, reference_fused, run_fused
-from codesign.evaluate.run import measure, random_inputs, run_layer
+from codesign.evaluate.run import run_layer
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import CI_BIT, edge_bits
 from codesign.schedule import get_space
 from codesign.schedule.knobs import get_factors
 from codesign.schedule.vta_space import EXTRA_FEATURE_NAMES, N_FEATURES, VTHREADS, VtaSpace
-from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
+from codesign.vta import isa
 from codesign.workloads import Conv2D, Dense
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(4, 32, 7, 7, 48, 3, 3, 1, 1),    # padded 3x3: h, w, co edges
           Conv2D(4, 48, 9, 9, 32, 1, 1, 2, 0),    # strided 1x1: h, w, ci edges
           Conv2D(4, 48, 11, 11, 32, 3, 3, 2, 1),  # strided padded 3x3
@@ -49,37 +47,26 @@ def _edge_sample(space: VtaSpace, seed: int) -> list:
     return [space.get(i) for i in dict.fromkeys(picks)]
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_edge_schedules_are_bit_exact_race_free_and_block_timing_is_exact(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
-    configs = _edge_sample(space, seed=len(layer.name))
+def test_edge_schedules_are_bit_exact_race_free_and_block_timing_is_exact(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    configs = _edge_sample(case.space, seed=len(case.layer.name))
     if not configs:
-        pytest.skip(f"{layer.name} has no non-dividing tile size on {hw_name}")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
+        pytest.skip(f"{case.layer.name} has no non-dividing tile size on {stock_hw}")
     for config in configs:
-        assert np.array_equal(run_layer(layer, config, hw).output, ref), config.knobs
-        prog = compile_layer(layer, config, hw, data=data, weight=weight)
-        assert simulate(prog, check=True).tokens_left == {}
-        assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
-        assert compile_blocks(layer, config, hw).n_insns == prog.insns.shape[0]
+        prog, _ = case.check(config, run_layer=True)  # bit-exact, race-free, exactly timed
+        assert compile_blocks(case.layer, config, case.hw).n_insns == prog.insns.shape[0]
 
 
-def test_a_non_dividing_tile_is_a_valid_point_and_runs_bit_exact():
+def test_a_non_dividing_tile_is_a_valid_point_and_runs_bit_exact(vta_case):
     """7 output rows in tiles of 3 (3 + 3 + 1), 3 output channel blocks in tiles of 2 (2 + 1):
     before edge tiles these sizes were no candidates. Each output element is stored exactly once
     (no padded rows or channels written), bit-exact."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
-    config = space.from_knobs({"tile_b": [1, 1], "tile_h": [3, 3], "tile_w": [1, 7], "tile_ci": [1, 2],
-                               "tile_co": [2, 2], "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0})
-    assert space.why_invalid(config) is None
-    data, weight = random_inputs(layer)
-    assert np.array_equal(run_layer(layer, config, hw).output, layer.reference(data, weight))
+    case = vta_case(Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    config = case.config({"tile_b": [1, 1], "tile_h": [3, 3], "tile_w": [1, 7], "tile_ci": [1, 2],
+                          "tile_co": [2, 2], "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0})
+    assert np.array_equal(run_layer(layer, config, hw).output, case.ref)
     insns = compile_insns(layer, config, hw).insns
     store = insns[:, isa.COL["opcode"]] == isa.OP_STORE
     written = (insns[store, isa.COL["y_size"]] * insns[store, isa.COL["x_size"]]).sum()
@@ -90,21 +77,18 @@ def test_a_non_dividing_tile_is_a_valid_point_and_runs_bit_exact():
                                          "tile_co": [1, 3], "oc_nthread": 1, "h_nthread": 1})
 
 
-def test_a_ci_edge_step_loads_only_the_real_channel_blocks():
+def test_a_ci_edge_step_loads_only_the_real_channel_blocks(vta_case):
     """3 input channel blocks in reduction steps of 2 (2 + 1): the last step's INP and WGT loads
     carry one block, and the output is exact (no zero fill needed)."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Dense(1, 48, 32)
-    space = get_space(layer, hw, "vta")
-    config = space.from_knobs({"tile_b": [1, 1], "tile_ci": [2, 2], "tile_co": [1, 2], "order": 0,
-                               "wgt_stationary": 0, "vthread": 0, "uop_fold": 0})
-    assert space.why_invalid(config) is None
+    case = vta_case(Dense(1, 48, 32))
+    layer, hw = case.layer, case.hw
+    config = case.config({"tile_b": [1, 1], "tile_ci": [2, 2], "tile_co": [1, 2], "order": 0,
+                          "wgt_stationary": 0, "vthread": 0, "uop_fold": 0})
     insns = compile_insns(layer, config, hw).insns
     op, mem = insns[:, isa.COL["opcode"]], insns[:, isa.COL["memory_type"]]
     wgt = (op == isa.OP_LOAD) & (mem == isa.MEM_WGT)
     assert (insns[wgt, isa.COL["y_size"]] * insns[wgt, isa.COL["x_size"]]).tolist() == [4, 2]  # co x ci blocks
-    data, weight = random_inputs(layer)
-    assert np.array_equal(run_layer(layer, config, hw).output, layer.reference(data, weight))
+    assert np.array_equal(run_layer(layer, config, hw).output, case.ref)
 
 
 def test_non_dividing_candidates_follow_the_dividing_ones_one_per_tile_count():
@@ -120,10 +104,8 @@ def test_non_dividing_candidates_follow_the_dividing_ones_one_per_tile_count():
     assert len(h.candidates) <= 2 * int(np.sqrt(56)) + 1
 
 
-def test_edge_features():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_edge_features(vta_case):
+    space = vta_case(Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)).space
     valid = space.valid_indices()
     bits = edge_bits(space.batch(valid).t)
     feats = space.features_batch(valid)
@@ -135,13 +117,12 @@ def test_edge_features():
     assert np.all(frac[~pair_edges] == 0) and np.all((frac[pair_edges] > 0) & (frac[pair_edges] < 1))
 
 
-def test_fused_epilogues_on_edge_tiles():
+def test_fused_epilogues_on_edge_tiles(vta_case):
     """Bias (one ADD kernel per edge variant), ReLU and a residual that fits the INP slice run on
     edge tiles bit-exact and race-free with exact block timing; a residual loaded in chunks is
     refused with its rule."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 7, 7, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 32, 7, 7, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     rng = np.random.default_rng(0)
     x = rng.integers(-128, 128, layer.data_shape(), dtype=np.int8)
     w = rng.integers(-128, 128, layer.weight_shape(), dtype=np.int8)

@@ -14,19 +14,17 @@ import pytest
 
 from codesign.commands import space as space_cmd
 from codesign.errors import ConfigError, InvalidSchedule
-from codesign.evaluate.compiler import compile_insns, compile_layer
-from codesign.evaluate.run import measure, random_inputs, run_layer
+from codesign.evaluate.compiler import compile_insns
+from codesign.evaluate.run import measure, run_layer
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import GEMM_LOOPS
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config
 from codesign.schedule.vta_space import FOLD_PAIRS, N_FEATURES, ORDERS, VTHREADS, VtaSpace
-from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
+from codesign.vta import isa
 from codesign.workloads import Conv2D, Conv2DTranspose, Dense
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(4, 32, 8, 8, 64, 3, 3, 1, 1),   # padded 3x3
           Conv2D(4, 64, 8, 8, 32, 1, 1, 2, 0),   # strided 1x1
           Conv2D(4, 64, 6, 6, 32, 3, 3, 1, 1, groups=2),
@@ -49,35 +47,23 @@ def _sample(space: VtaSpace, n: int, seed: int) -> list[Config]:
     return [space.get(int(i)) for i in dict.fromkeys(picks)]
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_sampled_schedules_are_bit_exact_race_free_and_block_timing_is_exact(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
-    assert space.n_valid >= get_space(layer, hw).n_valid
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
-    for config in _sample(space, 4, seed=len(layer.name)):
+def test_sampled_schedules_are_bit_exact_race_free_and_block_timing_is_exact(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    assert case.space.n_valid >= get_space(case.layer, case.hw).n_valid
+    for config in _sample(case.space, 4, seed=len(case.layer.name)):
         assert config.family == "vta"
-        run = run_layer(layer, config, hw)  # run_layer's own fixed-seed inputs are random_inputs'
-        assert np.array_equal(run.output, ref), config.knobs
-        prog = compile_layer(layer, config, hw, data=data, weight=weight)
-        res = simulate(prog, check=True)  # raises on an SRAM access no token orders
-        assert res.tokens_left == {}
-        assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
+        case.check(config, run_layer=True)  # bit-exact (run_layer too), race-free, exactly timed
 
 
-def test_the_family_reaches_what_the_template_cannot():
+def test_the_family_reaches_what_the_template_cannot(vta_case):
     """A padded 3x3 conv with all input channels in one tile: INP loaded one channel block per
     LOAD, each weight tile loaded once per co tile (the template loads it at every pair)."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
-    config = space.from_knobs({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2],
-                               "tile_co": [2, 2], "order": ORDERS.index(("b", "co", "h", "w")),
-                               "wgt_stationary": 1, "vthread": 0, "uop_fold": 0})
-    assert space.why_invalid(config) is None
+    case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    config = case.config({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2],
+                          "tile_co": [2, 2], "order": ORDERS.index(("b", "co", "h", "w")),
+                          "wgt_stationary": 1, "vthread": 0, "uop_fold": 0})
     assert get_space(layer, hw).why_invalid(
         {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [2, 2],
          "oc_nthread": 1, "h_nthread": 1}).startswith("padding: a padded conv (pad=1) needs tile_ci[1]=1")
@@ -85,16 +71,14 @@ def test_the_family_reaches_what_the_template_cannot():
     op, mem = insns[:, isa.COL["opcode"]], insns[:, isa.COL["memory_type"]]
     assert int(((op == isa.OP_LOAD) & (mem == isa.MEM_WGT)).sum()) == 2          # one per co tile
     assert int(((op == isa.OP_LOAD) & (mem == isa.MEM_INP)).sum()) == 2 * 2 * 2 + 1  # pairs x ci blocks + no-op
-    data, weight = random_inputs(layer)
-    assert np.array_equal(run_layer(layer, config, hw).output, layer.reference(data, weight))
+    assert np.array_equal(run_layer(layer, config, hw).output, case.ref)
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_template_schedules_are_members_with_the_same_program(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    auto, vta = get_space(layer, hw), get_space(layer, hw, "vta")
+def test_template_schedules_are_members_with_the_same_program(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    layer, hw, vta = case.layer, case.hw, case.space
+    auto = get_space(layer, hw)
     valid = set(vta.valid_indices().tolist())
     rng = np.random.default_rng(1)
     for i in auto.valid_indices():
@@ -115,10 +99,9 @@ def test_best_vta_schedule_is_no_worse_than_the_best_template_schedule(layer):
     assert best_vta <= best_auto
 
 
-def test_invalid_configs_are_rejected_with_the_rule_name():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)  # 2 ci blocks, 2 co blocks
-    space = get_space(layer, hw, "vta")
+def test_invalid_configs_are_rejected_with_the_rule_name(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))  # 2 ci blocks, 2 co blocks
+    layer, hw, space = case.layer, case.hw, case.space
     base = {"tile_b": [1, 1], "tile_h": [1, 8], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
             "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0}
     assert space.why_invalid(base) is None
@@ -170,12 +153,9 @@ def test_space_cli_reports_the_vta_family(capsys):
     assert space.why_invalid(vta["best"]["index"]) is None
 
 
-def test_every_valid_uop_fold_of_a_tile_is_bit_exact_and_folds_the_chosen_loops():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
+def test_every_valid_uop_fold_of_a_tile_is_bit_exact_and_folds_the_chosen_loops(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space, ref = case.layer, case.hw, case.space, case.ref
     tiles = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [1, 2],
              "order": 0, "wgt_stationary": 0, "vthread": 0}
     folds = [f for f in range(1, len(FOLD_PAIRS) + 1) if space.why_invalid({**tiles, "uop_fold": f}) is None]
@@ -202,11 +182,10 @@ def test_two_pass_valid_indices_equal_the_full_mask(layer, two_pass_agrees):
     assert two_pass_agrees(space) > 0  # sampled core points x every order and residency (conftest)
 
 
-def test_a_config_is_mapped_from_its_knobs_when_its_index_is_stale():
+def test_a_config_is_mapped_from_its_knobs_when_its_index_is_stale(vta_case):
     """The producer's fast path trusts a Config's index only when its knobs are that index's."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     a, b = (space.get(int(i)) for i in space.valid_indices()[[0, -1]])
     stale = Config(a.index, dict(b.knobs))
     assert space.valid_index_of(a) == a.index and space.valid_index_of(stale) is None

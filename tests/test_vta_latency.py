@@ -15,16 +15,14 @@ import pytest
 from codesign.analysis.roofline import attained_fraction
 from codesign.errors import InvalidSchedule
 from codesign.evaluate.compiler import compile_layer
-from codesign.evaluate.run import measure, random_inputs
+from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry, pad_skip_kernel, pad_taps
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
-from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
+from codesign.vta import isa
 from codesign.workloads import Conv2D
 
-HWS = ("pynq_1x16", "pynq_4x8")
 LAYERS = (Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1),     # padded 3x3
           Conv2D(1, 32, 14, 14, 32, 3, 3, 2, 1),   # strided 3x3 (pads on the top/left only)
           Conv2D(1, 64, 6, 6, 64, 3, 3, 1, 1, groups=2),
@@ -46,36 +44,26 @@ def _picks(space, n: int = 2) -> list[int]:
     return [int(valid[r]) for r in dict.fromkeys(rows)]
 
 
-@pytest.mark.parametrize("hw_name", HWS)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda ly: ly.name)
-def test_pad_skip_is_bit_exact_race_free_exactly_timed_and_faster(layer, hw_name):
-    hw = HwConfig.resolve(hw_name)
-    layer = layer.with_batch(hw.batch)
-    space = get_space(layer, hw, "vta")
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
+def test_pad_skip_is_bit_exact_race_free_exactly_timed_and_faster(layer, stock_hw, vta_case):
+    case = vta_case(layer, stock_hw)
+    layer, hw, space = case.layer, case.hw, case.space
     picks = _picks(space)
     assert picks, "no valid pad_skip config"
     for i in picks[:1 if layer.macs > 10 ** 7 else 3]:
         config = space.get(i)
-        prog = compile_layer(layer, config, hw, data=data, weight=weight)
-        res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-        assert res.tokens_left == {}
-        out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
-        assert np.array_equal(out, ref), config.knobs
+        prog, fast = case.check(config)  # bit-exact, race-free, exactly timed
         # the unpadded INP tile: no pads, one DMA row per batch block (not one per image row)
         c = isa.COL
         inp = prog.insns[(prog.insns[:, c["opcode"]] == isa.OP_LOAD) & (prog.insns[:, c["memory_type"]] == isa.MEM_INP)
                          & (prog.insns[:, c["x_size"]] > 0)]
         assert not inp[:, [c["y_pad_0"], c["y_pad_1"], c["x_pad_0"], c["x_pad_1"]]].any()
         assert (inp[:, c["y_size"]] <= layer.batch // hw.batch).all()
-        fast = measure(layer, config, hw)
-        assert fast.cycles == timing.time_program(prog.insns, hw).cycles, config.knobs
         assert _macs(prog.insns) == round(layer.macs // hw.macs_per_cycle * _inside(layer, hw))
         other = space.from_knobs({**config.knobs, "pad_skip": 0})
         if space.why_invalid(other) is not None:  # the padded INP tile does not fit where the unpadded one does
             continue
-        padded = compile_layer(layer, other, hw, data=data, weight=weight)
+        padded = compile_layer(layer, other, hw, data=case.data, weight=case.weight)
         if layer.padding:
             assert _macs(prog.insns) < _macs(padded.insns)
         else:  # nothing to skip: the whole planes load in fewer DMA rows
@@ -126,10 +114,9 @@ def test_pad_skip_kernel_reads_only_the_image(layer):
     assert len(pairs) == kernel.size
 
 
-def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     knobs = {**space.get(_picks(space)[0]).knobs, "tile_h": [3, 3]}  # an edge tile (3 does not divide 8)
     why = space.why_invalid(knobs)
     assert why is not None and why.startswith("pad_skip_tile")
@@ -142,12 +129,11 @@ def test_pad_skip_refused_where_it_does_not_apply_and_templates_keep_zero():
         assert space.from_template(c).knobs["pad_skip"] == 0
 
 
-def test_roofline_stays_a_bound_for_pad_skip_schedules():
+def test_roofline_stays_a_bound_for_pad_skip_schedules(vta_case):
     """The compute bound counts only the MACs on real input: a pad_skip schedule of ResNet-18's
     14x14 3x3 conv runs fewer GEMM cycles than the padded conv's MACs, and must not beat the bound."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 256, 14, 14, 256, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 256, 14, 14, 256, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     valid = space.valid_indices()
     b = space.batch(valid)
     ps = valid[(b.ps == 1) & (b.t.tile_h == 14) & (b.t.tile_w == 14)]  # the whole plane's kernel

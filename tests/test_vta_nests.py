@@ -16,7 +16,6 @@ from codesign.errors import InvalidSchedule
 from codesign.evaluate.compiler import compile_insns
 from codesign.evaluate.fused import Epilogue, reference_fused, run_fused
 from codesign.evaluate.run import measure
-from codesign.hw.config import HwConfig
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, fuse
 from codesign.schedule import get_space
@@ -112,17 +111,14 @@ def test_inp_stationary_loads_each_input_tile_once(vta_case):
     assert _loads(insns, isa.MEM_WGT) == 2 * 4
 
 
-def test_nests_are_refused_by_named_rules():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_nests_are_refused_by_named_rules(vta_case):
+    space = vta_case(Conv2D(1, 64, 56, 56, 64, 3, 3, 1, 1)).space
     # 56 rows x 4 co tiles of 1x56 pixels x 1 block inside the reduction: 12544 > 2048 ACC rows
     bad = dict(space.violations({**BASE, "tile_h": [56, 1], "tile_w": [1, 56], "tile_ci": [4, 1], "tile_co": [4, 1],
                                  "order": ORDERS.index(("b", "co", "h", "w")), "acc_resident": 2}))
     assert bad["acc_spill"].startswith("ACC spill: 224 resident output tiles x 56 elements") and "never ACC" in bad["acc_spill"]
-    small = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
     tiles = {"tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [4, 1]}
-    sp = get_space(small, hw, "vta")
+    sp = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)).space
     cases = {
         "inp_stationary_ci": {**tiles, "tile_ci": [2, 1], "inp_stationary": 1, "order": 0},
         "inp_stationary_reuse": {**tiles, "order": ORDERS.index(("b", "co", "h", "w")), "inp_stationary": 1},
@@ -132,8 +128,7 @@ def test_nests_are_refused_by_named_rules():
     }
     for rule, knobs in cases.items():
         assert rule in dict(sp.violations({**BASE, **knobs})), rule
-    group = Conv2D(1, 64, 6, 6, 64, 3, 3, 1, 1, groups=2)
-    gsp = get_space(group, hw, "vta")
+    gsp = vta_case(Conv2D(1, 64, 6, 6, 64, 3, 3, 1, 1, groups=2)).space
     b = gsp.batch(gsp.valid_indices())
     assert not (b.ins == 1).any() and not b.inner[:, 2].any()  # no co reuse of a group's input tile
 
@@ -160,10 +155,9 @@ def test_fused_epilogues_stay_on_one_acc_slot_per_thread(vta_case):
     assert np.array_equal(run.output, reference_fused(small, epi, x, w, bias))
 
 
-def test_template_point_and_features_keep_their_shape():
-    hw = HwConfig.resolve("pynq_4x8")
-    layer = Conv2D(4, 32, 8, 8, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_template_point_and_features_keep_their_shape(vta_case):
+    case = vta_case(Conv2D(4, 32, 8, 8, 64, 3, 3, 1, 1), "pynq_4x8")
+    layer, hw, space = case.layer, case.hw, case.space
     auto = get_space(layer, hw)
     point = space.from_template(auto.get(int(auto.valid_indices()[0])))
     assert point.knobs["inp_stationary"] == 0 and point.knobs["acc_resident"] == 0

@@ -12,19 +12,16 @@ import numpy as np
 import pytest
 
 from codesign.errors import InvalidSchedule
-from codesign.evaluate.compiler import compile_insns, compile_layer
-from codesign.evaluate.run import measure, random_inputs, run_layer
-from codesign.hw.config import HwConfig
+from codesign.evaluate.compiler import compile_insns
 from codesign.mapping.batch import GEMM_LOOPS
 from codesign.mapping.edges import edge_bits
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.vta_space import LIFTS, N_FEATURES, THREAD_COUNTS, VTHREADS
-from codesign.vta import isa, timing
-from codesign.vta.simulator import check_races, simulate
+from codesign.vta import isa
+from codesign.vta.simulator import check_races
 from codesign.workloads import Conv2D, Dense
 
-HWS = ("pynq_1x16", "pynq_4x8")
 # Extents with a factor 3 (12 rows, 6 output pixels, 3 or 6 channel blocks) so that T = 3 has tile
 # counts it divides; powers of two for T = 4 and 8.
 LAYERS = (Conv2D(4, 32, 12, 12, 32, 3, 3, 1, 1),   # padded 3x3
@@ -48,27 +45,15 @@ class _Cols:
         self.nt, self.lift, self.acc, self.ws, self.ins, self.edge = cols
 
 
-def _check(layer, config, hw, data, weight, ref) -> None:
-    assert np.array_equal(run_layer(layer, config, hw).output, ref), config.knobs
-    prog = compile_layer(layer, config, hw, data=data, weight=weight)
-    res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-    assert res.tokens_left == {}
-    assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
-
-
-@pytest.mark.parametrize("hw_name", HWS)
-def test_every_new_knob_value_is_bit_exact_race_free_and_block_timing_is_exact(hw_name):
+def test_every_new_knob_value_is_bit_exact_race_free_and_block_timing_is_exact(stock_hw, vta_case):
     """For each new value and layer, a random valid config."""
-    hw = HwConfig.resolve(hw_name)
     covered = set()
     rng = np.random.default_rng(0)
     for layer in LAYERS:
-        layer = layer.with_batch(hw.batch)
-        space = get_space(layer, hw, "vta")
+        case = vta_case(layer, stock_hw)
+        space = case.space
         valid = space.valid_indices()
         b = _Cols(space, valid)
-        data, weight = random_inputs(layer)
-        ref = layer.reference(data, weight)
         for name, value in NEW_VALUES:
             hits = np.flatnonzero(b.nt == value if name == "n_threads" else b.lift == value)
             if not hits.size:
@@ -76,26 +61,22 @@ def test_every_new_knob_value_is_bit_exact_race_free_and_block_timing_is_exact(h
             covered.add((name, value))
             config = space.get(int(valid[rng.choice(hits)]))
             assert config.knobs[name] == value
-            _check(layer, config, hw, data, weight, ref)
+            case.check(config, run_layer=True)
     assert covered == set(NEW_VALUES)  # every value is reached by some layer
 
 
-def test_four_threads_run_as_a_ring_of_four_slots():
+def test_four_threads_run_as_a_ring_of_four_slots(vta_case):
     """T = 4 on the co axis: four INP/WGT/ACC slices, each load group waits for the GEMM that
     read its slot four groups earlier; dropping one of those waits is a race the check finds."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
     knobs = {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [4, 1],
              "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"), "uop_fold": 0, "n_threads": 4,
              "uop_lift": 0}
-    config = space.from_knobs(knobs)
-    assert space.why_invalid(config) is None
+    config = case.config(knobs)
     m = mapping_for(layer, config, hw)
     assert m.n_threads == 4 and m.vthreads[0].extent == 4 and (m.n_pairs, m.n_steps) == (2, 2)
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
-    prog = compile_layer(layer, config, hw, data=data, weight=weight)
+    prog, _ = case.check(config, run_layer=True)
     insns = prog.insns
     c = isa.COL
     loads = np.flatnonzero((insns[:, c["opcode"]] == isa.OP_LOAD) & (insns[:, c["memory_type"]] == isa.MEM_INP)
@@ -110,10 +91,9 @@ def test_four_threads_run_as_a_ring_of_four_slots():
     assert races and "unsynchronized INP SRAM row" in races[0]
 
 
-def test_thread_rules_are_named():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_thread_rules_are_named(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     base = {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
             "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("h"), "uop_fold": 0, "n_threads": 2,
             "uop_lift": 0}
@@ -131,10 +111,9 @@ def test_thread_rules_are_named():
         mapping_for(layer, {**base, "vthread": 0, "n_threads": 4}, hw)
 
 
-def test_lifting_a_loop_makes_one_gemm_per_iteration_with_its_own_kernel():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_lifting_a_loop_makes_one_gemm_per_iteration_with_its_own_kernel(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     tiles = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [1, 2],
              "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0, "n_threads": 2}
     ext = {"k_o.inner": 2, "w": 8, "dj": 3, "di": 3, "co": 2, "h": 2}  # the tile's GEMM loops
@@ -152,50 +131,40 @@ def test_lifting_a_loop_makes_one_gemm_per_iteration_with_its_own_kernel():
         gemm = (insns[:, isa.COL["opcode"]] == isa.OP_GEMM) & (insns[:, isa.COL["reset_reg"]] == 0)
         n_gemm[name] = int(gemm.sum())
         assert n_gemm[name] == ext[name] * whole.n_pairs * whole.n_steps
-    data, weight = random_inputs(layer)
-    ref = layer.reference(data, weight)
     for lift in lifts[:2]:
-        _check(layer, space.from_knobs({**tiles, "uop_lift": lift}), hw, data, weight, ref)
+        case.check(space.from_knobs({**tiles, "uop_lift": lift}), run_layer=True)
     one = tiles | {"tile_w": [8, 1]}  # w has extent 1: nothing to lift
     bad = dict(space.violations({**one, "uop_lift": GEMM_LOOPS.index("w") + 1}))
     assert bad["uop_lift_live"].startswith("micro-op lift: GEMM loops ['w'] need extent > 1 each")
 
 
-def test_lifting_admits_kernels_the_whole_kernel_rules_refuse():
+def test_lifting_admits_kernels_the_whole_kernel_rules_refuse(vta_case):
     """Fails before uop_lift. (1) A chosen fold (dj, di) of a 4x8 3x3 tile whose other loops
     unroll to 8 x 14 x 8 x 14 = 12544 micro-ops > the 8192-entry buffer: with k_o.inner lifted,
     8 GEMMs per step of 1568 micro-ops each. (2) A fold whose stream has dj (dst factor 0) right
     inside a short kernel writes an ACC row twice in a row (docs/vta.md §3.9): with dj lifted,
     each instruction's stream is hazard-free. Both run bit-exact and race-free."""
-    hw = HwConfig.resolve("pynq_4x8")
-    layer = Conv2D(4, 64, 14, 14, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(4, 64, 14, 14, 64, 3, 3, 1, 1), "pynq_4x8")
+    layer, hw, space = case.layer, case.hw, case.space
     knobs = {"tile_b": [1, 1], "tile_h": [1, 14], "tile_w": [1, 14], "tile_ci": [1, 8], "tile_co": [1, 8],
              "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 10, "n_threads": 2}
     assert space.why_invalid({**knobs, "uop_lift": 0}).startswith("uop_capacity: ")
-    config = space.from_knobs({**knobs, "uop_lift": GEMM_LOOPS.index("k_o.inner") + 1})
-    assert space.why_invalid(config) is None
+    config = case.config({**knobs, "uop_lift": GEMM_LOOPS.index("k_o.inner") + 1})
     m = mapping_for(layer, config, hw)
     assert (m.n_lift, m.gemm.size) == (8, 1568)
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
+    case.check(config, run_layer=True)
 
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     knobs = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [4, 2], "tile_ci": [1, 2], "tile_co": [2, 1],
              "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 3, "n_threads": 2}
     assert space.why_invalid({**knobs, "uop_lift": 0}).startswith("uop_hazard: ")
-    config = space.from_knobs({**knobs, "uop_lift": GEMM_LOOPS.index("dj") + 1})
-    assert space.why_invalid(config) is None
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
+    config = case.config({**knobs, "uop_lift": GEMM_LOOPS.index("dj") + 1})
+    case.check(config, run_layer=True)
 
 
-def test_records_without_the_new_knobs_keep_their_program_and_features_stay_fixed_length():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_records_without_the_new_knobs_keep_their_program_and_features_stay_fixed_length(vta_case):
+    space = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)).space
     old = {"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [1, 2],
            "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("h"), "uop_fold": 0}
     config = space.from_knobs(old)
@@ -225,57 +194,49 @@ COMBOS = {
 }
 
 
-@pytest.mark.parametrize("hw_name", HWS)
-def test_threads_and_lifts_with_acc_slots_edge_tiles_and_residency_are_bit_exact(hw_name):
+def test_threads_and_lifts_with_acc_slots_edge_tiles_and_residency_are_bit_exact(stock_hw, vta_case):
     """Fails before: more than two threads and edge tiles were refused together (rule
     edge_threads_lift), ACC slots and edge tiles too (rule nest_edge), no config lifted two loops,
     and neither knob existed beside the residency nests. Two configs of each combination (the
     first valid and a random one) on both stock configs."""
-    hw = HwConfig.resolve(hw_name)
     rng = np.random.default_rng(1)
     covered = set()
     for layer in COMBO_LAYERS:
-        layer = layer.with_batch(hw.batch)
-        space = get_space(layer, hw, "vta")
+        case = vta_case(layer, stock_hw)
+        space = case.space
         valid = space.valid_indices()
         b = _Cols(space, valid)
         bits = b.edge
-        data, weight = random_inputs(layer)
-        ref = layer.reference(data, weight)
         for name, want in COMBOS.items():
             hits = np.flatnonzero(want(b, bits))
             if not hits.size:
                 continue
             covered.add(name)
             for r in dict.fromkeys([int(hits[0]), int(rng.choice(hits))]):
-                _check(layer, space.get(int(valid[r])), hw, data, weight, ref)
+                case.check(space.get(int(valid[r])), run_layer=True)
     assert covered == set(COMBOS)
 
 
-def test_threads_times_acc_slots_store_from_c_times_t_slices():
+def test_threads_times_acc_slots_store_from_c_times_t_slices(vta_case):
     """T = 4 threads on co, acc_resident = 1 (the 2 h tiles inside the reduction): each thread
     keeps 2 ACC slots, 8 in all, each stored once from its own ACC rows."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
-    config = space.from_knobs({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1],
-                               "tile_co": [4, 1], "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"),
-                               "uop_fold": 0, "inp_stationary": 0, "acc_resident": 1, "n_threads": 4, "uop_lift": 0})
-    assert space.why_invalid(config) is None
+    case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    layer, hw = case.layer, case.hw
+    config = case.config({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1],
+                          "tile_co": [4, 1], "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"),
+                          "uop_fold": 0, "inp_stationary": 0, "acc_resident": 1, "n_threads": 4, "uop_lift": 0})
     m = mapping_for(layer, config, hw)
     assert (m.n_threads, m.n_inner, m.n_pairs) == (4, 2, 1)
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
+    case.check(config, run_layer=True)
     insns = compile_insns(layer, config, hw).insns
     c = isa.COL
     stores = insns[insns[:, c["opcode"]] == isa.OP_STORE]
     assert sorted(stores[:, c["sram_base"]].tolist()) == [s * m.tile.acc_sram for s in range(8)]
 
 
-def test_a_lifted_loop_is_refused_on_edge_tiles_by_name():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_a_lifted_loop_is_refused_on_edge_tiles_by_name(vta_case):
+    case = vta_case(Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     knobs = {"tile_b": [1, 1], "tile_h": [3, 3], "tile_w": [1, 7], "tile_ci": [1, 2], "tile_co": [1, 3],
              "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("h"), "uop_fold": 0, "n_threads": 3}
     assert space.why_invalid({**knobs, "uop_lift": 0}) is None  # 3 threads, one h tile each, the last of 1 row
@@ -285,22 +246,19 @@ def test_a_lifted_loop_is_refused_on_edge_tiles_by_name():
         mapping_for(layer, {**knobs, "uop_lift": GEMM_LOOPS.index("w") + 1}, hw)
 
 
-def test_acc_slots_on_edge_tiles_store_each_slot_with_its_own_variant():
+def test_acc_slots_on_edge_tiles_store_each_slot_with_its_own_variant(vta_case):
     """Fails before (nest_edge refused it): 7 rows in tiles of 2 (2 + 2 + 2 + 1), the 4 h tiles
     inside the reduction (acc_resident = 1): 4 ACC slots, the last holding a 1-row edge tile; every
     output element is stored once, from its slot, with the slot's own size."""
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+    case = vta_case(Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     knobs = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 7], "tile_ci": [2, 1], "tile_co": [1, 3],
              "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0, "inp_stationary": 0, "acc_resident": 1,
              "n_threads": 2, "uop_lift": 0}
-    config = space.from_knobs(knobs)
-    assert space.why_invalid(config) is None, space.why_invalid(config)
+    config = case.config(knobs)
     m = mapping_for(layer, config, hw)
     assert m.n_inner == 4 and m.edges is not None and m.inner_loops[0].axis == "h"
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
+    case.check(config, run_layer=True)
     insns = compile_insns(layer, config, hw).insns
     c = isa.COL
     st = insns[insns[:, c["opcode"]] == isa.OP_STORE]
@@ -312,24 +270,21 @@ def test_acc_slots_on_edge_tiles_store_each_slot_with_its_own_variant():
         "nest_edge", "inp_stationary_ci", "inp_stationary_reuse"}
 
 
-def test_two_lifted_loops_make_one_gemm_per_pair_of_iterations():
-    hw = HwConfig.resolve("pynq_1x16")
-    layer = Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1)
-    space = get_space(layer, hw, "vta")
+def test_two_lifted_loops_make_one_gemm_per_pair_of_iterations(vta_case):
+    case = vta_case(Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1))
+    layer, hw, space = case.layer, case.hw, case.space
     tiles = {"tile_b": [1, 1], "tile_h": [4, 2], "tile_w": [1, 8], "tile_ci": [1, 2], "tile_co": [1, 2],
              "order": 0, "wgt_stationary": 0, "vthread": 0, "uop_fold": 0, "n_threads": 2}
     whole = mapping_for(layer, {**tiles, "uop_lift": 0}, hw)
     lift = LIFTS.index((GEMM_LOOPS.index("dj"), GEMM_LOOPS.index("di")))
-    config = space.from_knobs({**tiles, "uop_lift": lift})
-    assert space.why_invalid(config) is None
+    config = case.config({**tiles, "uop_lift": lift})
     m = mapping_for(layer, config, hw)
     assert m.n_lift == 9 and [lp[0] for lp in m.gemm_lift] == [3, 3]
     assert m.gemm.size * m.gemm.iter_out * m.gemm.iter_in * 9 == whole.gemm.size * whole.gemm.iter_out * whole.gemm.iter_in
     insns = compile_insns(layer, config, hw).insns
     gemm = (insns[:, isa.COL["opcode"]] == isa.OP_GEMM) & (insns[:, isa.COL["reset_reg"]] == 0)
     assert int(gemm.sum()) == 9 * whole.n_pairs * whole.n_steps
-    data, weight = random_inputs(layer)
-    _check(layer, config, hw, data, weight, layer.reference(data, weight))
+    case.check(config, run_layer=True)
     one = tiles | {"tile_w": [8, 1]}  # w has extent 1: nothing to lift
     bad = dict(space.violations({**one, "uop_lift": LIFTS.index((GEMM_LOOPS.index("w"), GEMM_LOOPS.index("dj")))}))
     assert bad["uop_lift_live"].startswith("micro-op lift: GEMM loops ['w', 'dj'] need extent > 1 each")
