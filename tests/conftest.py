@@ -6,6 +6,7 @@ import hashlib
 import os
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -13,6 +14,15 @@ from hypothesis import settings
 
 from codesign.bitstream import catalog
 from codesign.bitstream.bitfile import make_header
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from codesign.evaluate.run import Measurement
+    from codesign.hw.config import HwConfig
+    from codesign.schedule.knobs import Config
+    from codesign.vta.program import Program
+    from codesign.workloads import Layer
 
 # Property tests assert behaviour, not speed: no per-example deadline (a loaded 2-core machine made
 # hypothesis's 200 ms default fail a test whose code was correct).
@@ -172,7 +182,7 @@ STOCK_HWS = ("pynq_1x16", "pynq_4x8")
 
 
 @pytest.fixture(params=STOCK_HWS)
-def stock_hw(request: pytest.FixtureRequest):
+def stock_hw(request: pytest.FixtureRequest) -> HwConfig:
     """Each stock hardware config in turn: a test that asks for it runs once per config."""
     from codesign.hw.config import HwConfig
 
@@ -184,7 +194,7 @@ class VtaCase:
     and weight and the NumPy reference (made on first use), and the check the family's tests make
     of a schedule (`check`)."""
 
-    def __init__(self, layer, hw="pynq_1x16") -> None:
+    def __init__(self, layer: Layer, hw: HwConfig | str = "pynq_1x16") -> None:
         from codesign.hw.config import HwConfig
         from codesign.schedule import get_space
 
@@ -193,30 +203,30 @@ class VtaCase:
         self.space = get_space(self.layer, self.hw, "vta")
 
     @cached_property
-    def inputs(self):
+    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
         from codesign.evaluate.run import random_inputs
 
         return random_inputs(self.layer)
 
     @property
-    def data(self):
+    def data(self) -> np.ndarray:
         return self.inputs[0]
 
     @property
-    def weight(self):
+    def weight(self) -> np.ndarray:
         return self.inputs[1]
 
     @cached_property
-    def ref(self):
+    def ref(self) -> np.ndarray:
         return self.layer.reference(self.data, self.weight)
 
-    def config(self, knobs: dict):
+    def config(self, knobs: dict) -> Config:
         """The space's point of `knobs`, which must be valid (else the rule's reason fails the test)."""
         config = self.space.from_knobs(knobs)
         assert self.space.why_invalid(config) is None, self.space.why_invalid(config)
         return config
 
-    def check(self, config, *, run_layer: bool = False):
+    def check(self, config: Config, *, run_layer: bool = False) -> tuple[Program, Measurement]:
         """-> (program, measure's result) of `config` compiled with the case's inputs, after asserting:
         race-free (`simulate(check=True)` raises on an SRAM access no dependency token orders) with no
         token left, the output bit-exact against NumPy, measure's block-form cycles equal to

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -190,3 +191,39 @@ def test_a_config_is_mapped_from_its_knobs_when_its_index_is_stale(vta_case):
     stale = Config(a.index, dict(b.knobs))
     assert space.valid_index_of(a) == a.index and space.valid_index_of(stale) is None
     assert np.array_equal(compile_insns(layer, stale, hw).insns, compile_insns(layer, b, hw).insns)
+
+
+def test_the_shared_schedule_check_fails_on_a_wrong_output_a_race_or_a_timing_gap(vta_case, monkeypatch):
+    """conftest's `VtaCase.check`, which every bit-exact test of the family shares, is not vacuous:
+    it passes on a correct schedule and fails on an output one bit off, on a program with one
+    dependency wait dropped (the race check) and on a block-form time one cycle off."""
+    from codesign.evaluate import compiler, run
+    from codesign.vta.simulator import SimulationError
+
+    case = vta_case(Conv2D(1, 32, 8, 8, 64, 3, 3, 1, 1))
+    config = case.config({"tile_b": [1, 1], "tile_h": [2, 4], "tile_w": [1, 8], "tile_ci": [2, 1], "tile_co": [4, 1],
+                          "order": 0, "wgt_stationary": 0, "vthread": VTHREADS.index("co"), "uop_fold": 0,
+                          "n_threads": 4, "uop_lift": 0})
+    prog, timed = case.check(config)
+    assert timed.cycles > 0
+    c = isa.COL
+    ref = case.ref
+    wrong = ref.copy()
+    wrong.flat[0] ^= 1
+    case.ref = wrong
+    with pytest.raises(AssertionError):
+        case.check(config)
+    case.ref = ref
+    waits = np.flatnonzero((prog.insns[:, c["opcode"]] == isa.OP_LOAD) & (prog.insns[:, c["memory_type"]] == isa.MEM_INP)
+                           & (prog.insns[:, c["pop_next_dep"]] == 1))
+    racy = prog.insns.copy()
+    racy[waits[0], c["pop_next_dep"]] = 0  # an INP load no longer waits for the GEMM reading its slot
+    real_compile = compiler.compile_layer
+    monkeypatch.setattr(compiler, "compile_layer", lambda *a, **k: replace(real_compile(*a, **k), insns=racy))
+    with pytest.raises(SimulationError, match="unsynchronized"):
+        case.check(config)
+    monkeypatch.setattr(compiler, "compile_layer", real_compile)
+    real_measure = run.measure
+    monkeypatch.setattr(run, "measure", lambda *a, **k: replace(real_measure(*a, **k), cycles=timed.cycles + 1))
+    with pytest.raises(AssertionError):
+        case.check(config)
