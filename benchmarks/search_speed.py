@@ -2,10 +2,13 @@
 layer and hardware config: CPU seconds until its first proposal (building the task, `plan_budget`,
 the first `propose`), then a tuning run of `--budget` measurements on the simulator: measurements
 per CPU-second of the whole run (search + measuring) and of the tuner alone (the measuring
-subtracted), and the best latency found. Prints one JSON summary on stdout.
+subtracted), and the best latency found. Prints one JSON summary on stdout. `--sample N`: the
+searches run on N valid schedules drawn uniformly (`SampledView`, the tuner benchmark's reduced
+ground truth), a fresh view per tuner so each pays its own set-up.
 
     python benchmarks/search_speed.py                                  # ResNet-18's 14x14 3x3 conv, pynq_1x16
     python benchmarks/search_speed.py --layer conv2d:1,64,56,56,64,3,3,1,1 --tuners xgb,evo --budget 128
+    python benchmarks/search_speed.py --sample 5000 --tuners xgb,evo    # on tuners.py's sampled sub-space
 """
 
 from __future__ import annotations
@@ -37,10 +40,18 @@ class TimedRunner(SimulatorRunner):
             self.measure_cpu += time.process_time() - c0
 
 
-def run_one(layer, hw: HwConfig, tuner: str, *, family: str, budget: int, seed: int) -> dict:
+def run_one(layer, hw: HwConfig, tuner: str, *, family: str, budget: int, seed: int, pool=None) -> dict:  # noqa: ANN001
+    """One tuning run; `pool` (valid indices): on that sample of the family (`SampledView`)."""
     runner = TimedRunner(hw)
     c0, w0 = time.process_time(), time.perf_counter()
-    task = make_task(layer, hw, tuner, seed, family=family)
+    if pool is None:
+        task = make_task(layer, hw, tuner, seed, family=family)
+    else:
+        from codesign.schedule import get_space
+        from codesign.tune.env import SampledView
+
+        space = get_space(layer, hw, family)
+        task = make_task(layer, hw, tuner, seed, space=space, view=SampledView(space, pool))
     run = TaskRun(task, budget=budget, seed=seed, runner=runner)
     run.step()  # the first round: its proposal, then its measurements
     first_cpu = time.process_time() - c0 - runner.measure_cpu
@@ -65,14 +76,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tuners", default="random,xgb,evo,bandit")
     ap.add_argument("--budget", type=int, default=64, help="measurements per tuner")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run on this many valid schedules drawn uniformly (seed 0), as tuners.py --sample (default 0: "
+                         "the whole family)")
     args = ap.parse_args(argv)
     layer, hw = parse_layer(args.layer), HwConfig.resolve(args.hw)
+    pool = None
+    if args.sample:
+        import numpy as np
+
+        from codesign.schedule import get_space
+        from codesign.tune.env import sample_valid_pool
+
+        pool = sample_valid_pool(get_space(layer, hw, args.family), args.sample, np.random.default_rng(0))
     rows = []
     for name in args.tuners.split(","):
-        rows.append(run_one(layer, hw, name, family=args.family, budget=args.budget, seed=args.seed))
+        rows.append(run_one(layer, hw, name, family=args.family, budget=args.budget, seed=args.seed, pool=pool))
         print(f"[bench search_speed] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     print(json.dumps({"command": "python benchmarks/search_speed.py " + " ".join(argv or sys.argv[1:]),
                       "layer": layer.name, "hw": hw.name, "family": args.family, "budget": args.budget,
+                      "sample": None if pool is None else int(pool.size),
                       "rows": rows}, indent=1))
     return 0
 

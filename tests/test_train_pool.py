@@ -63,3 +63,32 @@ def test_local_moves_stay_in_the_sample():
     d = (view.valid_pos != view.positions([int(pool[0])])[0]).sum(axis=1)
     assert (view.valid_pos[np.searchsorted(view.valid, nb)] != view.positions([int(pool[0])])[0]).sum(axis=1).max() \
         == d[d > 0].min()
+
+
+def test_moves_from_members_reach_exactly_their_nearest_members_uniformly():
+    """A sampled view's move from a member (a search's chains walk member to member) goes to a
+    member at the fewest knobs changed, every such member as likely (a fixed nearest-member table
+    spanning several 64-row blocks); a row outside the sample still moves to its nearest member."""
+    space = get_space(LAYER, HW, "vta")
+    pool = sample_valid_pool(space, 300, np.random.default_rng(2))
+    view = SampledView(space, pool)
+    pos = view.valid_pos
+    d = (pos[:, None, :] != pos[None, :, :]).sum(axis=2)
+    np.fill_diagonal(d, 10**6)
+    nearest = [set(np.flatnonzero(row == row.min()).tolist()) for row in d]  # brute force, per member
+    rng = np.random.default_rng(0)
+    draws = 400
+    moved = view.mutate_positions(np.repeat(pos, draws, axis=0), rng)
+    rows = np.searchsorted(view.valid, view.index(moved)).reshape(len(pool), draws)
+    for r in range(len(pool)):
+        counts = np.bincount(rows[r], minlength=len(pool))
+        assert set(np.flatnonzero(counts).tolist()) == nearest[r]  # only nearest members, and all of them
+        k = len(nearest[r])
+        if k > 1:  # uniform over ties: every tied member's share within 5 sigma of 1/k
+            share = counts[list(nearest[r])] / draws
+            assert np.abs(share - 1 / k).max() <= 5 * np.sqrt((1 / k) * (1 - 1 / k) / draws) + 1e-9
+    outside = space.positions_of(np.setdiff1d(space.valid_indices(), pool)[:5])
+    moved_out = view.mutate_positions(outside, rng)
+    for p, m in zip(outside, moved_out):
+        dist = (pos != p).sum(axis=1)
+        assert (m != p).sum() == dist[dist > 0].min() and view.is_valid(int(view.index(m[None])[0]))

@@ -167,18 +167,51 @@ class SampledView(SpaceView):
         super().__init__(space)
         self.enumerable = True
         self._valid = np.unique(np.asarray(indices, dtype=np.int64))
+        self._near: tuple[np.ndarray, np.ndarray] | None = None  # members' nearest members (CSR)
+
+    def _nearest_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, members): member r's nearest other members (fewest knobs changed) are
+        members[starts[r]:starts[r + 1]] (row numbers of `valid`). Computed once per view: a search
+        walks member to member, so each step looks its moves up instead of comparing every chain
+        with the whole sample (64 chains x 5,000 members x 16 knobs per annealing step)."""
+        if self._near is None:
+            pool = self.valid_pos
+            pool = pool.astype(np.int16) if pool.size and pool.max() < 2**15 else pool
+            n, chunk = len(pool), 64
+            starts, members = [0], []
+            for a in range(0, n, chunk):
+                d = (pool[a:a + chunk, None, :] != pool[None, :, :]).sum(axis=2, dtype=np.int32)
+                d[np.arange(d.shape[0]), np.arange(a, a + d.shape[0])] = np.iinfo(np.int32).max  # not itself
+                rows, cols = np.nonzero(d == d.min(axis=1, keepdims=True))
+                members.append(cols)
+                starts += (np.bincount(rows, minlength=d.shape[0]).cumsum() + starts[-1]).tolist()
+            self._near = (np.asarray(starts, dtype=np.int64),
+                          np.concatenate(members).astype(np.int64) if members else np.zeros(0, np.int64))
+        return self._near
 
     def _nearest(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """For each row of knob positions, a random sample member at the smallest nonzero number
-        of knobs changed (the row itself where the sample holds nothing else)."""
+        of knobs changed, ties uniformly at random (the row itself where the sample holds nothing
+        else). Rows that are members look their moves up (`_nearest_table`); others compare."""
         pool = self.valid_pos
         pos = np.asarray(pos, dtype=np.int64).reshape(-1, pool.shape[1])
         if len(pool) < 2 or not len(pos):
             return pos.copy()
-        d = (pool[None, :, :] != pos[:, None, :]).sum(axis=2).astype(np.float64)
-        d[d == 0] = np.inf
-        d += rng.random(d.shape) * 0.5  # ties at random
-        return pool[np.argmin(d, axis=1)]
+        row = np.minimum(np.searchsorted(self.valid, self.index(pos)), len(pool) - 1)
+        member = (pool[row] == pos).all(axis=1)
+        out = np.empty_like(pos)
+        if member.any():
+            starts, near = self._nearest_table()
+            r = row[member]
+            lo, count = starts[r], starts[r + 1] - starts[r]
+            out[member] = pool[near[lo + (rng.random(r.size) * count).astype(np.int64)]]
+        other = ~member
+        if other.any():
+            d = (pool[None, :, :] != pos[other][:, None, :]).sum(axis=2).astype(np.float64)
+            d[d == 0] = np.inf
+            d += rng.random(d.shape) * 0.5  # ties at random
+            out[other] = pool[np.argmin(d, axis=1)]
+        return out
 
     def mutate_positions(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self._nearest(pos, rng)
