@@ -6,8 +6,9 @@ history (label = best / latency, 0 for failures); then run parallel simulated-an
 knob positions (a move sets one knob to another candidate) scored by the model, keep the best
 unmeasured points, and propose the top of them, replacing a fraction `epsilon` by random configs.
 Features: the schedule space's fixed-size config features plus normalized knob positions.
-The model ranks every valid config of a small space at once; a large space (`SpaceView`, not
-enumerated) is ranked where the search goes (SA chain states, evolutionary populations).
+The model ranks every valid config of a small space at once and proposes its top (there the
+annealing could only approximate that maximum); a large space (`SpaceView`, not enumerated) is
+ranked where the search goes (SA chain states, evolutionary populations).
 
 Transfer (AutoTVM's `XGBTuner` with a `base_model`, `load_history`): `transfer(records)` trains
 a base model on records of other layers and hardware configs — the rank objective with one query
@@ -218,7 +219,18 @@ class XGBTuner(Tuner):
         return chosen[:n]
 
     def _search(self) -> list[int]:
-        return self._anneal()
+        # Annealing searches a space too large to score; where the fit scored every valid config
+        # (an enumerable view) its maximum is read off exactly: on a 5,000-schedule sample of
+        # ResNet-18's 56x56 3x3 conv (tuners.py) XGBoost with transfer reached 99% of the optimum
+        # after 352-2,104 measurements annealing, 25-33 proposing the model's own top.
+        return self._ranked() if self._scores is not None else self._anneal()
+
+    def _ranked(self) -> list[int]:
+        """The `sa_keep` unmeasured valid configs the model scores highest (enumerable views)."""
+        assert self._scores is not None
+        order = np.argsort(-self._scores, kind="stable")
+        fresh = ~np.isin(self.view.valid[order], np.fromiter(self.results, dtype=np.int64, count=len(self.results)))
+        return self.view.valid[order[fresh][: self.hp["sa_keep"]]].tolist()
 
     def _starts(self, n: int) -> list[int]:
         """Search starts: the best measured configs (up to half) and random valid ones."""
