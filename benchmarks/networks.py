@@ -170,7 +170,8 @@ def vta_network_row(name: str, hw: HwConfig, exhaustive_max: int, budget: int, l
         row["count"] = count
         layers.append(row)
         print(f"  {layer.name}: {row['best_ms']:.3f} ms (template {row['template_best_ms']:.3f}), "
-              f"{row['valid']} valid, {row['search']}", file=sys.stderr)
+              f"{row['valid']} valid, {row['search']}, {row['cpu_s']:.1f} CPU-s, "
+              f"bit-exact {row['bit_exact']}, race-free {row['race_free']}", file=sys.stderr, flush=True)
     ms = sum(r["best_ms"] * r["count"] for r in layers) / wl.batch
     t_ms = sum(r["template_best_ms"] * r["count"] for r in layers) / wl.batch
     evals, cpu = sum(r["evaluations"] for r in layers), sum(r["cpu_s"] for r in layers)
