@@ -46,6 +46,7 @@ from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
 from codesign.schedule import get_space, partition
 from codesign.schedule.families import clip_epilogue
+from codesign.schedule.vta_space import VtaSpace
 from codesign.tune.exhaustive import exhaustive, exhaustive_table
 from codesign.tune.loop import tune_layer
 from codesign.tune.registry import make_tuner
@@ -134,7 +135,10 @@ def epilogue_floor(layer, hw) -> tuple[float, float]:
 def vta_layer(layer, hw, exhaustive_max: int, budget: int, seed: int, learned: str | None = None) -> dict:
     space = get_space(layer, hw, "vta")
     t_config, t_best = exhaustive(layer, hw)  # the template optimum (AutoTVM family, exhaustive)
-    valid = space.n_valid
+    # counted on an uncached copy: once the cached space is listed, every config mapped from it
+    # (the winner's simulation) comes from a table of all its valid schedules (families._enumerated),
+    # >1 GB at 10^6 valid, which get_space keeps: a many-layer network ran out of memory
+    valid = VtaSpace(layer, hw).n_valid
     c0 = time.process_time()
     if valid <= exhaustive_max:
         table = exhaustive_table(layer, hw, family="vta")
