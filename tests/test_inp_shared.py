@@ -12,15 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.evaluate.compiler import compile_layer
-from codesign.evaluate.run import measure, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
 from codesign.schedule.features import N_CONFIG_FEATURES
 from codesign.schedule.vta_space import EXTRA_FEATURE_NAMES, VTHREADS
-from codesign.vta import isa, timing
-from codesign.vta.simulator import simulate
+from codesign.vta import isa
 from codesign.workloads import Conv2D
 
 
@@ -47,25 +44,18 @@ def _inp_loads(insns: np.ndarray) -> int:
 
 
 @pytest.mark.parametrize("hw_name,layer,n_threads,ins", CASES)
-def test_shared_input_tile_runs_bit_exact_with_one_load(hw_name: str, layer: Conv2D, n_threads: int, ins: int) -> None:
-    hw = HwConfig.resolve(hw_name)
-    space = get_space(layer, hw, "vta")
-    knobs = _shared(hw, layer, n_threads, ins)
-    assert space.why_invalid(knobs) is None
-    config = space.from_knobs(knobs)
-    m = mapping_for(layer, config, hw)
+def test_shared_input_tile_runs_bit_exact_with_one_load(vta_case, hw_name: str, layer: Conv2D, n_threads: int,
+                                                        ins: int) -> None:
+    case = vta_case(layer, hw_name)
+    hw = case.hw
+    config = case.config(_shared(hw, layer, n_threads, ins))
+    m = mapping_for(case.layer, config, hw)
     assert m.inp_shared and m.n_threads == n_threads
     assert m.tile.inp_sram <= hw.inp_depth < m.tile.inp_sram * n_threads  # one copy fits, one per thread not
-    data, weight = random_inputs(layer)
-    prog = compile_layer(layer, config, hw, data=data, weight=weight)
-    res = simulate(prog, check=True)  # raises on an SRAM access no dependency token orders
-    assert res.tokens_left == {}
-    out = layer.unpack_output(np.asarray(res.outputs["output"]).view(np.int8), hw)
-    assert np.array_equal(out, layer.reference(data, weight))
+    prog, _timed = case.check(config)  # bit-exact, race-free, block-form cycles == time_program
     assert _inp_loads(prog.insns) == 1
     at = N_CONFIG_FEATURES + EXTRA_FEATURE_NAMES.index("log2_inp_loads")  # the cost models' count: one
-    assert space.features_batch([config.index])[0, at] == 0
-    assert measure(layer, config, hw).cycles == timing.time_program(prog.insns, hw).cycles
+    assert case.space.features_batch([config.index])[0, at] == 0
 
 
 def test_other_residencies_of_that_geometry_need_a_tile_per_thread() -> None:
