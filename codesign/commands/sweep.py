@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         f"the template's schedules first, then --budget measurements of local search from the "
                         f"template optimum, never worse than it) or autotvm (the VTA templates' knobs) "
                         f"(default {DEFAULT_SCHEDULES} with --tuner auto; autotvm with any other --tuner, which would enumerate the "
-                        f"vta family's 10^4-10^5 schedules per layer or, ppo/dqn, act on the template's knobs only)")
+                        f"vta family's 10^5-10^6 schedules per layer or, ppo/dqn, act on the template's knobs only)")
     p.add_argument("--exhaustive-budget", type=float, default=None, metavar="SECONDS",
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")

@@ -63,7 +63,7 @@ largest (--task-scheduler gain: weight x recent improvement + UCB on the headroo
 layer's roofline bound; `even`: --budget per layer, in order). Exhaustive layers are not scheduled.
 --schedules picks the schedule family: vta (default with --tuner auto) or autotvm (the TVM VTA
 templates' knobs; the default with every other tuner, which on vta would enumerate the family's
-10^4-10^5 valid schedules per layer or, ppo/dqn, cannot act on its knobs).
+10^5-10^6 valid schedules per layer or, ppo/dqn, cannot act on its knobs).
 RL agents (bandit/ppo/dqn) condition on layer and hardware features: --agent loads a pretrained
 checkpoint, --save-agent writes the agent after tuning (train on some layers, reuse on others).
 A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image = seconds / batch.
@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"schedule family: vta (the larger family that contains the templates' schedules; "
                         f"auto there: template+local) or autotvm (the VTA templates' knobs) (default {DEFAULT_SCHEDULES} "
                         "with --tuner auto; autotvm with any other tuner, which would enumerate the vta family's "
-                        "10^4-10^5 schedules per layer or, ppo/dqn, act on the template's knobs only)")
+                        "10^5-10^6 schedules per layer or, ppo/dqn, act on the template's knobs only)")
     p.add_argument("--task-scheduler", default="gain", choices=POLICIES,
                    help="--workload: spend measurements where the expected gain is largest (gain) or "
                         "--budget per layer in order (even) (default gain)")

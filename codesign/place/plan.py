@@ -175,7 +175,7 @@ def _fallback_configs(layer: Layer, hw: HwConfig, space: Any) -> Any:
     """The configs `fused_time` scans when the chosen one has no room for the fused operands:
     every valid template config; on a larger family (`from_template`) the template's points
     there (the same programs, so the same result as the template family's scan), not the
-    family's 10^4-10^5 valid configs (timing each with its epilogue took minutes per network)."""
+    family's 10^5-10^6 valid configs (timing each with its epilogue took minutes per network)."""
     if getattr(space, "family", "autotvm") == "autotvm" or not hasattr(space, "from_template"):
         yield from (space.get(int(i)) for i in space.valid_indices())
         return

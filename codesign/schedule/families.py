@@ -160,7 +160,7 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     Invalid configs raise InvalidSchedule naming the rule."""
     space = get_space(layer, hw, "vta")
     # The fast path (a row of the table of every valid config) only once they are enumerated: a
-    # search that measures a few configs must not enumerate the family's 10^4-10^5 valid ones.
+    # search that measures a few configs must not enumerate the family's 10^5-10^6 valid ones.
     index = space.valid_index_of(config) if _enumerated(space) else None
     if index is None:
         cfg = space.as_config(config)

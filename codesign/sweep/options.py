@@ -41,7 +41,7 @@ TEMPLATE_SCHEDULES = "autotvm"
 def default_schedules(tuner: str | None) -> str:
     """The schedule family of `--tuner` when `--schedules` is not given: vta for `auto` (there
     template+local, about twice a template search), the templates' for the others — on the vta
-    family they would enumerate its 10^4-10^5 valid schedules per layer (exhaustive: time them
+    family they would enumerate its 10^5-10^6 valid schedules per layer (exhaustive: time them
     all), and ppo/dqn act on the template's 7 knobs only."""
     return DEFAULT_SCHEDULES if tuner in (None, DEFAULT_TUNER) else TEMPLATE_SCHEDULES
 

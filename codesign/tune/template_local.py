@@ -13,7 +13,7 @@
 
 The result of a layer is the faster of both stages, so it is never worse than the template's
 best, and the family costs the template's measurements plus `budget` per layer: neither the
-family's 10^4-10^5 valid schedules per layer are enumerated nor a model is trained (timing
+family's 10^5-10^6 valid schedules per layer are enumerated nor a model is trained (timing
 every valid vta schedule, or a template+learned search that enumerates the family to count it,
 cost 30-400x a template trial per ResNet-18 network; docs/schedules.md)."""
 
@@ -113,7 +113,7 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
     for k, ((layer, _c), res) in enumerate(zip(layers, done)):
         space = family_space(layer, hw, FAMILY)
         if learned is None:
-            # not enumerated: validity from the mask, index by index (the family has 10^4-10^5 valid
+            # not enumerated: validity from the mask, index by index (the family has 10^5-10^6 valid
             # schedules per layer; counting them costs more than the search)
             tuner: Tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0))
         else:  # sampled, never listed (`SpaceView`, `VtaSpace.sample_valid`)
