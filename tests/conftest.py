@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from functools import cached_property
 from pathlib import Path
@@ -257,3 +258,21 @@ def vta_case():
     """vta_case(layer, hw="pynq_1x16") -> VtaCase: `layer` at the batch of `hw` (a name or an
     HwConfig) on the `vta` family, its inputs, reference and schedule check."""
     return VtaCase
+
+
+@pytest.fixture(scope="session")
+def bench_module():
+    """bench_module("networks") -> the module of benchmarks/networks.py (scripts, not a package),
+    loaded once per name."""
+    loaded: dict[str, object] = {}
+
+    def load(name: str) -> object:
+        if name not in loaded:
+            path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+            spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            loaded[name] = mod
+        return loaded[name]
+
+    return load

@@ -4,9 +4,6 @@ valid schedules, >1 GB per layer at 10^6 valid: ResNet-50 ran out of memory)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.families import _enumerated
@@ -15,18 +12,10 @@ from codesign.workloads import parse_layer
 
 HW = HwConfig()
 LAYER = parse_layer("conv2d:1,16,6,6,16,3,3,1,1")  # a few thousand valid vta schedules
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "networks.py"
 
 
-def _networks():
-    spec = importlib.util.spec_from_file_location("bench_networks", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_vta_row_counts_valid_without_listing_the_cached_space():
-    row = _networks().vta_layer(LAYER, HW, exhaustive_max=0, budget=4, seed=0, learned="random")
+def test_vta_row_counts_valid_without_listing_the_cached_space(bench_module):
+    row = bench_module("networks").vta_layer(LAYER, HW, exhaustive_max=0, budget=4, seed=0, learned="random")
     assert row["valid"] == len(VtaSpace(LAYER, HW).valid_indices()) > 0
     assert row["bit_exact"] and row["race_free"] and row["best_ms"] <= row["template_best_ms"] * (1 + 1e-9)
     assert not _enumerated(get_space(LAYER, HW, "vta"))  # the winner was mapped from its own row

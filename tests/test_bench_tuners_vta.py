@@ -4,9 +4,7 @@ runs on that sample and is scored against its optimum."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
@@ -18,18 +16,10 @@ from codesign.workloads import parse_layer
 HW = HwConfig()
 LAYER = parse_layer("conv2d:1,16,8,8,16,3,3,1,1")  # ~8,700 valid vta schedules
 SMALL = parse_layer("conv2d:1,16,4,4,16,3,3,1,1")  # ~1,600: fewer than a 5,000 sample
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "tuners.py"
 
 
-def _tuners():
-    spec = importlib.util.spec_from_file_location("bench_tuners", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_sampled_ground_truth_is_the_sample_optimum(tmp_path):
-    tuners = _tuners()
+def test_sampled_ground_truth_is_the_sample_optimum(tmp_path, bench_module):
+    tuners = bench_module("tuners")
     out = tuners.vta_task(HW.name, LAYER.spec, ("random", "bandit"), 2, 500, str(tmp_path), 0.99, 60.0, None, None,
                           sample=60)
     data = json.loads(next((tmp_path / "vta_sample60").rglob("*.json")).read_text())
