@@ -165,6 +165,15 @@ def apply_fold(t: MappingBatch, fold: np.ndarray) -> np.ndarray:
     return fold_ok
 
 
+def whole_plane_unpadded(t: MappingBatch, transpose: bool) -> np.ndarray:
+    """The geometries whose tile may be pad_skip's unpadded whole planes (`apply_pad_skip`, with
+    pad_skip = 1 and the kernel's own fold): the tile covers the whole output plane of a padded or
+    strided conv, not transposed, and every tile size divides."""
+    g = t.geo
+    return ((t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1) & (not transpose)
+            & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+
+
 def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose: bool) -> np.ndarray:
     """Put the padding-skipping GEMM kernel (`pad_skip` = 1, `mapping.batch.pad_skip_kernel`)
     into `t.gemm` and its unpadded INP tile (the whole image's tile_b x tile_ci planes: SRAM,
@@ -176,9 +185,7 @@ def apply_pad_skip(t: MappingBatch, ps: np.ndarray, fold: np.ndarray, transpose:
     0), no transposed conv (its zero-skipping kernel is another). On the other tiles of a padded
     conv: `apply_pad_rows`."""
     g = t.geo
-    ok = ((ps == 1) & (t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1) & (fold == 0)
-          & (not transpose)
-          & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+    ok = (ps == 1) & (fold == 0) & whole_plane_unpadded(t, transpose)
     if ok.any():
         n = pad_skip_uops(g)
         hazard = np.zeros(t.n, dtype=bool)
@@ -486,9 +493,7 @@ class VtaSpace(KnobSpace):
         # the same over the smallest tile any kernel knob gives the geometry (pad_skip's unpadded
         # whole planes, `apply_pad_skip`): the first pass of `valid_indices` runs with them at 0
         g = self._geo
-        whole = ((t.tile_h == g.out_h) & (t.tile_w == g.out_w) & (g.pad > 0 or g.stride > 1)
-                 & (self.template != templates.TRANSPOSE_TEMPLATE)
-                 & (t.co_tiles * t.tile_co == g.co) & (t.ci_steps * t.tile_ci == g.ci))
+        whole = whole_plane_unpadded(t, self.template == templates.TRANSPOSE_TEMPLATE)
         low = np.where(whole, np.minimum(t.inp_sram, t.tile_b * t.tile_ci * g.height * g.width), t.inp_sram)
         add("sram_inp_bound", (low * b.nt <= self.hw.inp_depth) | (shareable & (low <= self.hw.inp_depth)),
             lambda i: sram_message("inp", int(low[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
