@@ -73,3 +73,14 @@ def test_reference_ground_truth_is_the_best_known(tmp_path, bench_module, monkey
                             reference=40)
     assert again["truth"]["reference"]["best_s"] == data["best_s"]
     assert again["truth"]["reference"]["wall_s"] == data["wall_s"]
+
+
+def test_saved_task_is_reused(tmp_path, bench_module, monkeypatch):
+    """A finished task is written as it ends and read back on a rerun, not run again."""
+    tuners = bench_module("tuners")
+    calls = []
+    monkeypatch.setattr(tuners, "vta_task", lambda *a: calls.append(a) or {"hw": a[0], "opt_s": 1e-3})
+    path = tmp_path / "tasks" / "t.json"
+    first = tuners.saved_task(path, HW.name, LAYER.spec)
+    assert json.loads(path.read_text()) == first and len(calls) == 1
+    assert tuners.saved_task(path, HW.name, LAYER.spec) == first and len(calls) == 1
