@@ -26,11 +26,11 @@ checked for overlap) against XGBoost / evo with transfer (random-search records 
 training tasks, as many per task) and cold searches, each run on the whole family (`--budget`
 measurements, default 1,000). Ground truth per task: exhaustive where timing every valid schedule
 fits an hour (estimated from the measured cost of one evaluation); else the best known schedule,
-the best of a 20,000-measurement reference search (`--reference`: XGBoost, AutoTVM's plan size,
-seed 0, on the simulator; cached in OUT/tables, and its measurements shared with the runs) or of
-any benchmarked run. The family holds 10^5-10^6 valid schedules per ResNet-18 conv (~100 timed
-per CPU-second), so most tasks take the reference, and the table says which. `--sample N` reduces each task to N valid schedules drawn
-uniformly instead, timed exhaustively, every search running on that sub-space (minutes, not an
+the best of a 20,000-measurement reference search (`--reference`: XGBoost, 128 proposals per
+model fit, seed 0, on the simulator; cached in OUT/tables, and its measurements shared with the
+runs) or of any benchmarked run. The family holds 10^5-10^6 valid schedules per ResNet-18 conv
+(~100 timed per CPU-second), so most tasks take the reference; the table says which. `--sample N`
+reduces each task to N valid schedules drawn uniformly instead, timed exhaustively, every search running on that sub-space (minutes, not an
 hour). XGBoost and the evolutionary search (`evo`) transfer through the same base model.
 
     python benchmarks/tuners.py --quick            # a few layers, 3 seeds, ~ minutes
@@ -297,9 +297,8 @@ def reference_search(layer: Any, hw: Any, space: Any, view: Any, runner: CachedR
     data = {"tuner": name, "hparams": hp, "seed": 0, "budget": n, "measurements": res.measurements,
             "stopped": res.stopped or "budget", "best_s": res.best_seconds, "best_cycles": res.best_cycles,
             "best_knobs": dict(res.best.knobs), "cpu_s": round(time.process_time() - c0, 1),
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "curve_s": run.result.curve().tolist()}
-    table = {str(h.config.index): [h.seconds, h.cycles] for h in run.result.history if h.ok}
+            "wall_s": round(time.perf_counter() - t0, 1), "curve_s": res.curve().tolist()}
+    table = {str(h.config.index): [h.seconds, h.cycles] for h in res.history if h.ok}
     atomic_write_text(path, json.dumps({**data, "table": table}))
     print(f"  reference {hw.name[:9]} {layer.name}: best {res.best_seconds * 1e3:.4f} ms after {data['measurements']} "
           f"measurements ({data['cpu_s']:.0f} CPU-s)", file=sys.stderr, flush=True)
@@ -479,7 +478,8 @@ def main_vta(args: argparse.Namespace) -> int:
           f"{budget}, stop at {args.stop:g}", file=sys.stderr)
     params = (variants, seeds, budget, str(out / "tables"), args.stop, args.max_run_s, agent,
               records_path and str(records_path), args.sample, args.reference)
-    # each finished task is saved as it ends: a rerun with the same parameters skips it
+    # each finished task is saved as it ends: a rerun with the same parameters (the output folder,
+    # params[3], aside) skips it
     key = hashlib.sha1(json.dumps(params[:3] + params[4:]).encode()).hexdigest()[:10]
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
         futs = [pool.submit(saved_task, out / "tasks" / key / h / f"{spec.replace(':', '_')}.json", h, spec, *params)
@@ -511,8 +511,10 @@ def main_vta(args: argparse.Namespace) -> int:
           "| search | meas. to 95% | meas. to 99% | reached 99% |", "|---|---|---|---|"]
     md += [f"| {n} | {_fmt(s['n95'])} | {_fmt(s['n99'])} | {s['n99']['reached'] * 100:.0f}% |" for n, s in summary.items()]
     md += ["", "| task | valid | ground truth | optimum (ms) | reference / best known |", "|---|---|---|---|---|"]
-    md += [f"| {t['hw']} {t['layer']} | {t['valid']} | {t['truth']['kind']} | {t['opt_s'] * 1e3:.4f} | "
-           f"{t['truth'].get('reference_over_best', 1.0):.4f} |" for t in tasks]
+    for t in tasks:  # an exhaustive task has no reference
+        ratio = t["truth"].get("reference_over_best")
+        md.append(f"| {t['hw']} {t['layer']} | {t['valid']} | {t['truth']['kind']} | {t['opt_s'] * 1e3:.4f} | "
+                  f"{'-' if ratio is None else f'{ratio:.4f}'} |")
     atomic_write_text(out / "tuners_vta.md", "\n".join(md) + "\n")
     print("\n".join(md), file=sys.stderr)
     print(json.dumps({"summary": {n: {"n95": s["n95"]["median"], "n99": s["n99"]["median"],
