@@ -9,7 +9,6 @@ with NumPy. Prints device times and "ok", or which check failed.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,10 @@ from codesign.board.client import BoardClient
 from codesign.errors import BoardError, ConfigError
 from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.fused import compile_fused
+from codesign.evaluate.pool import compile_pool
 from codesign.evaluate.run import random_inputs
 from codesign.hw.config import HwConfig
+from codesign.place import Step
 from codesign.schedule import ScheduleSpace
 from codesign.workloads import Conv2D, parse_layer
 
@@ -61,20 +62,15 @@ def board_executor(client: BoardClient, repeat: int = REPEAT) -> Callable[..., t
     return run
 
 
-def pool_module() -> Any:
-    """`codesign.evaluate.pool`, loaded only for a plan's VTA pool step (a tree without it has none)."""
-    return importlib.import_module("codesign.evaluate.pool")
-
-
 def fused_board_executor(client: BoardClient, repeat: int = REPEAT) -> Callable[..., tuple[np.ndarray, float, float]]:
     """A `codesign.netrun.network` executor: each VTA step of a placed network (a conv/dense with
     its fused epilogue) compiled and run on `client`'s board."""
 
-    def run(step: Any, config: Any, hw: HwConfig, x: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
+    def run(step: Step, config: Any, hw: HwConfig, x: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
             residual: np.ndarray | None):
-        pool = getattr(step, "pool", None)
+        pool = step.pool
         if pool is not None:  # a pool on VTA's ALU; its output has a 1x1 conv's packed layout
-            program = pool_module().compile_pool(pool, hw, x)
+            program = compile_pool(pool, hw, x)
             out_layout = Conv2D(pool.batch, pool.channels, pool.out_h, pool.out_w, pool.channels, 1, 1, 1, 0)
             return run_on_board(client, program, out_layout, hw, repeat)
         program = compile_fused(step.layer, config, hw, step.epilogue, x, w, bias, residual)

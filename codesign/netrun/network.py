@@ -20,7 +20,6 @@ model); on boards, each VTA step's device and call time measured too.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -31,11 +30,13 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.evaluate.fused import measure_fused, run_fused
+from codesign.evaluate.pool import run_pool
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.netrun.schedules import Chosen, ScheduleChooser
 from codesign.network.graph import Network
 from codesign.network.importer import load_model
+from codesign.network.kinds import EPILOGUE, GEMM, POOL, REGISTRY
 from codesign.network.layers import layer_of
 from codesign.network.quantize import quantize
 from codesign.network.quantized import QuantizedNetwork
@@ -46,15 +47,10 @@ from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
 from codesign.vta import timing
 
-GEMM_KINDS = ("conv2d", "linear")
-# Kinds a VTA could run in principle: a CPU placement of one of these gets a note saying why.
-OFFLOADABLE = ("conv2d", "linear", "add", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")
-
-
-def pool_module() -> Any:
-    """`codesign.evaluate.pool` (pools on VTA's ALU): loaded when a plan has a VTA pool step, which
-    only a tree with that module makes (`codesign.place` checks for it the same way)."""
-    return importlib.import_module("codesign.evaluate.pool")
+GEMM_KINDS = tuple(k.name for k in REGISTRY.values() if k.vta == GEMM)
+# Kinds VTA runs as a step of their own (a GEMM, a pool) or inside a GEMM with another tensor (the
+# residual add): a CPU placement of one of these gets a note saying why. A lone ReLU gets none.
+OFFLOADABLE = tuple(k.name for k in REGISTRY.values() if k.vta in (GEMM, POOL) or (k.vta == EPILOGUE and k.observe))
 
 
 # executor(step, config, hw, x, w, bias, residual); for a pool step (`step.pool`), config is the Pool
@@ -69,8 +65,8 @@ def simulator_executor(params: timing.TimingParams | None = None) -> VtaExecutor
 
     def run(step: Step, config: Any, hw: HwConfig, x: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None,
             residual: np.ndarray | None) -> tuple[np.ndarray, float, None]:
-        if getattr(step, "pool", None) is not None:  # `config` is the step's Pool
-            res = pool_module().run_pool(config, hw, x, params=params)
+        if step.pool is not None:  # `config` is the step's Pool
+            res = run_pool(config, hw, x, params=params)
             return np.asarray(res.output), res.cycles / hw.clock_hz, None
         res = run_fused(step.layer, config, hw, step.epilogue, x, w, bias, residual, params=params)
         return np.asarray(res.output), res.cycles / hw.clock_hz, None
@@ -252,7 +248,7 @@ def execute(prep: Prepared, x: np.ndarray, executor: VtaExecutor,
             # above, the rewrite around a VTA layer and the unpacked VTA outputs; here their time.
             exe.rows.append(OpRow(step.name, step.kind, step.placement, step.name, step.predicted_s * 1e3, True, 0,
                                   step.reason, step.transform, host=True))
-        elif step.placement == "vta" and getattr(step, "pool", None) is not None:
+        elif step.placement == "vta" and step.pool is not None:
             _vta_pool(prep, step, env, exe, executor, hw)
         elif step.placement == "vta":
             _vta_step(prep, step, env, exe, executor, hw)
@@ -273,7 +269,7 @@ def _vta_pool(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
     """A pool on VTA's ALU (`step.pool`, `codesign.evaluate.pool`): its input zero-padded to the
     pool's batch and channels (the packed layout's), the output cut back to the op's."""
     net = prep.network
-    op, pool = net.op(step.ops[0]), step.pool  # type: ignore[attr-defined]
+    op, pool = net.op(step.ops[0]), step.pool
     x = pad_axis(pad_axis(env[op.inputs[0]], 0, pool.batch), 1, pool.channels)
     output, device_s, call_s = executor(step, pool, hw, x, None, None, None)
     n, c = op.shape[:2]

@@ -24,10 +24,11 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.network.importer import check_inputs, export_module, walk
-from codesign.network.quantized import QuantizedNetwork, frac_bits, plan
+from codesign.network.kinds import REGISTRY
+from codesign.network.qplan import plan
+from codesign.network.quantized import QuantizedNetwork, frac_bits
 
-ACT_OPS = ("aten.conv2d.default", "aten.linear.default", "aten.add.Tensor", "aten.add_.Tensor")
-RELU_OPS = ("aten.relu.default", "aten.relu_.default")
+RELU_OPS = ("relu",)
 MAX_BATCH = 64  # calibration batches through the prepared model
 
 
@@ -55,6 +56,21 @@ def _torchao() -> Any:
     return observer, quantize_pt2e, quantizer
 
 
+def aten_name(node: Any) -> str:
+    """`relu` of aten.relu_.default: the op name without namespace, overload or in-place mark."""
+    target = str(node.target)
+    op = target.split(".")[1] if target.startswith("aten.") else target
+    return op[:-1] if op.endswith("_") and not op.startswith("_") else op
+
+
+def observed(node: Any) -> Any:
+    """The op kind whose output PT2E observes for `node` (`OpKind.observe`), or None."""
+    if node.op != "call_function":
+        return None
+    name = aten_name(node)
+    return next((k for k in REGISTRY.values() if k.observe and name in k.aten), None)
+
+
 def vta_quantizer() -> Any:
     """A torchao PT2E `Quantizer` for VTA (class built on first use: torchao is heavy)."""
     import torch  # heavy; only quantization needs it
@@ -77,14 +93,15 @@ def vta_quantizer() -> Any:
             for node in model.graph.nodes:
                 if node.op == "placeholder" and node.users:
                     node.meta["quantization_annotation"] = qz.QuantizationAnnotation(output_qspec=spec, _annotated=True)
-                if node.op != "call_function" or str(node.target) not in ACT_OPS:
+                kind = observed(node)
+                if kind is None:
                     continue
                 inputs = {}
-                if "add" not in str(node.target):
-                    inputs[node.args[1]] = spec  # the weight
+                if kind.weight_arg is not None and len(node.args) > kind.weight_arg:
+                    inputs[node.args[kind.weight_arg]] = spec  # the weight
                 users = list(node.users)
                 out = node
-                if len(users) == 1 and str(users[0].target) in RELU_OPS:  # conv-relu: observe after the ReLU
+                if len(users) == 1 and aten_name(users[0]) in RELU_OPS:  # conv-relu: observe after the ReLU
                     out = users[0]
                     node.meta["quantization_annotation"] = qz.QuantizationAnnotation(
                         input_qspec_map=inputs, _annotated=True)

@@ -2,7 +2,7 @@
 
 Every tensor t holds int8 values q with real value q·2^-f_t (`frac[t]` = f_t, its fractional
 bits): symmetric, per tensor, a power of two so that VTA requantizes by an arithmetic shift (its
-ALU has SHR, MIN, MAX, ADD and no multiplier in hardware, docs/vta.md §3.4). `plan` turns the
+ALU has SHR, MIN, MAX, ADD and no multiplier in hardware, docs/vta.md §3.4). `codesign.network.qplan.plan` turns the
 calibrated ranges (max |x| per tensor, from the PT2E observers) into exponents, shifts and integer
 weights; `codesign.network.reference.run_int` defines what the integer network computes.
 
@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codesign.errors import ConfigError
-from codesign.network.graph import Network, Op
+from codesign.network.graph import Network
 
 MAX_SHIFT = 15        # SHR amounts the HLS ALU executes correctly (docs/vta.md §3.4)
 RECIPROCAL_BITS = 16  # fixed-point bits of 1/count for pools whose window is not a power of two
@@ -72,6 +71,8 @@ class QParams:
     shift: int = 0                     # arithmetic right shift of the int32 result
     mul: int = 1                       # avg pools: sum·mul before the shift
     in_shifts: tuple[int, ...] = ()    # add: left shifts aligning inputs; concat: right shifts
+    table: np.ndarray | None = None    # unary ops: the int8 output of each int8 input, indexed by q + 128
+    extra: Mapping[str, int] = field(default_factory=dict)  # kind-specific integer constants
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,69 +95,8 @@ class QuantizedNetwork:
         return out
 
 
-def _sole_relu(net: Network, op: Op) -> Op | None:
-    users = net.consumers(op.name)
-    return users[0] if len(users) == 1 and users[0].kind == "relu" else None
-
-
-def _observed(net: Network, op: Op, amax: Mapping[str, float]) -> float | None:
-    relu = _sole_relu(net, op)
-    if relu is not None and relu.name in amax:
-        return amax[relu.name]
-    return amax.get(op.name)
-
-
-def _need(value: float | None, op: Op, what: str) -> float:
-    if value is None:
-        raise ConfigError(f"no calibrated range for the {what} of {op.where()}")
-    return value
-
-
-def _pool_factors(count: int) -> tuple[int, int]:
+def pool_factors(count: int) -> tuple[int, int]:
     """(mul, shift) dividing a window sum by `count`."""
     if count & (count - 1) == 0:
         return 1, count.bit_length() - 1
     return int(round(2 ** RECIPROCAL_BITS / count)), RECIPROCAL_BITS
-
-
-def plan(net: Network, amax: Mapping[str, float]) -> QuantizedNetwork:
-    """Exponents and integer parameters from calibrated ranges: `amax[tensor]` = max |x| observed
-    for graph inputs and op outputs, `amax["<op>.weight"]` for weights (module rules above)."""
-    if not net.has_weights:
-        raise ConfigError(f"network {net.name!r} has no weights (built on the meta device): build it with weights")
-    frac: dict[str, int] = {}
-    params: dict[str, QParams] = {}
-    for name, _ in net.inputs:
-        frac[name] = frac_bits(_need(amax.get(name), net.ops[0], f"graph input {name!r}"))
-    for op in net.ops:
-        fin = [frac[t] for t in op.inputs]
-        if op.kind in ("conv2d", "linear"):
-            fw = frac_bits(_need(amax.get(f"{op.name}.weight"), op, "weight"))
-            fout = min(frac_bits(_need(_observed(net, op, amax), op, "output")), fin[0] + fw)
-            fw = min(fw, fout + MAX_SHIFT - fin[0])
-            shift = fin[0] + fw - fout
-            bias = np.rint(op.bias.astype(np.float64) * 2.0 ** (fin[0] + fw)) + (1 << shift - 1 if shift else 0)
-            params[op.name] = QParams(quantize_array(op.weight, fw), fw, np.clip(bias, *INT32).astype(np.int32), shift)
-            frac[op.name] = fout
-        elif op.kind == "add":
-            fm = max(fin)
-            fout = min(frac_bits(_need(_observed(net, op, amax), op, "output")), fm)
-            params[op.name] = QParams(shift=fm - fout, in_shifts=tuple(fm - f for f in fin))
-            frac[op.name] = fout
-        elif op.kind in ("avg_pool2d", "adaptive_avg_pool2d"):
-            if op.kind == "avg_pool2d":
-                count = int(op.attrs["divisor"])
-            else:
-                h, w = net.shape(op.inputs[0])[2:]
-                oh, ow = op.attrs["output_size"]
-                count = (h // oh) * (w // ow)
-            mul, shift = _pool_factors(count)
-            params[op.name] = QParams(shift=shift, mul=mul)
-            frac[op.name] = fin[0]
-        elif op.kind == "concat":
-            fout = min(fin)
-            params[op.name] = QParams(in_shifts=tuple(f - fout for f in fin))
-            frac[op.name] = fout
-        else:  # relu, clamp, max_pool2d, flatten
-            frac[op.name] = fin[0]
-    return QuantizedNetwork(net, frac, params)

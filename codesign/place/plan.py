@@ -28,16 +28,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from codesign.cpu import ConvShape, CpuCost, layer_cost, tensor_pass
+from codesign.cpu import CpuCost, layer_cost, tensor_pass
 from codesign.errors import CodesignError, InvalidSchedule
 from codesign.evaluate import pool as pools
 from codesign.evaluate.fused import Epilogue, fused_reason, measure_fused
 from codesign.evaluate.run import measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.network import kinds
 from codesign.network.graph import Network, Op
+from codesign.network.kinds.pool import window_count
 from codesign.network.layers import layer_of
-from codesign.network.quantized import QParams, QuantizedNetwork, _pool_factors
+from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
 from codesign.place.fusion import GEMM_KINDS, Group, groups
 from codesign.place.transforms import Rewrite, rewrites, round_up
 from codesign.schedule import get_space
@@ -53,8 +55,6 @@ CPU_DTYPE = "int8"  # CPU ops run the integer network (bit-exact with VTA's int8
 # Host data-movement steps: costed here, their data effect is `Rewrite.vta_operands`/`vta_output`
 # and the runner's quantize/dequantize of graph inputs/outputs.
 HOST_KINDS = ("quantize", "pack", "unpack", "rewrite", "dequantize")
-# Ops any layout serves (per-channel elementwise or spatial windows).
-LAYOUT_FREE = ("relu", "clamp", "add", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")
 
 Choose = Callable[[Layer], tuple[Config, float]]
 
@@ -82,7 +82,7 @@ class Step:
     output: str = ""                  # tensor written
     batch_s: float | None = None      # seconds for a full padded batch (throughput); None = predicted_s
     group: str = ""                   # the fused group's name (its head op) for an op step
-    pool: Any = None                  # a pool on VTA's ALU: its `codesign.evaluate.pool.Pool`
+    pool: pools.Pool | None = None    # a pool on VTA's ALU
 
     @property
     def host(self) -> bool:
@@ -192,13 +192,6 @@ def _ms(s: float) -> str:
 
 
 # -- CPU costs ----------------------------------------------------------------------------------
-def _conv_shape(net: Network, op: Op, rows: int) -> ConvShape:
-    _, c, h, w = net.shape(op.inputs[0])
-    o, _, kh, kw = op.attrs["weight_shape"]
-    (sh, sw), (ph, pw), (dh, dw) = op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"]
-    return ConvShape(rows, c, h, w, o, kh, kw, sh, sw, (ph, pw, ph, pw), dh, dw, int(op.attrs["groups"]))
-
-
 def _per_row(shape: tuple[int, ...]) -> int:
     return math.prod(shape[1:])
 
@@ -210,23 +203,34 @@ class _Costs:
         self.net, self.board, self.rows = net, board, rows
 
     def gemm(self, op: Op, rows: int) -> CpuCost:
-        if op.kind == "conv2d":
-            return layer_cost(_conv_shape(self.net, op, rows), self.board, CPU_DTYPE)
-        x = self.net.shape(op.inputs[0])  # (N, ..., IN): every leading position is a row of the GEMM
-        gemm_rows = rows * math.prod(x[1:-1])
-        return layer_cost(Dense(gemm_rows, x[-1], int(op.attrs["weight_shape"][0])), self.board, CPU_DTYPE)
+        """A GEMM op on the CPU: what its kind asks of a CPU (`OpKind.cpu`: the conv's geometry, a
+        dense of every leading position), at `rows` rows."""
+        return layer_cost(kinds.get(op.kind).cpu(self.net, op, rows, 0, 0), self.board, CPU_DTYPE)
 
     def pass_s(self, name: str, read: int, write: int, rd: str = CPU_DTYPE, wd: str = CPU_DTYPE) -> float:
         return layer_cost(tensor_pass(name, read, write, rd, wd), self.board).seconds
 
-    def op(self, op: Op, elems: Mapping[str, int], rows: int) -> float:
-        """A non-GEMM op on the CPU: a bytes-bound pass over what it reads and writes (`elems`:
-        the elements of each input as stored, padded when packed). A reshape moves nothing."""
-        if op.kind == "flatten":
-            return 0.0
+    def op_cost(self, op: Op, elems: Mapping[str, int], rows: int) -> CpuCost | None:
+        """A non-GEMM op on the CPU: what its kind asks (`OpKind.cpu`, by default a bytes-bound
+        pass over what it reads and writes; `elems`: the elements of each input as stored, padded
+        when packed). None for a view, which moves nothing."""
+        kind = kinds.get(op.kind)
+        if not kind.moves_data:
+            return None
         scale = rows / self.rows
-        read = sum(elems[t] for t in op.inputs) * scale
-        return self.pass_s(op.name, int(read), int(_per_row(op.shape) * rows))
+        read = int(sum(elems[t] for t in op.inputs) * scale)
+        return layer_cost(kind.cpu(self.net, op, rows, read, int(_per_row(op.shape) * rows)), self.board, CPU_DTYPE)
+
+    def op(self, op: Op, elems: Mapping[str, int], rows: int) -> float:
+        cost = self.op_cost(op, elems, rows)
+        return 0.0 if cost is None else cost.seconds
+
+    def basis(self, op: Op, elems: Mapping[str, int]) -> str:
+        """How the op's CPU time is modelled, for its reason."""
+        cost = self.op_cost(op, elems, self.rows)
+        if cost is None or cost.kind == "pass":
+            return "bytes-bound pass"
+        return f"{CPU_DTYPE} {cost.kind}, {cost.basis}"
 
 
 # -- the planner --------------------------------------------------------------------------------
@@ -474,13 +478,7 @@ class _Planner:
             return self.qnet.params.get(op.name, QParams())
         if op.kind == "max_pool2d":
             return QParams()
-        if op.kind == "avg_pool2d":
-            count = int(op.attrs["divisor"])
-        else:
-            h, w = self.net.shape(op.inputs[0])[2:]
-            oh, ow = op.attrs["output_size"]
-            count = (h // oh) * (w // ow)
-        mul, shift = _pool_factors(count)
+        mul, shift = pool_factors(window_count(op, self.net.shape(op.inputs[0])))
         return QParams(shift=shift, mul=mul)
 
     def vta_pool(self, op: Op) -> tuple[Any, float, list[HostPass]] | str:
@@ -497,22 +495,19 @@ class _Planner:
         return pool, pools.measure_pool(pool, self.hw).seconds, [need] if need is not None else []
 
     def other(self, op: Op, why_not_fused: Mapping[str, str]) -> None:
-        # a flatten of (N, C, 1, 1) keeps VTA's blocks: (N/b, C/bi, 1, 1, b, bi) is the dense layout
-        layout_free = op.kind in LAYOUT_FREE or (op.kind == "flatten" and math.prod(self.net.shape(op.inputs[0])[2:]) == 1)
+        kind = kinds.get(op.kind, op.where())
+        layout_free = kind.layout_free(self.net, op)
         ins = list(dict.fromkeys(op.inputs))
         layout = PACKED if layout_free and all(PACKED in self.have[t] for t in ins) else HOST
         cpu_host = [h for h in (self.need(t, HOST) for t in ins) if h is not None] if layout == HOST else []
         elems = {t: self.elems(t, layout) for t in ins}
         seconds = self.costs.op(op, elems, self.rows)
-        batch_s = self.costs.op(op, {t: int(e * self._scale()) for t, e in elems.items()}, self.batch) \
-            if op.kind != "flatten" else 0.0
+        batch_s = self.costs.op(op, {t: int(e * self._scale()) for t, e in elems.items()}, self.batch)
         cpu_total = seconds + sum(h.seconds for h in cpu_host)
-        what = {"flatten": "a reshape: no data moved",
-                "max_pool2d": "max pool", "avg_pool2d": "average pool", "adaptive_avg_pool2d": "global average pool",
-                "concat": "concatenation", "add": "residual add", "relu": "ReLU", "clamp": "clamp"}[op.kind]
-        cpu_text = f"CPU {_ms(cpu_total)} ({what}, bytes-bound pass over the {layout} layout)"
+        what = kind.label
+        cpu_text = f"CPU {_ms(cpu_total)} ({what}, {self.costs.basis(op, elems)} over the {layout} layout)"
         alternatives = {CPU: cpu_total}
-        if op.kind in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"):
+        if kind.vta == kinds.POOL:
             vta = self.vta_pool(op)
             if isinstance(vta, str):
                 vta_why = f"VTA cannot run it: {vta}"
@@ -533,11 +528,13 @@ class _Planner:
                     return
                 vta_why = f"VTA {_ms(vta_total)} ({pool.kind} pool on the ALU, host {_ms(vta_total - vta_s)})"
             reason = f"{cpu_text}{'; ' if vta_why.startswith('VTA cannot') else ' < '}{vta_why}"
-        else:
+        elif kind.vta == kinds.EPILOGUE:
             why = why_not_fused.get(op.name)
             reason = (f"{cpu_text}: VTA's ALU runs {what} only inside a conv/dense epilogue"
                       + (f" ({why})" if why else ""))
-        if op.kind == "flatten":
+        else:
+            reason = f"{cpu_text}: VTA has no lowering for {op.kind}"
+        if not kind.moves_data:
             reason = f"CPU 0 ms ({what}{'; on 1x1 pixels VTA blocks are the dense layout' if layout == PACKED else ''})"
         for h in cpu_host:
             self.emit_host(h, op.name)

@@ -1,0 +1,89 @@
+"""NumPy kernels the integer and float references share: window views, convolution sums, the
+int32 wrap and requantization. Pure NumPy; the op kinds (`codesign.network.kinds`) compose them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+INT8 = (-128, 127)
+
+
+def out_size(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def windows(x: np.ndarray, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+            dilation: Sequence[int], out_hw: Sequence[int], pad_value: float) -> np.ndarray:
+    """(N, C, OH, OW, KH, KW) view of the padded input's windows (extra right/bottom padding
+    where ceil_mode asks for a partial last window)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, stride, padding, dilation, out_hw
+    eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    extra_h = max(0, (oh - 1) * sh + eh - (x.shape[2] + 2 * ph))
+    extra_w = max(0, (ow - 1) * sw + ew - (x.shape[3] + 2 * pw))
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=pad_value)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    return win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
+
+
+def conv2d_sums(x: np.ndarray, w: np.ndarray, stride: Sequence[int], padding: Sequence[int],
+                dilation: Sequence[int], groups: int) -> np.ndarray:
+    """Convolution sums in float64 (NCHW x OIHW). For int8 operands they are exact integers:
+    |int8·int8| <= 2^14 and the C·KH·KW-term sums stay far below 2^53."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = out_size(wd, kw, stride[1], padding[1], dilation[1])
+    win = windows(x.astype(np.float64), (kh, kw), stride, padding, dilation, (oh, ow), 0.0)
+    og = o // groups
+    out = np.empty((n, o, oh, ow), dtype=np.float64)
+    rows = max(1, (1 << 22) // max(1, ow * cg * kh * kw))  # ~32 MiB of columns per chunk
+    for g in range(groups):
+        wmat = w[g * og:(g + 1) * og].reshape(og, -1).astype(np.float64)
+        for b in range(n):
+            for r0 in range(0, oh, rows):
+                blk = win[b, g * cg:(g + 1) * cg, r0:r0 + rows]
+                cols = blk.transpose(1, 2, 0, 3, 4).reshape(-1, cg * kh * kw)
+                out[b, g * og:(g + 1) * og, r0:r0 + rows] = (cols @ wmat.T).T.reshape(og, -1, ow)
+    return out
+
+
+def wrap32(v: np.ndarray) -> np.ndarray:
+    """Exact integer float64/int64 values as int32 with two's-complement wrap-around (VTA's ACC)."""
+    return np.rint(v).astype(np.int64).astype(np.int32)
+
+
+def requant(acc: np.ndarray, shift: int) -> np.ndarray:
+    """int32 >> shift (arithmetic), clipped to int8."""
+    return np.clip(acc.astype(np.int32) >> np.int32(shift), *INT8).astype(np.int8)
+
+
+def round_shift(v: np.ndarray, shift: int) -> np.ndarray:
+    """int32 (v + 2^(shift-1)) >> shift: a right shift rounding half up (shift 0: v)."""
+    v = v.astype(np.int32)
+    return (v + np.int32(1 << (shift - 1))) >> np.int32(shift) if shift > 0 else v
+
+
+def clip8(v: np.ndarray) -> np.ndarray:
+    return np.clip(v, *INT8).astype(np.int8)
+
+
+def conv2d_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int, stride: Sequence[int] = (1, 1),
+               padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), groups: int = 1) -> np.ndarray:
+    """int8 conv: int32 accumulate (+ int32 bias), arithmetic >> shift, clip to int8."""
+    acc = wrap32(conv2d_sums(x, w, stride, padding, dilation, groups))
+    if bias is not None:
+        acc = acc + bias.astype(np.int32)[None, :, None, None]
+    return requant(acc, shift)
+
+
+def linear_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int) -> np.ndarray:
+    acc = wrap32(x.astype(np.float64) @ w.astype(np.float64).T)
+    if bias is not None:
+        acc = acc + bias.astype(np.int32)
+    return requant(acc, shift)
+
+
+__all__ = ["INT8", "out_size", "windows", "conv2d_sums", "wrap32", "requant", "round_shift", "clip8", "conv2d_int",
+           "linear_int"]

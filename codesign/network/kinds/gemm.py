@@ -1,0 +1,123 @@
+"""GEMM kinds: conv2d and linear (VTA's conv/dense templates), and batch norm folded into the conv
+before it (w' = w·γ/√(σ²+ε), b' = (b−μ)·γ/√(σ²+ε) + β)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from codesign.cpu import ConvShape
+from codesign.network.fx import Walk, arg, ints, shape_of, to_numpy
+from codesign.network.graph import Network, Op
+from codesign.network.kernels import conv2d_int, conv2d_sums, linear_int
+from codesign.network.kinds.base import GEMM, OpKind, QuantContext, register, register_builder
+from codesign.network.quantized import INT32, MAX_SHIFT, QParams, quantize_array
+from codesign.workloads.layers import Dense
+
+
+def _zeros_bias(weight: Any) -> Any:
+    if weight.device.type == "meta":
+        return None
+    return np.zeros(int(weight.shape[0]), np.float32)
+
+
+def build_conv(w: Walk, node: Any, op: str) -> None:
+    x = node.args[0]
+    if op == "convolution":
+        if arg(node, 6, "transposed", False):
+            raise w.unsupported(node, "transposed convolution (the integer reference has no conv_transpose2d yet)")
+        stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
+                                             arg(node, 5, "dilation"), arg(node, 8, "groups", 1))
+    else:
+        stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
+                                             arg(node, 5, "dilation"), arg(node, 6, "groups", 1))
+    if op in ("conv1d", "conv3d") or len(shape_of(x)) != 4:
+        raise w.unsupported(node, f"{len(shape_of(x)) - 2}-D convolution (the IR's conv2d is 2-D)")
+    if isinstance(padding, str):
+        raise w.unsupported(node, f"padding={padding!r}: give explicit integer padding")
+    weight, bias = w.param(node.args[1]), w.param(arg(node, 2, "bias"))
+    wshape = tuple(int(d) for d in weight.shape)
+    attrs = {"stride": ints(stride, default=1), "padding": ints(padding, default=0),
+             "dilation": ints(dilation, default=1), "groups": int(groups or 1), "weight_shape": wshape}
+    w.add(node, "conv2d", (w.tensor(x, node),), attrs, weight, _zeros_bias(weight) if bias is None else bias)
+    w.weight_of[node.args[1].name] = node.name
+
+
+def build_linear(w: Walk, node: Any, op: str) -> None:
+    weight, bias = w.param(node.args[1]), w.param(arg(node, 2, "bias"))
+    w.add(node, "linear", (w.tensor(node.args[0], node),), {"weight_shape": tuple(int(d) for d in weight.shape)},
+          weight, _zeros_bias(weight) if bias is None else bias)
+    w.weight_of[node.args[1].name] = node.name
+
+
+def build_batch_norm(w: Walk, node: Any, op: str) -> None:
+    """Fold an inference batch norm into the conv that produces its input (and only feeds it)."""
+    conv = w.producer(node.args[0])
+    if conv is None or conv.kind != "conv2d" or w.users.get(conv.name, 0) != 1:
+        raise w.unsupported(node, "batch norm that does not follow a conv it alone consumes "
+                            "(the IR folds batch norm into the conv before it)")
+    # batch_norm(input, weight, bias, mean, var, training, momentum, eps);
+    # _native_batch_norm_legit_no_training(input, weight, bias, mean, var, momentum, eps)
+    gamma, beta, mean, var = (w.param(node.args[i]) for i in range(1, 5))
+    eps = float(arg(node, 7, "eps", 1e-5) if op == "batch_norm" else arg(node, 6, "eps", 1e-5))
+    if conv.weight is not None:
+        c = conv.weight.shape[0]
+        g = np.ones(c) if gamma is None else to_numpy(gamma).astype(np.float64)
+        b = np.zeros(c) if beta is None else to_numpy(beta).astype(np.float64)
+        scale = g / np.sqrt(to_numpy(var).astype(np.float64) + eps)
+        weight = (conv.weight.astype(np.float64) * scale[:, None, None, None]).astype(np.float32)
+        bias = ((conv.bias.astype(np.float64) - to_numpy(mean)) * scale + b).astype(np.float32)
+        w.ops[w.index[conv.name]] = replace(conv, weight=weight, bias=bias)
+    w.alias[node.name] = conv.name
+    w.users[conv.name] = len(node.users)
+
+
+def gemm_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
+    """Weights int8 at f_w; bias int32 at f_x + f_w (+ the rounding offset 2^(shift-1)); shift =
+    f_x + f_w - f_out kept in [0, 15] (f_out lowered to f_x + f_w, f_w lowered past 15)."""
+    fx = ctx.frac[op.inputs[0]]
+    fw = ctx.weight_frac(op)
+    fout = min(ctx.output_frac(op), fx + fw)
+    fw = min(fw, fout + MAX_SHIFT - fx)
+    shift = fx + fw - fout
+    bias = np.rint(op.bias.astype(np.float64) * 2.0 ** (fx + fw)) + (1 << shift - 1 if shift else 0)
+    return fout, QParams(quantize_array(op.weight, fw), fw, np.clip(bias, *INT32).astype(np.int32), shift)
+
+
+def conv_shape(net: Network, op: Op, rows: int) -> ConvShape:
+    _, c, h, w = net.shape(op.inputs[0])
+    o, _, kh, kw = op.attrs["weight_shape"]
+    (sh, sw), (ph, pw), (dh, dw) = op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"]
+    return ConvShape(rows, c, h, w, o, kh, kw, sh, sw, (ph, pw, ph, pw), dh, dw, int(op.attrs["groups"]))
+
+
+def linear_dense(net: Network, op: Op, rows: int) -> Dense:
+    x = net.shape(op.inputs[0])  # (N, ..., IN): every leading position is a row of the GEMM
+    return Dense(rows * math.prod(x[1:-1]), x[-1], int(op.attrs["weight_shape"][0]))
+
+
+register(OpKind(
+    "conv2d", "convolution with bias (batch norm folded in): stride, padding, dilation, groups",
+    ("conv2d", "convolution", "conv1d", "conv3d"), build_conv,
+    int_ref=lambda op, p, xs, f: conv2d_int(xs[0], p.weight, p.bias, p.shift, op.attrs["stride"], op.attrs["padding"],
+                                            op.attrs["dilation"], op.attrs["groups"]),
+    float_ref=lambda op, xs: conv2d_sums(xs[0], op.weight, op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"],
+                                         op.attrs["groups"]) + op.bias.astype(np.float64)[None, :, None, None],
+    label="convolution", quant=gemm_quant, observe=True, weight_arg=1,
+    cpu=lambda net, op, rows, read, write: conv_shape(net, op, rows), vta=GEMM))
+
+register(OpKind(
+    "linear", "fully connected y = x W^T + b (any leading dims: every position is a row)",
+    ("linear",), build_linear,
+    int_ref=lambda op, p, xs, f: linear_int(xs[0], p.weight, p.bias, p.shift),
+    float_ref=lambda op, xs: xs[0] @ op.weight.astype(np.float64).T + op.bias.astype(np.float64),
+    label="fully connected", quant=gemm_quant, observe=True, weight_arg=1,
+    cpu=lambda net, op, rows, read, write: linear_dense(net, op, rows), vta=GEMM))
+
+# batch norm after a conv makes no op of its own: folded into the conv (its build edits that conv)
+register_builder(("batch_norm", "_native_batch_norm_legit_no_training"), build_batch_norm)
+
+__all__ = ["build_batch_norm", "conv_shape", "gemm_quant", "linear_dense"]

@@ -1,0 +1,57 @@
+"""Kinds that move data without arithmetic: reshape (flatten, view) and concatenation."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from codesign.network.fx import Walk, arg, shape_of
+from codesign.network.graph import Network, Op
+from codesign.network.kernels import round_shift
+from codesign.network.kinds.base import OpKind, QuantContext, register
+from codesign.network.quantized import QParams
+
+RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze")
+
+
+def build_reshape(w: Walk, node: Any, op: str) -> None:
+    w.add(node, "flatten", (w.tensor(node.args[0], node),), {"shape": shape_of(node)})
+
+
+def build_cat(w: Walk, node: Any, op: str) -> None:
+    tensors, dim = node.args[0], int(arg(node, 1, "dim", 0))
+    w.add(node, "concat", tuple(w.tensor(t, node) for t in tensors), {"dim": dim % len(shape_of(node))})
+
+
+def reshape(op: Op, x: np.ndarray) -> np.ndarray:
+    """`x` in the op's shape, at `x`'s own batch."""
+    return x.reshape((x.shape[0],) + tuple(op.shape[1:]))
+
+
+def pixels_only(net: Network, op: Op) -> bool:
+    """A flatten of (N, C, 1, 1) keeps VTA's blocks: (N/b, C/bi, 1, 1, b, bi) is the dense layout."""
+    return math.prod(net.shape(op.inputs[0])[2:]) == 1
+
+
+def concat_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
+    """The coarsest input exponent; finer inputs rounded right to it."""
+    fin = ctx.fin(op)
+    fout = min(fin)
+    return fout, QParams(in_shifts=tuple(f - fout for f in fin))
+
+
+register(OpKind(
+    "flatten", "reshape to `shape` (flatten, view, reshape): no arithmetic", RESHAPES, build_reshape,
+    int_ref=lambda op, p, xs, f: reshape(op, xs[0]), float_ref=lambda op, xs: reshape(op, xs[0]),
+    label="a reshape: no data moved", layout_free=pixels_only, moves_data=False))
+
+register(OpKind(
+    "concat", "concatenation along `dim`", ("cat",), build_cat,
+    int_ref=lambda op, p, xs, f: np.concatenate([round_shift(x, s).astype(np.int8) for x, s in zip(xs, p.in_shifts)],
+                                                axis=op.attrs["dim"]),
+    float_ref=lambda op, xs: np.concatenate(xs, axis=op.attrs["dim"]),
+    label="concatenation", quant=concat_quant))
+
+__all__ = ["RESHAPES", "concat_quant", "pixels_only", "reshape"]
