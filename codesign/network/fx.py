@@ -3,6 +3,7 @@ the state of one walk over a graph (`Walk`) that the op kinds' builders add `Op`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,8 @@ class Walk:
         self.inputs: list[tuple[str, tuple[int, ...]]] = []
         self.observers: dict[str, Any] = {}  # IR tensor or "<op>.weight" -> observer module
         self.weight_of: dict[str, str] = {}  # fx param node name -> name used for its observer
+        # fx node of a multi-output op (split, chunk, ...) -> its items' builder: getitem(w, node, i)
+        self.items: dict[str, Callable[[Walk, Any, int], None]] = {}
 
     def tensor(self, node: Any, at: Any) -> str:
         name = getattr(node, "name", None)
@@ -113,14 +116,24 @@ class Walk:
                            f"{f' (module {src})' if src else ''} cannot be represented: {why}")
 
     def add(self, node: Any, kind: str, inputs: tuple[str, ...], attrs: dict[str, Any] | None = None,
-            weight: Any = None, bias: Any = None, shape: tuple[int, ...] | None = None) -> Op:
+            weight: Any = None, bias: Any = None, shape: tuple[int, ...] | None = None, name: str | None = None) -> Op:
+        """Add an op for `node`. The node's own output is the op named after it; a builder that
+        decomposes one node into several ops names the intermediate ones (`name`, e.g.
+        f"{node.name}_scores") and adds the node's own op last."""
         w = weight if isinstance(weight, np.ndarray) or weight is None else to_numpy(weight)
         b = bias if isinstance(bias, np.ndarray) or bias is None else to_numpy(bias)
-        op = Op(node.name, kind, inputs, shape_of(node) if shape is None else shape, attrs or {}, w, b, source(node))
+        op = Op(name or node.name, kind, inputs, shape_of(node) if shape is None else shape, attrs or {}, w, b,
+                source(node))
+        if op.name in self.index or (name is not None and name in self.alias):
+            raise self.unsupported(node, f"two ops named {op.name!r}")
         self.index[op.name] = len(self.ops)
         self.ops.append(op)
-        self.alias[node.name] = node.name
-        self.users[node.name] = len(node.users)
+        if name is None:
+            self.alias[node.name] = node.name
+            self.users[node.name] = len(node.users)
+        else:
+            self.alias[name] = name
+            self.users[name] = 1
         return op
 
 

@@ -43,6 +43,9 @@ def _call(w: Walk, node: Any) -> None:
     op = op[:-1] if op.endswith("_") and not op.startswith("_") else op  # in-place relu_, add_
     if target == "<built-in function getitem>" or op == "getitem":
         src, i = node.args
+        if src.name in w.items:  # an item of a multi-output op: its kind's builder makes it
+            w.items[src.name](w, node, int(i))
+            return
         if src.name in w.alias and i == 0:  # max_pool2d_with_indices, native batch norm: value 0
             w.alias[node.name] = w.alias[src.name]
             return
