@@ -276,3 +276,50 @@ def bench_module():
         return loaded[name]
 
     return load
+
+
+def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float:
+    """Signal-to-quantization-noise ratio of `approx` against `reference`, in dB (inf when equal)."""
+    import numpy as np
+
+    ref, err = np.asarray(reference, np.float64), np.asarray(approx, np.float64) - np.asarray(reference, np.float64)
+    noise = float(np.sum(err * err))
+    return float("inf") if noise == 0 else 10.0 * float(np.log10(max(float(np.sum(ref * ref)), 1e-30) / noise))
+
+
+@pytest.fixture(scope="session")
+def run_net():
+    """run_net(module, example, hw="pynq_1x16", calibration=None, executor=None) -> (prepared, execution):
+    the module imported, quantized (PT2E, calibrated on `calibration` or the example), placed on `hw`
+    and executed step by step (VTA steps on the functional simulator unless `executor` is given).
+    Asserts what every new op kind must keep: every op placed once, every op's output bit-exact
+    against the integer reference, the float reference equal to torch's output, and the integer
+    outputs close to the float model (SQNR >= `min_sqnr_db` dB, default 15)."""
+    import numpy as np
+    import torch
+
+    from codesign.hw.config import HwConfig
+    from codesign.netrun import network as whole
+    from codesign.network.quantized import dequantize
+    from codesign.network.reference import run_float
+
+    def run(module, example, hw="pynq_1x16", calibration=None, executor=None, min_sqnr_db=15.0, name="net"):
+        module = module.eval()
+        example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+        prep = whole.prepare(module, example, name, HwConfig.resolve(hw), calibration=calibration)
+        net = prep.network
+        placed = [o for s in prep.plan.steps if not s.host for o in s.ops]
+        assert sorted(placed) == sorted(op.name for op in net.ops), "every op placed once"
+        exe = whole.execute(prep, prep.example, executor or whole.simulator_executor())
+        assert exe.bit_exact, [(r.name, r.kind, r.mismatches) for r in exe.rows if not r.bit_exact]
+        with torch.no_grad():
+            want = module(torch.from_numpy(np.asarray(prep.example, np.float32)))
+        want = want.numpy() if hasattr(want, "numpy") else np.asarray(want)
+        got_float = run_float(net, prep.example)[net.outputs[0]]
+        np.testing.assert_allclose(got_float, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.max(np.abs(want)))))
+        out = net.outputs[0]
+        got_int = dequantize(exe.env[out], prep.qnet.frac[out])
+        assert sqnr_db(want, got_int) >= min_sqnr_db, f"SQNR {sqnr_db(want, got_int):.1f} dB < {min_sqnr_db}"
+        return prep, exe
+
+    return run

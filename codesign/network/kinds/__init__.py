@@ -2,7 +2,18 @@
 the kinds of one family. Importer, quantizer, references, CPU costing and placement read it; adding
 a kind is one entry in one module plus its tests."""
 
-from codesign.network.kinds import elementwise, gemm, pool, shape  # noqa: F401 - each registers its kinds
+from codesign.network.kinds import (  # noqa: F401 - each registers its kinds
+    attention,
+    binary,
+    conv,
+    elementwise,
+    gemm,
+    layout,
+    norm,
+    pool,
+    shape,
+    unary,
+)
 from codesign.network.kinds.base import (
     BUILDERS,
     EPILOGUE,
