@@ -3,9 +3,11 @@
 For each zoo network (seeded random weights: the zoo has architectures, not trained weights):
 `import_network` time and op counts, PT2E calibration + `plan` time on `--calibration` random
 standard-normal images, the NumPy integer reference's seconds per image, and its agreement with
-the float module on `--eval` other random images (top-1 agreement, max abs error relative to the
-largest output). Random weights and inputs make agreement a check of the integer arithmetic,
-not of a model's accuracy (tests/test_network.py trains one for that).
+the float module on `--eval` other random images: output SQNR, the lowest per-op SQNR (which op
+loses the most signal), max abs error relative to the largest output, and top-1 agreement with
+the number of distinct classes the float model chose — random weights often send every input to
+one class, and then agreement says nothing. Random weights and inputs make this a check of the
+integer arithmetic, not of a model's accuracy (tests/test_network.py trains one for that).
 
 Prints one JSON object. Usage: `python benchmarks/network_quant.py [--networks resnet18 ...]
 [--calibration 8] [--eval 4]`.
@@ -24,6 +26,7 @@ def bench(name: str, n_cal: int, n_eval: int) -> dict:
     import torch  # heavy; the benchmark needs it
 
     from codesign.network import agreement, import_network, int_outputs, load_model, quantize
+    from codesign.network.reference import op_sqnr
 
     module, inputs, key = load_model(name, seed=0)
     t0 = time.perf_counter()
@@ -41,13 +44,17 @@ def bench(name: str, n_cal: int, n_eval: int) -> dict:
     with torch.no_grad():
         ref = module(torch.from_numpy(x)).numpy()
     a = agreement(ref, out)
+    sqnr = op_sqnr(q, x)
+    worst = min(sqnr, key=lambda k: sqnr[k])
     # How far apart the float top-2 logits are, in output LSBs: below ~1 LSB top-1 is a coin toss
     # (random weights without batch norm give near-constant logits, e.g. MobileNet).
     top2 = np.sort(ref, axis=1)[:, -2:]
     gap = float(np.median((top2[:, 1] - top2[:, 0]) / q.scale(q.network.outputs[0])))
     return {"network": key, "ops": len(net.ops), "counts": net.counts(), "gmacs": round(net.macs / 1e9, 3),
             "import_s": round(t_import, 2), "calibrate_s": round(t_quant, 2), "int_reference_s_per_image": round(t_int, 2),
-            "top1_agreement": a.get("top1_agreement"), "top2_gap_lsb_median": round(gap, 2),
+            "output_sqnr_db": round(a["sqnr_db"], 2), "lowest_op_sqnr_db": round(sqnr[worst], 2), "lowest_sqnr_op": worst,
+            "top1_agreement": a.get("top1_agreement"), "distinct_float_classes": a.get("distinct_classes"),
+            "top2_gap_lsb_median": round(gap, 2),
             "max_abs_error": a["max_abs_error"],
             "relative_max_abs_error": a["max_abs_error"] / a["output_range"]}
 

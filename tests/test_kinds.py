@@ -67,3 +67,13 @@ def test_small_cnn_through_the_shared_checks(run_net, small_cnn):
     torch.manual_seed(0)
     prep, _ = run_net(small_cnn(), (torch.randn(2, 1, 8, 8),))
     assert {op.kind for op in prep.network.ops} >= {"conv2d", "add", "relu", "linear", "max_pool2d"}
+
+
+def test_sqnr_and_agreement_say_what_they_cover():
+    from codesign.network.reference import agreement, sqnr_db
+
+    ref = np.array([[1.0, 2.0], [3.0, 4.0]])
+    assert sqnr_db(ref, ref) == float("inf")
+    assert sqnr_db(ref, ref * 1.1) == pytest.approx(20.0)  # noise 1/10 of the signal's amplitude
+    one_class = agreement(np.array([[0.0, 1.0], [0.1, 0.9]]), np.array([[0.0, 1.0], [0.2, 0.8]]))
+    assert one_class["top1_agreement"] == 1.0 and one_class["distinct_classes"] == 1

@@ -17,6 +17,7 @@ from codesign.errors import ConfigError
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network import agreement, import_network, int_outputs, layer_of, load_model, quantize
+from codesign.network.reference import op_sqnr
 from codesign.place import chooser, plan_network
 from codesign.schedule import partition
 from codesign.workloads import ZOO, get_workload
@@ -110,6 +111,11 @@ def graph(spec: str, quantized: bool = False, calibration: str | None = None, la
             ref = module(torch.as_tensor(data.astype(np.float32)))
         ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).numpy()
         doc["agreement"] = agreement(ref, int_outputs(q, data)[0], lab)
+        sqnr = op_sqnr(q, data)
+        for row in doc["ops"]:
+            row["sqnr_db"] = sqnr[row["name"]]
+        worst = min(sqnr, key=lambda k: sqnr[k])
+        doc["agreement"].update(lowest_op_sqnr_db=sqnr[worst], lowest_sqnr_op=worst)
         doc["input_frac"] = {n: q.frac[n] for n, _ in net.inputs}
     return doc
 
@@ -121,18 +127,20 @@ def _print_graph(doc: dict[str, Any]) -> None:
     width = max(len(r["name"]) for r in doc["ops"])
     kw = max(len(r["kind"]) for r in doc["ops"])
     head = f"{'op'.ljust(width)}  {'kind'.ljust(kw)}  {'shape'.ljust(16)}  {'MACs':>11}"
-    print(head + ("  frac  shift" if quant else "") + "  inputs")
+    print(head + ("  frac  shift  SQNR dB" if quant else "") + "  inputs")
     for r in doc["ops"]:
         shape = "x".join(map(str, r["shape"]))
-        extra = f"  {r['frac']:4d}  {r['shift']:5d}" if quant else ""
+        extra = f"  {r['frac']:4d}  {r['shift']:5d}  {r['sqnr_db']:7.1f}" if quant else ""
         print(f"{r['name'].ljust(width)}  {r['kind'].ljust(kw)}  {shape.ljust(16)}  {r['macs']:11d}{extra}  "
               f"{', '.join(r['inputs'])}")
     if quant:
         a = doc["agreement"]
-        text = f"integer reference vs float model on {a['samples']} input(s): max abs error {a['max_abs_error']:.4g} " \
-               f"(outputs up to {a['output_range']:.4g})"
+        text = f"integer reference vs float model on {a['samples']} input(s): output SQNR {a['sqnr_db']:.1f} dB " \
+               f"(lowest op: {a['lowest_op_sqnr_db']:.1f} dB at {a['lowest_sqnr_op']}), max abs error " \
+               f"{a['max_abs_error']:.4g} (outputs up to {a['output_range']:.4g})"
         if "top1_agreement" in a:
-            text += f", top-1 agreement {100 * a['top1_agreement']:.1f}%"
+            text += (f", top-1 agreement {100 * a['top1_agreement']:.1f}% over {a['distinct_classes']} distinct "
+                     "float class(es)")
         if "accuracy_float" in a:
             text += f", accuracy float {100 * a['accuracy_float']:.1f}% / integer {100 * a['accuracy_int']:.1f}%"
         print(text)

@@ -85,18 +85,40 @@ def int_outputs(qnet: QuantizedNetwork, inputs: Any) -> list[np.ndarray]:
     return [dequantize(env[t], qnet.frac[t]) for t in qnet.network.outputs]
 
 
+def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float:
+    """Signal-to-quantization-noise ratio of `approx` against `reference` in dB: 10·log10(Σref² /
+    Σ(approx-ref)²); inf when they are equal, 0 dB when the error is as large as the signal."""
+    ref = np.asarray(reference, dtype=np.float64)
+    err = np.asarray(approx, dtype=np.float64) - ref
+    noise = float(np.sum(err * err))
+    if noise == 0.0:
+        return float("inf")
+    return 10.0 * float(np.log10(max(float(np.sum(ref * ref)), 1e-300) / noise))
+
+
+def op_sqnr(qnet: QuantizedNetwork, inputs: Any) -> dict[str, float]:
+    """Per op, the SQNR (dB) of the integer network's dequantized output against the float
+    network's on the same `inputs`: where quantization loses signal, op by op."""
+    ints, floats = run_int(qnet, inputs), run_float(qnet.network, inputs)
+    return {op.name: sqnr_db(floats[op.name], dequantize(ints[op.name], qnet.frac[op.name])) for op in qnet.network.ops}
+
+
 def agreement(reference: np.ndarray, quantized: np.ndarray, labels: np.ndarray | None = None) -> dict[str, Any]:
-    """Integer vs float outputs (N, classes): top-1 agreement, max abs error, accuracies with labels."""
+    """Integer vs float outputs (N, classes): output SQNR, max abs error, top-1 agreement with the
+    number of distinct classes the float model chose (agreement over inputs that all get one class
+    says nothing: a model with random weights often does that), accuracies with labels."""
     ref, q = np.asarray(reference, dtype=np.float64), np.asarray(quantized, dtype=np.float64)
     out: dict[str, Any] = {"samples": int(ref.shape[0]), "max_abs_error": float(np.max(np.abs(ref - q))),
-                           "output_range": float(np.max(np.abs(ref)))}
+                           "output_range": float(np.max(np.abs(ref))), "sqnr_db": sqnr_db(ref, q)}
     if ref.ndim == 2 and ref.shape[1] > 1:
         top_ref, top_q = ref.argmax(1), q.argmax(1)
         out["top1_agreement"] = float(np.mean(top_ref == top_q))
+        out["distinct_classes"] = int(len(np.unique(top_ref)))
         if labels is not None:
             out["accuracy_float"] = float(np.mean(top_ref == labels))
             out["accuracy_int"] = float(np.mean(top_q == labels))
     return out
 
 
-__all__ = ["agreement", "conv2d_int", "conv2d_sums", "int_op", "int_outputs", "linear_int", "run_float", "run_int"]
+__all__ = ["agreement", "conv2d_int", "conv2d_sums", "int_op", "int_outputs", "linear_int", "op_sqnr", "run_float",
+           "run_int", "sqnr_db"]
