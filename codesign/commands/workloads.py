@@ -16,7 +16,8 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
-from codesign.network import agreement, import_network, int_outputs, layer_of, load_model, quantize
+from codesign.network import REGISTRY, agreement, import_network, int_outputs, layer_of, load_model, quantize
+from codesign.network.kinds import BUILDERS
 from codesign.network.reference import op_sqnr
 from codesign.place import chooser, plan_network
 from codesign.schedule import partition
@@ -34,6 +35,8 @@ examples:
                                                     # int8 exponents/shifts, integer vs float agreement
   codesign workloads resnet18 --placement --hw pynq_1x16
                                                     # every op on VTA or the CPU, why, predicted ms
+  codesign workloads --kinds                        # the op kinds a network may use, their aten ops
+                                                    # and VTA lowering (docs/op-kinds.md)
 
 NAME is a zoo name, path/to/file.py:factory (a function returning (module, example_inputs)) or a
 .pt2 file; the same forms work for `--workload` of tune, space and sweep. A layer is offloaded when
@@ -65,6 +68,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--calibration", metavar="FILE.npy", help="calibration inputs (N, *input shape[1:]); default: example inputs")
     p.add_argument("--labels", metavar="FILE.npy", help="integer class labels (N,) of the calibration inputs")
     p.add_argument("--placement", action="store_true", help="every op on VTA or the CPU by cost, with the reason")
+    p.add_argument("--kinds", action="store_true", help="list the op kinds of the network IR (aten ops, VTA lowering)")
     p.add_argument("--board", default=None, help="board whose CPU runs the rest (default: the config's TARGET board)")
     p.add_argument("--seed", type=int, default=0, help="seed of a zoo network's random weights (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -199,7 +203,33 @@ def _print_placement(doc: dict[str, Any]) -> None:
           f"{doc['throughput_ips']:.2f} images/s")
 
 
+def kinds_rows() -> list[dict[str, Any]]:
+    """One row per registered op kind: what it computes, the aten ops it is read from, its VTA
+    lowering (gemm, pool, epilogue or none: CPU only) and whether PT2E observes its output."""
+    return [{"kind": k.name, "computes": k.doc, "aten": list(k.aten), "vta": k.vta or "none",
+             "observed_scale": k.observe} for k in REGISTRY.values()]
+
+
+def _print_kinds(rows: list[dict[str, Any]]) -> None:
+    width = max(len(r["kind"]) for r in rows)
+    print(f"{'kind'.ljust(width)}  {'VTA'.ljust(8)}  aten ops -> what it computes")
+    for r in rows:
+        print(f"{r['kind'].ljust(width)}  {r['vta'].ljust(8)}  {', '.join(r['aten']) or '-'} -> {r['computes']}")
+    listed = {a for r in rows for a in r["aten"]}
+    other = [a for a in BUILDERS if a not in listed]
+    if other:
+        print(f"also read: {', '.join(other)} (folded into another op, or made into one of the kinds above)")
+    print(f"\n{len(rows)} kinds. An op of no kind is refused at import in one line naming the op, node and module.")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.kinds:
+        rows = kinds_rows()
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            _print_kinds(rows)
+        return 0
     if not args.name:
         rows = [{"workload": n, "description": d} for n, (_, d) in ZOO.items()]
         if args.json:
