@@ -11,7 +11,14 @@ symmetric padding of at most 15 (docs/vta.md §7.1, §7.4.3). A network's stem (
   host pads the image asymmetrically while it rearranges it so that VTA's conv uses padding 0
   (3x224x224 ⊛ 7x7/2 pad 3 → 12 channels ⊛ 4x4/1 on 115x115 → 112x112).
 - `im2col`: the conv becomes a 1x1 conv over C·KH·KW channels (each output pixel's window).
-All three compute the same int32 sums as the original conv, so bias, shift, residual and ReLU
+- `block_diagonal`: a grouped conv whose channels per group are not BLOCK multiples (depthwise:
+  one) packs k consecutive groups into one: G groups of cg in / og out channels become G'/k groups
+  of k·cg in / k·og out channels (G' = G rounded up to k with zero groups), each new group's
+  weight block-diagonal — original group r of the pack sees only its own cg input channels, zeros
+  elsewhere. k is the least with k·cg a BLOCK_IN and k·og a BLOCK_OUT multiple; G'/k = 1 is a
+  dense conv. The channels stay where they were (groups are contiguous), so the input is only
+  zero-padded; MACs grow by k.
+All four compute the same int32 sums as the original conv, so bias, shift, residual and ReLU
 after them are unchanged (tests/test_place_rewrite.py checks it on random int8 data).
 
 `Rewrite` carries the geometry; `vta_operands` / `vta_output` are what the network runner applies
@@ -32,7 +39,8 @@ from codesign.workloads.layers import Conv2D, Dense, Layer
 PAD = "pad"
 SPACE_TO_DEPTH = "space_to_depth"
 IM2COL = "im2col"
-TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL)
+BLOCK_DIAGONAL = "block_diagonal"
+TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL, BLOCK_DIAGONAL)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -140,6 +148,50 @@ def im2col_weight(w: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class GroupPack:
+    """`pack` consecutive groups of a grouped conv (`groups` of `cg` in / `og` out channels) as one,
+    the groups zero-padded to `padded_groups` (a multiple of `pack`)."""
+
+    groups: int
+    cg: int
+    og: int
+    pack: int
+    padded_groups: int
+
+    @property
+    def new_groups(self) -> int:
+        return self.padded_groups // self.pack
+
+    @classmethod
+    def of(cls, layer: Conv2D, block_in: int, block_out: int) -> GroupPack:
+        g = layer.groups
+        cg, og = layer.in_channels // g, layer.out_channels // g
+        # the least k with k·cg % BLOCK_IN == 0 and k·og % BLOCK_OUT == 0
+        k = math.lcm(block_in // math.gcd(cg, block_in), block_out // math.gcd(og, block_out))
+        return cls(g, cg, og, k, round_up(g, k))
+
+    @classmethod
+    def from_layers(cls, original: Conv2D, packed: Conv2D) -> GroupPack:
+        """The pack that turns `original` into `packed` (a rewrite's layers)."""
+        g = original.groups
+        cg, og = original.in_channels // g, original.out_channels // g
+        k = (packed.in_channels // packed.groups) // cg
+        return cls(g, cg, og, k, packed.groups * k)
+
+
+def block_diagonal_weight(w: np.ndarray, gp: GroupPack) -> np.ndarray:
+    """OIHW (G·og, cg, KH, KW) → (G'·og, k·cg, KH, KW): output channel j of original group
+    g = n·k + r reads new input columns r·cg .. (r + 1)·cg of its pack n; zeros elsewhere and in
+    the padding groups."""
+    o, cg, kh, kw = w.shape
+    k, og = gp.pack, gp.og
+    out = np.zeros((gp.padded_groups, og, k, cg, kh, kw), dtype=w.dtype)
+    r = np.arange(gp.groups) % k
+    out[np.arange(gp.groups), :, r] = w.reshape(gp.groups, og, cg, kh, kw)
+    return np.ascontiguousarray(out.reshape(gp.padded_groups * og, k * cg, kh, kw))
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """How an op's VTA layer relates to the op: `kind` one of TRANSFORMS (or None: as it stands),
     the op's own layer `original` and the VTA `layer` it runs as."""
@@ -147,10 +199,14 @@ class Rewrite:
     kind: str | None
     original: Layer
     layer: Layer
+    wide_input: bool = False  # block_diagonal: more input channels than the usual packed layout has
 
     @property
     def reshapes_input(self) -> bool:
-        return self.kind in (SPACE_TO_DEPTH, IM2COL)
+        """The VTA input is not the op's input packed as usual (channels zero-padded to BLOCK_IN)
+        but built by a host pass: space-to-depth, im2col, or a block-diagonal pack whose zero
+        groups pad the channels past the next BLOCK_IN multiple (`wide_input`)."""
+        return self.kind in (SPACE_TO_DEPTH, IM2COL) or self.wide_input
 
     def host_elems(self) -> tuple[int, int]:
         """(int8 elements the host reads, int8 elements it writes) to build the VTA input."""
@@ -174,6 +230,11 @@ class Rewrite:
             g = ConvGeometry.of(o)
             return (f"im2col: {g.channels}x{g.kernel}x{g.kernel} windows -> 1x1 conv over {g.channels * g.kernel ** 2} "
                     f"(padded {v.in_channels}) channels on {v.height}x{v.width}")
+        if self.kind == BLOCK_DIAGONAL:
+            gp = GroupPack.from_layers(o, v)
+            form = "dense conv" if v.groups == 1 else f"{v.groups} groups"
+            return (f"block-diagonal weights: {gp.groups} groups of {gp.cg}->{gp.og} channels packed {gp.pack} "
+                    f"per group -> {form} of {gp.pack * gp.cg}->{gp.pack * gp.og} channels ({v.spec}, MACs x{gp.pack})")
         return f"zero padding {o.spec} -> {v.spec}"
 
     # -- what the runner applies ------------------------------------------------------------
@@ -187,6 +248,8 @@ class Rewrite:
         elif self.kind == IM2COL:
             g = ConvGeometry.of(self.original)
             x, w = im2col_input(x, g), im2col_weight(w)
+        elif self.kind == BLOCK_DIAGONAL:  # the channels stay in place: only the weight changes
+            w = block_diagonal_weight(w, GroupPack.from_layers(self.original, v))
         if isinstance(v, Dense):
             x = pad_axis(pad_axis(x, 0, v.batch), 1, v.in_features)
             w = pad_axis(pad_axis(w, 0, v.out_features), 1, v.in_features)
@@ -219,13 +282,30 @@ def _padded(layer: Layer, hw: HwConfig) -> Layer:
                      "out_channels": round_up(layer.out_channels, hw.block_out)})
 
 
+def _block_diagonal(layer: Conv2D, hw: HwConfig) -> Rewrite | None:
+    """The block-diagonal pack of a grouped conv whose channels per group VTA's group template
+    cannot take as they stand (None when it can, or when the pack would be the original)."""
+    if layer.groups == 1 or layer.dilation != 1:
+        return None
+    gp = GroupPack.of(layer, hw.block_in, hw.block_out)
+    if gp.pack == 1:
+        return None
+    cin, cout = gp.padded_groups * gp.cg, gp.padded_groups * gp.og
+    v = Conv2D(**{**layer._asdict(), "batch": round_up(layer.batch, hw.batch), "in_channels": cin,
+                  "out_channels": cout, "groups": gp.new_groups})
+    return Rewrite(BLOCK_DIAGONAL, layer, v, wide_input=cin > round_up(layer.in_channels, hw.block_in))
+
+
 def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
     """The VTA forms of `layer` worth costing: as is (padded to BATCH / BLOCK multiples when it is
-    not one already), and, for a conv whose input channels are not a BLOCK_IN multiple (a stem),
-    space-to-depth (stride > 1) and im2col."""
+    not one already); for a conv whose input channels are not a BLOCK_IN multiple (a stem),
+    space-to-depth (stride > 1) and im2col; for a grouped conv whose channels per group are not
+    BLOCK multiples (depthwise, ResNeXt's 4-channel groups), the block-diagonal pack."""
     out: list[Rewrite] = []
     padded = _padded(layer, hw)
     out.append(Rewrite(None if padded == layer else PAD, layer, padded))
+    if isinstance(layer, Conv2D) and (bd := _block_diagonal(layer, hw)) is not None:
+        out.append(bd)
     if (isinstance(layer, Conv2D) and layer.in_channels % hw.block_in and layer.groups == 1 and layer.dilation == 1
             and layer.kernel_h == layer.kernel_w and layer.kernel_h > 1):
         g = ConvGeometry.of(layer)
@@ -241,5 +321,5 @@ def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
     return out
 
 
-__all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "TRANSFORMS", "ConvGeometry", "S2DGeometry", "Rewrite", "rewrites",
+__all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "BLOCK_DIAGONAL", "TRANSFORMS", "GroupPack", "block_diagonal_weight", "ConvGeometry", "S2DGeometry", "Rewrite", "rewrites",
            "space_to_depth_input", "space_to_depth_weight", "im2col_input", "im2col_weight", "pad_axis", "round_up"]
