@@ -17,9 +17,11 @@ symmetric padding of at most 15 (docs/vta.md §7.1, §7.4.3). A network's stem (
   weight block-diagonal — original group r of the pack sees only its own cg input channels, zeros
   elsewhere. k is the least with k·cg a BLOCK_IN and k·og a BLOCK_OUT multiple; G'/k = 1 is a
   dense conv. The channels stay where they were (groups are contiguous), so the input is only
-  zero-padded; MACs grow by k.
+  zero-padded; MACs grow by k. When zero groups pad the channels past the next BLOCK multiple
+  (cg or og not dividing BLOCK: rare) the packed output carries them; the host drops them.
 All four compute the same int32 sums as the original conv, so bias, shift, residual and ReLU
-after them are unchanged (tests/test_place_rewrite.py checks it on random int8 data).
+after them are unchanged (tests/test_place_rewrite.py and tests/test_place_groups.py check it on
+random int8 data).
 
 `Rewrite` carries the geometry; `vta_operands` / `vta_output` are what the network runner applies
 to an op's tensors around its VTA layer, and `host_elems` what the planner costs.
