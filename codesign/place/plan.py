@@ -2,7 +2,7 @@
 
 `plan_network` walks the fusion groups (`codesign.place.fusion`) in order. A conv2d/linear group
 is costed on VTA in each form `transforms.rewrites` offers (as is, zero-padded, space-to-depth,
-im2col): the schedule `choose(layer)` picks (timed with its fused epilogue when
+im2col, block-diagonal groups): the schedule `choose(layer)` picks (timed with its fused epilogue when
 `codesign.evaluate.fused` is present) plus the host passes that form needs (packing its input,
 the rewrite); and on the CPU (`codesign.cpu`, int8: the quantized network's integer semantics,
 which is how the deployment runs CPU ops; the CPU model states when an int8 rate is assumed from
