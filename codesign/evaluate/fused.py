@@ -7,6 +7,7 @@ Semantics are `codesign.network.reference`'s, bit for bit (int32 wrap-around as 
     y = clip((conv(x, w) + bias) >> shift, -128, 127)
     residual (la, lb, s):  y = clip(((y << la) + (r << lb) + 2^(s-1)) >> s, -128, 127)   [no round if s = 0]
     relu:                  y = max(y, 0)   (the last clip's lower bound)
+    clip (lo, hi):         y = clip(y, lo, hi)   (a fused clamp, relu6: the last clip's bounds)
 
 `fused_reason` says when VTA cannot express an epilogue on a hardware config (a one-liner);
 `compile_fused` / `run_fused` build and simulate the program, `measure_fused` times its block
@@ -47,17 +48,28 @@ INT8 = (-128, 127)
 class Epilogue:
     """What follows the GEMM: `shift` right of the int32 sum (+ `bias`), clip to int8; then the
     residual add `(la, lb, s)` of network/quantized.py (y << la + r << lb, rounded >> s, clip);
-    `relu` clips at 0 instead of -128."""
+    `relu` clips at 0 instead of -128; `clip` (lo, hi) gives the last clip's bounds instead (a
+    fused clamp such as ReLU6: the same MIN and MAX with other immediates)."""
 
     shift: int
     bias: bool = False
     relu: bool = False
     residual: tuple[int, int, int] | None = None
+    clip: tuple[int, int] | None = None
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The last clip's (lo, hi)."""
+        if self.clip is not None:
+            return int(self.clip[0]), int(self.clip[1])
+        return (0 if self.relu else INT8[0]), INT8[1]
 
 
 def _why_epilogue(epi: Epilogue) -> str | None:
     if not isinstance(epi.shift, (int, np.integer)) or not 0 <= int(epi.shift) <= MAX_SHIFT:
         return f"shift={epi.shift!r}: VTA's ALU shifts by 0..{MAX_SHIFT} (the HLS ALU reads a signed 5-bit amount)"
+    if epi.clip is not None and not INT8[0] <= epi.clip[0] <= epi.clip[1] <= INT8[1]:
+        return f"clip {epi.clip!r}: bounds must be int8 values with lo <= hi"
     if epi.residual is not None:
         la, lb, s = epi.residual
         if not 0 <= la <= MAX_SHIFT or not 0 <= s <= MAX_SHIFT:
@@ -86,11 +98,11 @@ def fused_reason(layer: Layer, epi: Epilogue, hw: HwConfig) -> str | None:
 def epilogue_steps(epi: Epilogue) -> tuple[AluOp, ...]:
     """The mapping's epilogue steps of `epi` (docs/vta.md §7.8): [ADD bias], SHR, MIN, MAX, then
     for a residual [SHR -la], GEMM 2^lb·I, [ADD 2^(s-1), SHR s], MIN, MAX."""
-    lo = 0 if epi.relu and epi.residual is None else INT8[0]
+    lo, hi = epi.bounds if epi.residual is None else INT8
     steps = [AluOp("add", 0, "bias")] if epi.bias else []
     if epi.shift:
         steps.append(AluOp("shr", int(epi.shift)))
-    steps += [AluOp("min", INT8[1]), AluOp("max", lo)]
+    steps += [AluOp("min", hi), AluOp("max", lo)]
     if epi.residual is not None:
         la, lb, s = (int(v) for v in epi.residual)
         if la:
@@ -98,7 +110,8 @@ def epilogue_steps(epi: Epilogue) -> tuple[AluOp, ...]:
         steps.append(AluOp("gemm", lb, "residual"))
         if s:
             steps += [AluOp("add", 1 << (s - 1)), AluOp("shr", s)]
-        steps += [AluOp("min", INT8[1]), AluOp("max", 0 if epi.relu else INT8[0])]
+        lo, hi = epi.bounds
+        steps += [AluOp("min", hi), AluOp("max", lo)]
     return tuple(steps)
 
 
@@ -173,7 +186,8 @@ def compile_fused(layer: Layer, config: Config | dict[str, KnobValue], hw: HwCon
     placed = place_regions(comp, hw, {k: v for k, v in data.items() if v is not None}, functional)
     meta = {"layer": layer.name, "template": layer.template, "knobs": dict(getattr(config, "knobs", config)),
             "shift": int(epi.shift), "epilogue": {"bias": epi.bias, "relu": epi.relu,
-                                                  "residual": None if epi.residual is None else list(epi.residual)},
+                                                  "residual": None if epi.residual is None else list(epi.residual),
+                                                  **({} if epi.clip is None else {"clip": list(epi.clip)})},
             "index": getattr(config, "index", None), "n_pairs": m.n_pairs, "n_steps": m.n_steps,
             "n_threads": m.n_threads, **dict(m.info)}
     return Program(hw, comp.insns, comp.uops, placed, meta)
@@ -239,7 +253,8 @@ def reference_fused(layer: Layer, epi: Epilogue, x: np.ndarray, w: np.ndarray, b
         la, lb, s = epi.residual
         total = (y.astype(np.int32) << np.int32(la)) + (np.asarray(residual).astype(np.int32) << np.int32(lb))
         y = np.clip(_round_shift(total, s), *INT8).astype(np.int8)
-    return np.maximum(y, np.int8(0)) if epi.relu else y
+    lo, hi = epi.bounds
+    return np.clip(y, lo, hi).astype(np.int8)
 
 
 __all__ = ["Epilogue", "fused_reason", "fused_invalid", "epilogue_steps", "fused_mapping", "compile_fused",

@@ -1,7 +1,8 @@
 """Fusion groups: which ops of a network one VTA GEMM call can compute.
 
 A conv2d / linear takes with it (its bias always):
-- a ReLU (`relu`, or `clamp` with min 0 and no max) that alone consumes it: VTA's MAX 0;
+- a ReLU or a clamp (relu6, hardtanh) that alone consumes it: the epilogue's last MIN/MAX with
+  the clamp's bounds (MAX 0 for a ReLU);
 - else a residual `add` that alone consumes it, when the add's other input is ready before the
   GEMM runs (a graph input or an earlier op's output: it is loaded into ACC), then a ReLU that
   alone consumes the add.
@@ -50,9 +51,8 @@ class Group:
 
 
 def _is_relu(op: Op) -> bool:
-    if op.kind == "relu":
-        return True
-    return op.kind == "clamp" and op.attrs.get("min") in (0, 0.0) and op.attrs.get("max") is None
+    """A clip the epilogue's last MIN/MAX computes: ReLU, or a clamp to constant bounds."""
+    return op.kind in ("relu", "clamp")
 
 
 def _sole_user(net: Network, op: Op) -> Op | None:
@@ -105,8 +105,6 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
                 else:
                     reasons.append(f"{p.name} took a ReLU first")
             why[op.name] = "not fused: " + "; ".join(reasons)
-        elif op.kind == "clamp" and not _is_relu(op):
-            why[op.name] = "not fused: a clamp with an upper bound needs MIN, the epilogue has MAX 0 only"
         elif gemms:
             why[op.name] = f"not fused: {gemms[0].name}'s output has other consumers"
         else:

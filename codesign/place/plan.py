@@ -37,6 +37,7 @@ from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network import kinds
 from codesign.network.graph import Network, Op
+from codesign.network.kinds.elementwise import clamp_bounds
 from codesign.network.kinds.pool import window_count
 from codesign.network.layers import layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
@@ -235,7 +236,7 @@ class _Costs:
 
 # -- the planner --------------------------------------------------------------------------------
 def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
-    head = group.head
+    head, last = group.head, group.ops[-1]
     if qnet is None:  # timing-only: every optional ALU step present (nonzero shifts), an upper bound
         return Epilogue(shift=TIMING_SHIFT, bias=True, relu=group.relu, residual=(1, 0, 1) if group.add else None)
     p = qnet.params[head.name]
@@ -244,7 +245,8 @@ def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
         a = qnet.params[group.add.name]
         k = group.add.inputs.index(head.name)
         residual = (a.in_shifts[k], a.in_shifts[1 - k], a.shift)
-    return Epilogue(shift=int(p.shift), bias=True, relu=group.relu, residual=residual)
+    clip = clamp_bounds(last, qnet.frac[last.name]) if group.relu and last.kind == "clamp" else None
+    return Epilogue(shift=int(p.shift), bias=True, relu=group.relu, residual=residual, clip=clip)
 
 
 def _batched(layer: Layer, batch: int) -> Layer:

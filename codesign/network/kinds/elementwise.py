@@ -39,11 +39,17 @@ def build_add(w: Walk, node: Any, op: str) -> None:
     w.add(node, "add", (w.tensor(a, node), w.tensor(b, node)))
 
 
-def clamp_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
-    """Clip to the bounds rounded to the tensor's scale (None: unbounded)."""
+def clamp_bounds(op: Op, frac: int) -> tuple[int, int]:
+    """The clamp's int8 (lo, hi): its bounds rounded to the tensor's scale (None: unbounded), hi >= lo
+    (a fused epilogue clips to the same pair)."""
     lo, hi = (d if v is None else int(np.clip(np.rint(v * 2.0 ** frac), -128, 127))
               for v, d in ((op.attrs["min"], -128), (op.attrs["max"], 127)))
-    return np.clip(xs[0], lo, max(lo, hi)).astype(np.int8)
+    return lo, max(lo, hi)
+
+
+def clamp_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
+    """Clip to the bounds rounded to the tensor's scale (None: unbounded)."""
+    return np.clip(xs[0], *clamp_bounds(op, frac)).astype(np.int8)
 
 
 def add_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
@@ -81,4 +87,4 @@ register(OpKind(
     int_ref=add_int, float_ref=lambda op, xs: xs[0] + xs[1],
     label="residual add", quant=add_quant, observe=True, layout_free=same_shape, vta=EPILOGUE))
 
-__all__ = ["add_int", "add_quant", "clamp_int", "same_shape"]
+__all__ = ["add_int", "add_quant", "clamp_bounds", "clamp_int", "same_shape"]
