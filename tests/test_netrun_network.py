@@ -143,7 +143,7 @@ NETS = textwrap.dedent("""
                              nn.Linear(16 * 2 * 2, 16)), (torch.randn(1, 16, 6, 6),)
 
     def gate():
-        return nn.Sequential(nn.Conv2d(16, 16, 3), nn.Sigmoid()), (torch.randn(1, 16, 8, 8),)
+        return nn.Sequential(nn.Conv2d(16, 16, 3), nn.Softplus()), (torch.randn(1, 16, 8, 8),)
 
     def no_inputs():
         return nn.Sequential(nn.Conv2d(16, 16, 3)), ()
@@ -183,7 +183,7 @@ def test_an_op_vta_cannot_run_is_a_placement_note(nets, capsys):
 
 
 @pytest.mark.parametrize("case,expect", [
-    ("gate", "op aten.sigmoid.default at node 'sigmoid' (module 1: Sigmoid) cannot be represented"),
+    ("gate", "op aten.softplus.default at node 'softplus' (module 1: Softplus) cannot be represented"),
     ("no_inputs", "has no example inputs"),
     ("calib", "calibration data has shape (5, 3, 8, 8), expected (N, 16, 16, 16)"),
 ])

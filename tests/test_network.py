@@ -246,7 +246,7 @@ NETS = textwrap.dedent("""
     class Gate(nn.Module):
         def __init__(self):
             super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Sigmoid())
+            self.body = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Softplus())
 
         def forward(self, x):
             return self.body(x)
@@ -281,7 +281,7 @@ def test_bad_input_is_one_line(nets, tmp_path, capsys):
         (["--quantize", "--calibration", str(tmp_path / "wrong.npy")], "good",
          "calibration data has shape (5, 3, 8, 8), expected (N, 1, 8, 8)"),
         ([], "no_inputs", "has no example inputs"),
-        ([], "gate", "op aten.sigmoid.default at node 'sigmoid' (module body.1: Sigmoid) cannot be represented"),
+        ([], "gate", "op aten.softplus.default at node 'softplus' (module body.1: Softplus) cannot be represented"),
     ]
     for extra, fn, want in cases:
         assert main(["workloads", f"{nets}:{fn}", "--graph", *extra]) == 2
