@@ -1,5 +1,7 @@
 """Pooling kinds (VTA's ALU pools them: `codesign.evaluate.pool`): max pool, average pool, adaptive
-average pool (equal windows), and a mean over H and W (a global average pool)."""
+average pool (equal windows), and a mean over H and W (a global average pool). Adaptive pools whose
+windows do not tile the input evenly are CPU kinds of their own (`adaptive_avg_pool2d_uneven`,
+`adaptive_max_pool2d`); an evenly tiling adaptive max pool is a `max_pool2d`."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from codesign.network.fx import Walk, arg, ints, shape_of
 from codesign.network.graph import Op
 from codesign.network.kernels import clip8, out_size, round_shift, windows
 from codesign.network.kinds.base import POOL, OpKind, QuantContext, always, register, register_builder
+from codesign.network.kinds.layout import add_reduction
 from codesign.network.quantized import QParams, pool_factors
 
 
@@ -37,26 +40,77 @@ def build_pool(w: Walk, node: Any, op: str) -> None:
 
 
 def add_adaptive(w: Walk, node: Any, out_hw: tuple[int, ...]) -> None:
+    """Equal windows tiling the input: `adaptive_avg_pool2d` (VTA pools it); else the CPU kind
+    `adaptive_avg_pool2d_uneven` (each window its own count)."""
     shape = shape_of(node.args[0])
     if len(shape) != 4:
         raise w.unsupported(node, "average pooling of a tensor that is not NCHW")
     (h, wd), (oh, ow) = shape[2:], out_hw
-    if h % oh or wd % ow:
-        raise w.unsupported(node, f"adaptive average pool {h}x{wd} -> {oh}x{ow}: windows of unequal size "
-                            "(output size must divide the input size)")
-    w.add(node, "adaptive_avg_pool2d", (w.tensor(node.args[0], node),), {"output_size": (oh, ow)})
+    kind = "adaptive_avg_pool2d_uneven" if h % oh or wd % ow else "adaptive_avg_pool2d"
+    w.add(node, kind, (w.tensor(node.args[0], node),), {"output_size": (oh, ow)})
 
 
 def build_adaptive(w: Walk, node: Any, op: str) -> None:
     add_adaptive(w, node, ints(node.args[1]))
 
 
+def build_adaptive_max(w: Walk, node: Any, op: str) -> None:
+    """Equal windows: a `max_pool2d` of kernel = stride = input / output (VTA pools it); else the
+    CPU kind `adaptive_max_pool2d`. The op's output is the values (getitem 0); indices are refused."""
+    shape, (oh, ow) = shape_of(node.args[0]), ints(node.args[1])
+    if len(shape) != 4:
+        raise w.unsupported(node, "max pooling of a tensor that is not NCHW")
+    vals = node.meta.get("val")
+    out = shape_of(node) if not isinstance(vals, (list, tuple)) else tuple(int(d) for d in vals[0].shape)
+    x, (h, wd) = w.tensor(node.args[0], node), shape[2:]
+    if h % oh or wd % ow:
+        w.add(node, "adaptive_max_pool2d", (x,), {"output_size": (oh, ow)}, shape=out)
+    else:
+        k = (h // oh, wd // ow)
+        w.add(node, "max_pool2d", (x,), {"kernel": k, "stride": k, "padding": (0, 0), "dilation": (1, 1),
+                                         "ceil_mode": False}, shape=out)
+    w.items[node.name] = values_only
+
+
+def values_only(w: Walk, getitem: Any, i: int) -> None:
+    """Item 0 of a (values, indices) op is the op's output; indices nobody reads are dropped."""
+    if i == 0:
+        w.alias[getitem.name] = w.alias[getitem.args[0].name]
+    elif getitem.users:
+        raise w.unsupported(getitem, "the indices of a max pool (the IR's max pools give values)")
+
+
 def build_mean(w: Walk, node: Any, op: str) -> None:
+    """A mean over H and W of an NCHW tensor is the global average pool; any other the `mean` kind."""
     x = node.args[0]
     dims = sorted(d % 4 for d in ints(arg(node, 1, "dim"), n=1)) if len(shape_of(x)) == 4 else []
-    if dims != [2, 3]:
-        raise w.unsupported(node, "mean over dimensions other than H and W of an NCHW tensor")
+    if dims != [2, 3] or node.kwargs.get("dtype") is not None:
+        add_reduction(w, node, "mean")
+        return
     add_adaptive(w, node, (1, 1))
+
+
+def adaptive_windows(in_size: int, out_size: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive windows: [floor(i·in/out), ceil((i+1)·in/out)) for each output i."""
+    return [(i * in_size // out_size, -(-(i + 1) * in_size // out_size)) for i in range(out_size)]
+
+
+def _each_window(x: np.ndarray, op: Op, reduce: Any) -> np.ndarray:
+    """`reduce(window, count)` of every adaptive window, as (N, C, OH, OW), in the op's shape."""
+    (oh, ow), (h, wd) = op.attrs["output_size"], x.shape[2:4]
+    rows, cols = adaptive_windows(h, oh), adaptive_windows(wd, ow)
+    out = np.stack([np.stack([reduce(x[:, :, r0:r1, c0:c1], (r1 - r0) * (c1 - c0)) for c0, c1 in cols], axis=-1)
+                    for r0, r1 in rows], axis=-2)
+    return _reshape(op, out)
+
+
+def uneven_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
+    """Each window: int32 sum times its own `mul`, rounded >> its own shift, with (mul, shift) =
+    pool_factors(its count), as the equal-window pool does for its one count."""
+    def mean(win: np.ndarray, count: int) -> np.ndarray:
+        mul, shift = pool_factors(count)
+        return clip8(round_shift(win.sum(axis=(2, 3), dtype=np.int32) * np.int32(mul), shift))
+    return _each_window(xs[0].astype(np.int32), op, mean)
 
 
 def geometry(op: Op, in_hw: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
@@ -138,4 +192,17 @@ register(OpKind(
 # a mean over H and W is the global average pool
 register_builder(("mean",), build_mean)
 
-__all__ = ["avg_quant", "geometry", "out_hw", "window_count"]
+register(OpKind(
+    "adaptive_avg_pool2d_uneven", "adaptive average pool to output_size whose windows do not tile the input "
+    "(PyTorch's [floor(i·H/oh), ceil((i+1)·H/oh)) windows, each divided by its own count)", (), None,
+    int_ref=uneven_int, float_ref=lambda op, xs: _each_window(xs[0], op, lambda win, n: win.sum(axis=(2, 3)) / n),
+    label="adaptive average pool (unequal windows)"))
+
+register(OpKind(
+    "adaptive_max_pool2d", "adaptive max pool to output_size whose windows do not tile the input (PyTorch's "
+    "windows, overlapping)", ("adaptive_max_pool2d",), build_adaptive_max,
+    int_ref=lambda op, p, xs, f: _each_window(xs[0], op, lambda win, n: win.max(axis=(2, 3))).astype(np.int8),
+    float_ref=lambda op, xs: _each_window(xs[0], op, lambda win, n: win.max(axis=(2, 3))),
+    label="adaptive max pool (unequal windows)"))
+
+__all__ = ["adaptive_windows", "avg_quant", "geometry", "out_hw", "window_count"]

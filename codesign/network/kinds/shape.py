@@ -17,7 +17,13 @@ RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze"
 
 
 def build_reshape(w: Walk, node: Any, op: str) -> None:
-    w.add(node, "flatten", (w.tensor(node.args[0], node),), {"shape": shape_of(node)})
+    """Any reshape that keeps axis 0 (the batch) and regroups the rest: with dim 0 equal, row-major
+    order keeps each sample's elements together, so the rest reshapes at any batch."""
+    src, out = shape_of(node.args[0]), shape_of(node)
+    if not src or not out or src[0] != out[0]:
+        raise w.unsupported(node, f"a reshape {src} -> {out} that changes the batch axis (dim 0); the IR's "
+                            "tensors keep the batch on axis 0")
+    w.add(node, "flatten", (w.tensor(node.args[0], node),), {"shape": out})
 
 
 def build_cat(w: Walk, node: Any, op: str) -> None:
