@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from codesign.errors import ConfigError
-from codesign.network import import_network
+from codesign.network import REGISTRY, import_network
 from codesign.network.kinds.layout import nearest_index
 from codesign.network.kinds.pool import adaptive_windows
 from codesign.network.reference import run_float
@@ -60,6 +60,7 @@ def test_shufflenet_unit_at_another_batch(run_net):
     assert perm.attrs["dims"] == (0, 2, 1, 3, 4) and perm.shape[0] == 2
     a = next(op for op in prep.network.ops if op.kind == "slice")
     assert prep.qnet.frac[a.name] == prep.qnet.frac[a.inputs[0]]  # a slice keeps its input's exponent
+    assert not REGISTRY["slice"].layout_free(prep.network, a)  # channels cut across VTA's blocks
     # the shuffle is a pure permutation of the concat's values
     env = exe.env
     cat = next(op.name for op in prep.network.ops if op.kind == "concat")
@@ -136,6 +137,7 @@ class PadConv(nn.Module):
 def test_pad_then_conv(run_net, mode):
     prep, exe = run_net(PadConv(mode), (rand(1, 16, 6, 6),))
     pad = next(op for op in prep.network.ops if op.kind == "pad")
+    assert REGISTRY["pad"].layout_free(prep.network, pad)  # H, W only: VTA's blocks kept
     if mode == "constant":
         assert pad.attrs["pads"] == ((0, 0), (0, 0), (0, 1), (1, 2)) and pad.shape == (1, 16, 7, 9)
         out = exe.env[pad.name]
@@ -159,6 +161,7 @@ class UpConv(nn.Module):
 def test_nearest_upsample_then_conv(run_net, interpolate):
     prep, exe = run_net(UpConv(interpolate), (rand(1, 16, 4, 4),))
     up = next(op for op in prep.network.ops if op.kind == "upsample_nearest")
+    assert REGISTRY["upsample_nearest"].layout_free(prep.network, up)  # H, W only: VTA's blocks kept
     x = exe.env[up.inputs[0]]
     np.testing.assert_array_equal(exe.env[up.name], x.repeat(2, axis=2).repeat(2, axis=3))
 

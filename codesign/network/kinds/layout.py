@@ -153,6 +153,18 @@ def slice_int(op: Op, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x[index]).reshape(_batched(x, op))
 
 
+def spatial(net: Network, op: Op) -> bool:
+    """An NCHW op that moves only H and W keeps VTA's packed blocks (N/b, C/bi, H, W, b, bi): its
+    CPU pass runs on them as on NCHW (padded channels carried along), with no unpack between VTA ops."""
+    if len(op.shape) != 4 or len(net.shape(op.inputs[0])) != 4:
+        return False
+    if op.kind == "slice":
+        return op.attrs["dim"] >= 2
+    if op.kind == "pad":
+        return op.attrs["pads"][1] == (0, 0)
+    return op.kind == "upsample_nearest"
+
+
 def slice_cpu(net: Network, op: Op, rows: int, read: int, write: int) -> Any:
     """A slice reads only what it writes (the rest of its input is skipped)."""
     return tensor_pass(op.name, write, write, "int8", "int8")
@@ -324,7 +336,7 @@ register(OpKind(
     "slice", "axis `dim` at start:stop:step, reshaped to the op's shape (slice, select, narrow, items of split, "
     "chunk, unbind: select and unbind drop the axis)", ("slice", "select", "narrow"), build_slice,
     int_ref=lambda op, p, xs, f: slice_int(op, xs[0]), float_ref=lambda op, xs: slice_int(op, xs[0]),
-    label="slice", cpu=slice_cpu))
+    label="slice", cpu=slice_cpu, layout_free=spatial))
 register_builder(SPLITS, build_split)  # its items are slices
 
 register(OpKind(
@@ -352,12 +364,13 @@ register(OpKind(
 
 register(OpKind(
     "pad", "pad by `pads` ((before, after) per axis, batch (0, 0)); mode constant (value), reflect, replicate, "
-    "circular", PADS, build_pad, int_ref=pad_int, float_ref=pad_float, label="pad (a copy with a border)"))
+    "circular", PADS, build_pad, int_ref=pad_int, float_ref=pad_float, label="pad (a copy with a border)",
+    layout_free=spatial))
 
 register(OpKind(
     "upsample_nearest", "nearest-neighbour upsampling of NCHW to the op's H, W (`scales`: the scale factors "
     "given, else None; `exact`: 'nearest-exact')", UPSAMPLES, build_upsample,
     int_ref=lambda op, p, xs, f: upsample(op, xs[0]), float_ref=lambda op, xs: upsample(op, xs[0]),
-    label="nearest upsample"))
+    label="nearest upsample", layout_free=spatial))
 
-__all__ = ["PERMUTES", "SPLITS", "add_reduction", "nearest_index", "permutation", "reduction_count"]
+__all__ = ["PERMUTES", "SPLITS", "add_reduction", "nearest_index", "permutation", "reduction_count", "spatial"]

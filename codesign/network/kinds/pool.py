@@ -196,13 +196,13 @@ register(OpKind(
     "adaptive_avg_pool2d_uneven", "adaptive average pool to output_size whose windows do not tile the input "
     "(PyTorch's [floor(i·H/oh), ceil((i+1)·H/oh)) windows, each divided by its own count)", (), None,
     int_ref=uneven_int, float_ref=lambda op, xs: _each_window(xs[0], op, lambda win, n: win.sum(axis=(2, 3)) / n),
-    label="adaptive average pool (unequal windows)"))
+    label="adaptive average pool (unequal windows)", layout_free=always))
 
 register(OpKind(
     "adaptive_max_pool2d", "adaptive max pool to output_size whose windows do not tile the input (PyTorch's "
     "windows, overlapping)", ("adaptive_max_pool2d",), build_adaptive_max,
     int_ref=lambda op, p, xs, f: _each_window(xs[0], op, lambda win, n: win.max(axis=(2, 3))).astype(np.int8),
     float_ref=lambda op, xs: _each_window(xs[0], op, lambda win, n: win.max(axis=(2, 3))),
-    label="adaptive max pool (unequal windows)"))
+    label="adaptive max pool (unequal windows)", layout_free=always))
 
 __all__ = ["adaptive_windows", "avg_quant", "geometry", "out_hw", "window_count"]
