@@ -18,6 +18,11 @@ from codesign.network.kinds.pool import adaptive_windows
 from codesign.network.reference import run_float
 
 
+@pytest.fixture(autouse=True)
+def _seeded_weights() -> None:
+    torch.manual_seed(0)  # the modules' initial weights: every test sees the same network
+
+
 def rand(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -51,7 +56,6 @@ class ShuffleUnit(nn.Module):
 def test_shufflenet_unit_at_another_batch(run_net):
     """Calibrated at batch 8 (the graph is exported there), run at batch 2: the split's slices,
     the shuffle's reshapes and permute keep the batch axis first, so `at_batch` needs no rewrite."""
-    torch.manual_seed(0)
     calib = rand(8, 32, 8, 8).numpy()
     prep, exe = run_net(ShuffleUnit(), (torch.from_numpy(calib[:2]),), calibration=calib)
     counts = kinds_of(prep)
@@ -105,7 +109,7 @@ class Reduce(nn.Module):
 @pytest.mark.parametrize(("how", "dim", "keepdim", "count", "floor"), [
     ("mean", 1, True, 16, 15), ("mean", -1, False, 6, 15), ("sum", 1, False, 16, 15), ("sum", -1, True, 6, 15),
     # a mean keeps its input's exponent (as the average pools): the mean of 96 mixed-sign values is
-    # ~10x smaller than they are, so ~3 of its bits are lost (measured 13.1 dB)
+    # several times smaller than they are, so bits of it are lost (measured 21.3 dB; 13 dB on other weights)
     ("mean", (1, 3), False, 96, 12)])
 def test_mean_and_sum_over_any_dims(run_net, how, dim, keepdim, count, floor):
     prep, exe = run_net(Reduce(how, dim, keepdim), (rand(2, 16, 6, 6),), min_sqnr_db=floor)
@@ -255,6 +259,7 @@ def test_batch_axis_ops_are_one_line_errors(fn, op, why):
     lambda x: F.pad(x, (2, 1, 1, 2), mode="circular"),
     lambda x: F.pad(x, (1, 0, 0, 1), value=0.25),
     lambda x: x.movedim(1, -1).mT,
+    lambda x: x.repeat(1, 2, 1, 3) + x.unflatten(1, (1, 3)).flatten(1, 2).repeat(1, 2, 1, 3),
     lambda x: torch.split(x, [1, 3, 2], dim=2)[2] + x.chunk(3, dim=3)[1].transpose(2, 3),
     lambda x: F.adaptive_avg_pool2d(x, (4, 5)) + F.adaptive_max_pool2d(x, (4, 5)),
 ])

@@ -1,5 +1,5 @@
 """Data-movement and reduction kinds: permute, slice (slice, select, narrow and the items of split,
-chunk, unbind), stack, expand, pad, nearest upsample, and sum / mean over any dims but the batch.
+chunk, unbind), stack, expand, repeat, pad, nearest upsample, and sum / mean over any dims but the batch.
 
 The IR's tensors carry the example batch on axis 0 and `codesign.netrun.network.at_batch` rewrites
 it, so every kind here keeps axis 0 the batch: its attrs never name the batch size, its references
@@ -7,7 +7,7 @@ read the output's other dims from `op.shape[1:]`, and an op that would move, sli
 the batch axis is a one-line error at import.
 
 Integer semantics (int8 in, int8 out; f = fractional bits):
-- permute, slice, expand, pad (reflect, replicate, circular), upsample: the input's values moved,
+- permute, slice, expand, repeat, pad (reflect, replicate, circular), upsample: the input's values moved,
   f kept. Constant pad: value v as rint(v·2^f) clipped to int8 (0 stays exactly 0).
 - stack: as concat, the coarsest input f; finer inputs (q + 2^(r-1)) >> r.
 - sum: int32 sum of the int8 values at f_in, then (s + 2^(k-1)) >> k, clip, with
@@ -193,6 +193,16 @@ def build_expand(w: Walk, node: Any, op: str) -> None:
     w.add(node, "expand", (w.tensor(node.args[0], node),))
 
 
+def build_repeat(w: Walk, node: Any, op: str) -> None:
+    src, reps = shape_of(node.args[0]), ints(node.args[1], n=1)
+    if len(reps) != len(src) or reps[0] != 1:
+        raise w.unsupported(node, f"repeat {list(reps)} of a {len(src)}-D tensor that changes the batch axis; {BATCH}")
+    if all(r == 1 for r in reps):
+        _alias(w, node)
+        return
+    w.add(node, "repeat", (w.tensor(node.args[0], node),), {"reps": reps})
+
+
 def expand(op: Op, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(x, _batched(x, op)))
 
@@ -348,6 +358,11 @@ register(OpKind(
     "expand", "size-1 axes repeated to the op's shape (expand; the batch axis unchanged)", ("expand", "expand_as"),
     build_expand, int_ref=lambda op, p, xs, f: expand(op, xs[0]), float_ref=lambda op, xs: expand(op, xs[0]),
     label="expand (broadcast copy)"))
+
+register(OpKind(
+    "repeat", "the tensor tiled `reps` times along each axis (reps[0] = 1: the batch unchanged)", ("repeat",),
+    build_repeat, int_ref=lambda op, p, xs, f: np.tile(xs[0], op.attrs["reps"]),
+    float_ref=lambda op, xs: np.tile(xs[0], op.attrs["reps"]), label="repeat (tiled copy)"))
 
 register(OpKind(
     "sum", "sum over `dims` (not the batch), keepdim: int32 sum, rounded >> (f_in - f_out) to the observed range",

@@ -13,7 +13,7 @@ from codesign.network.kernels import round_shift
 from codesign.network.kinds.base import OpKind, QuantContext, register
 from codesign.network.quantized import QParams
 
-RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze")
+RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze", "unflatten", "view_as", "reshape_as")
 
 
 def build_reshape(w: Walk, node: Any, op: str) -> None:
