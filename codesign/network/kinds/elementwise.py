@@ -10,6 +10,7 @@ from codesign.network.fx import Walk, arg, shape_of
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import clip8, round_shift
 from codesign.network.kinds.base import EPILOGUE, OpKind, QuantContext, always, register
+from codesign.network.kinds.binary import build_binary
 from codesign.network.quantized import QParams
 
 
@@ -30,12 +31,11 @@ def build_clamp(w: Walk, node: Any, op: str) -> None:
 
 def build_add(w: Walk, node: Any, op: str) -> None:
     a, b = node.args[0], node.args[1]
-    if not (w.is_tensor(a) and w.is_tensor(b)):
-        raise w.unsupported(node, "add of a constant (the IR's add sums two tensors)")
+    if not (w.is_tensor(a) and w.is_tensor(b) and shape_of(a) == shape_of(b)):
+        build_binary(w, node, op)  # a constant or a broadcast operand: the `binary` kind
+        return
     if float(node.kwargs.get("alpha", 1)) != 1:
         raise w.unsupported(node, "add with alpha != 1")
-    if shape_of(a) != shape_of(b):
-        raise w.unsupported(node, f"add with broadcasting {shape_of(a)} + {shape_of(b)} (the IR's add takes equal shapes)")
     w.add(node, "add", (w.tensor(a, node), w.tensor(b, node)))
 
 
