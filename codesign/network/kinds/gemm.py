@@ -14,6 +14,7 @@ from codesign.network.fx import Walk, arg, ints, shape_of, to_numpy
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import conv2d_int, conv2d_sums, linear_int
 from codesign.network.kinds.base import GEMM, OpKind, QuantContext, register, register_builder
+from codesign.network.kinds.binary import build_channel_affine
 from codesign.network.quantized import INT32, MAX_SHIFT, QParams, quantize_array
 from codesign.workloads.layers import Dense
 
@@ -54,11 +55,12 @@ def build_linear(w: Walk, node: Any, op: str) -> None:
 
 
 def build_batch_norm(w: Walk, node: Any, op: str) -> None:
-    """Fold an inference batch norm into the conv that produces its input (and only feeds it)."""
+    """Fold an inference batch norm into the conv that produces its input (and only feeds it);
+    any other batch norm is a per-channel affine op (`kinds.binary.build_channel_affine`)."""
     conv = w.producer(node.args[0])
     if conv is None or conv.kind != "conv2d" or w.users.get(conv.name, 0) != 1:
-        raise w.unsupported(node, "batch norm that does not follow a conv it alone consumes "
-                            "(the IR folds batch norm into the conv before it)")
+        build_channel_affine(w, node, op)
+        return
     # batch_norm(input, weight, bias, mean, var, training, momentum, eps);
     # _native_batch_norm_legit_no_training(input, weight, bias, mean, var, momentum, eps)
     gamma, beta, mean, var = (w.param(node.args[i]) for i in range(1, 5))
