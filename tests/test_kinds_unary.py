@@ -98,7 +98,7 @@ def _se_gate_mul(prep, exe, gate_kind: str) -> None:
     net, q = prep.network, prep.qnet
     mul = next(op for op in net.ops if op.kind == "binary")
     gate = net.op(mul.inputs[1])
-    assert mul.attrs == {"op": "mul", "const": None} and gate.kind == gate_kind
+    assert mul.attrs == {"op": "mul", "const": None, "const_shape": None} and gate.kind == gate_kind
     assert net.shape(mul.inputs[0])[2:] == (8, 8) and net.shape(gate.name)[2:] == (1, 1)
     a, b = (exe.env[t].astype(np.int64) for t in mul.inputs)
     shift = q.frac[mul.inputs[0]] + q.frac[gate.name] - q.frac[mul.name]

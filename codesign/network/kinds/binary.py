@@ -2,13 +2,15 @@
 a batch norm that follows no conv.
 
 `binary` (attr `op`: add, sub, mul, div; attr `const`: None, or the position 0/1 of a constant
-operand): one kind for the four, because they share everything but the combining step: operands
-that broadcast by NumPy rules, a constant operand, the observed output exponent, a bytes-bound CPU
-pass. The second operand is a graph tensor (squeeze-excite's (N,C,H,W) * (N,C,1,1)), a module
-parameter or buffer (layer scale's γ of shape (C,1,1)) or a Python number (x * 0.5, x + 3, x / 6);
-a constant is the op's `weight` (float32, its own shape; `alpha` folded in) and is quantized to int8
-at its own exponent f_c (from its max |c|). aten `add` of two graph tensors of one shape stays the
-residual `add` kind (`kinds.elementwise`: VTA's epilogue takes it); every other add comes here.
+operand; attr `const_shape`: its shape, known without weights): one kind for the four, because
+they share everything but the combining step: operands that broadcast by NumPy rules, a constant
+operand, the observed output exponent, a bytes-bound CPU pass. The second operand is a graph
+tensor (squeeze-excite's (N,C,H,W) * (N,C,1,1)), a module parameter or buffer (layer scale's γ of
+shape (C,1,1)) or a Python number (x * 0.5, x + 3, x / 6); a constant is the op's `weight`
+(float32, its own shape, `alpha` folded in; it may not broadcast the tensor to a larger shape) and
+is quantized to int8 at its own exponent f_c (from its max |c|). aten `add` of two graph tensors of
+one shape stays the residual `add` kind (`kinds.elementwise`: VTA's epilogue takes it); every
+other add comes here (`elementwise.build_add` hands it over).
 Integer semantics (all int32, a and b the int8 operands at exponents f_a, f_b):
 - mul: a·b at f_a + f_b, then (p + 2^(s-1)) >> s with s = f_a + f_b - f_out, clip to int8. f_out
   is the observed exponent, lowered to f_a + f_b when finer (a finer one adds no information), so
@@ -20,7 +22,8 @@ Integer semantics (all int32, a and b the int8 operands at exponents f_a, f_b):
 - add / sub: both operands shifted left to the finer f_m = max(f_a, f_b), summed (subtracted),
   then rounded >> (f_m - f_out), clip (as the residual add); f_out = min(observed, f_m). A constant
   is quantized no finer than max(f_x, observed f_out): bits below both only move the rounding, and
-  this bounds the left shifts (<= 22: int32 cannot overflow).
+  this bounds the left shifts. Shifts past int32 (a left shift > 22, a right shift > 30: exponents
+  2^22 apart) are a one-line error naming the op.
 
 `channel_affine` (a batch norm whose input no conv alone produces: DenseNet's pre-activation, a BN
 after a concat or an add; `kinds.gemm.build_batch_norm` makes it): y = x·scale_c + shift_c along
@@ -83,7 +86,7 @@ def build_binary(w: Walk, node: Any, op: str) -> None:
     if all(tensors):
         if alpha != 1:
             raise w.unsupported(node, f"{op} of two tensors with alpha={alpha}")
-        w.add(node, "binary", (w.tensor(a, node), w.tensor(b, node)), {"op": op, "const": None})
+        w.add(node, "binary", (w.tensor(a, node), w.tensor(b, node)), {"op": op, "const": None, "const_shape": None})
         return
     pos = tensors.index(False)
     x, c = (b, a) if pos == 0 else (a, b)
@@ -96,7 +99,8 @@ def build_binary(w: Walk, node: Any, op: str) -> None:
         raise w.unsupported(node, f"{op} with alpha={alpha} applied to a tensor")
     if op == "div" and weight is not None and not np.all(weight != 0):
         raise w.unsupported(node, "division by a constant that holds zeros")
-    w.add(node, "binary", (w.tensor(x, node),), {"op": op, "const": pos}, weight=weight)
+    shape = tuple(int(d) for d in w.param(c).shape) if w.is_param(c) else ()  # known on the meta device too
+    w.add(node, "binary", (w.tensor(x, node),), {"op": op, "const": pos, "const_shape": shape}, weight=weight)
 
 
 def _fracs(op: Op, fin: list[int], fc: int) -> list[int]:
@@ -162,7 +166,7 @@ def binary_float(op: Op, xs: list[np.ndarray]) -> np.ndarray:
 def packed_broadcast(net: Network, op: Op) -> bool:
     """No operand broadcasts across channels: each of VTA's packed blocks meets one block of each."""
     out = op.shape
-    shapes = [net.shape(t) for t in op.inputs] + ([op.weight.shape] if op.weight is not None else [])
+    shapes = [net.shape(t) for t in op.inputs] + ([op.attrs["const_shape"]] if op.attrs["const"] is not None else [])
     for s in shapes:
         if s == out or math.prod(s) == 1:
             continue
