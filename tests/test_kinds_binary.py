@@ -15,6 +15,7 @@ from codesign.errors import ConfigError
 from codesign.network import import_network
 from codesign.network.kinds.binary import packed_broadcast
 from codesign.network.quantized import frac_bits
+from codesign.network.reference import run_float
 
 
 def half_up(v: np.ndarray) -> np.ndarray:
@@ -129,6 +130,30 @@ def test_layer_scale_and_scalar_ops(run_net):
     assert div.weight == 6 and p.weight_frac == 9 and p.weight == 85
     # per-channel and scalar constants keep VTA's packed blocks; the (C,) scale of a (N, C) dense output does not
     assert [packed_broadcast(net, op) for op in ops] == [True] * 7 + [False, True]
+
+
+class Alpha(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.rsub(torch.sub(x, 1.5, alpha=2), 1.0)  # 1 - (x - 2·1.5)
+
+
+def test_alpha_folds_into_the_constant():
+    x = torch.randn(1, 16, 4, 4)
+    net = import_network(Alpha(), (x,))
+    assert [(op.attrs["op"], op.attrs["const"], float(op.weight)) for op in net.ops] == [("sub", 1, 3.0),
+                                                                                         ("sub", 0, 1.0)]
+    np.testing.assert_allclose(run_float(net, x.numpy())[net.outputs[0]], Alpha()(x).numpy(), rtol=1e-6)
+    with pytest.raises(ConfigError, match=r"aten\.rsub\.Scalar .* sub with alpha=2 applied to a tensor"):
+        import_network(Lambda(lambda t: torch.rsub(t, 1.0, alpha=2)), (x,))
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
 
 
 class Div(nn.Module):

@@ -76,7 +76,7 @@ def build_binary(w: Walk, node: Any, op: str) -> None:
         a, b, op = b, a, "sub"
     if op == "div" and node.kwargs.get("rounding_mode") is not None:
         raise w.unsupported(node, f"div with rounding_mode={node.kwargs['rounding_mode']!r}")
-    alpha = node.kwargs.get("alpha", 1)
+    alpha = arg(node, 2, "alpha", 1) if op in ("add", "sub") else 1  # rsub.Scalar takes it positionally
     tensors = [w.is_tensor(v) for v in (a, b)]
     if not any(tensors):
         raise w.unsupported(node, f"{op} of two constants (the IR's {op} reads at least one graph tensor)")
@@ -92,11 +92,11 @@ def build_binary(w: Walk, node: Any, op: str) -> None:
     x, c = (b, a) if pos == 0 else (a, b)
     if shape_of(x) != shape_of(node):
         raise w.unsupported(node, f"a constant that broadcasts the tensor {shape_of(x)} to {shape_of(node)}")
-    weight = _constant(w, c, node)
-    if weight is not None and pos == 1 and alpha != 1:  # a + alpha·c, a - alpha·c
-        weight = (weight.astype(np.float64) * float(alpha)).astype(np.float32)
-    elif alpha != 1:
+    if alpha != 1 and pos == 0:
         raise w.unsupported(node, f"{op} with alpha={alpha} applied to a tensor")
+    weight = _constant(w, c, node)
+    if weight is not None and alpha != 1:  # a + alpha·c, a - alpha·c
+        weight = np.asarray(weight.astype(np.float64) * float(alpha), dtype=np.float32)
     if op == "div" and weight is not None and not np.all(weight != 0):
         raise w.unsupported(node, "division by a constant that holds zeros")
     shape = tuple(int(d) for d in w.param(c).shape) if w.is_param(c) else ()  # known on the meta device too
