@@ -82,7 +82,7 @@ class Prepared:
     qnet: QuantizedNetwork
     plan: Plan
     chooser: ScheduleChooser
-    example: np.ndarray           # the input `run` uses (float, the IR's batch)
+    example: np.ndarray | tuple[np.ndarray, ...]  # the input(s) `run` uses (float, the IR's batch)
     schedules: dict[str, Chosen] = field(default_factory=dict)  # VTA step -> its schedule and source
 
     @property
@@ -156,9 +156,11 @@ def refine(plan: Plan, chooser: ScheduleChooser) -> tuple[Plan, dict[str, Chosen
 def prepare(module: Any, inputs: Sequence[Any], name: str, hw: HwConfig, *, calibration: np.ndarray | None = None,
             records: Sequence[MeasureRecord] = (), family: str | None = None,
             params: timing.TimingParams | None = None, board: Board | None = None) -> Prepared:
-    """Quantize `module` (calibrated on `calibration`, else `inputs`) and place it on `hw`."""
-    if len(inputs) != 1:
-        raise ConfigError(f"network {name!r} takes {len(inputs)} inputs; `codesign run` runs networks of one input")
+    """Quantize `module` (calibrated on `calibration`, else `inputs`) and place it on `hw`. A
+    network of several inputs (an LSTM cell's x, h, c) runs on its example inputs."""
+    if len(inputs) != 1 and calibration is not None:
+        raise ConfigError(f"network {name!r} takes {len(inputs)} inputs; --calibration gives one input array "
+                          "(run it on its example inputs)")
     # The exported graph carries the calibration batch (up to 64): plan and run at the example's.
     qnet = at_batch(quantize(module, inputs, calibration, name), int(inputs[0].shape[0]))
     chooser = ScheduleChooser(hw, records, family, params)
@@ -169,8 +171,10 @@ def prepare(module: Any, inputs: Sequence[Any], name: str, hw: HwConfig, *, cali
         raise ConfigError(f"network {name!r}: the plan places {len(placed)} ops for {len(qnet.network.ops)} "
                           f"(unplaced: {', '.join(missing[:5]) or 'none'}; an op placed twice otherwise)")
     batch = qnet.network.inputs[0][1][0]
-    example = calibration[:batch] if calibration is not None and len(calibration) >= batch else \
-        np.asarray(inputs[0].detach().cpu().numpy() if hasattr(inputs[0], "detach") else inputs[0], np.float32)
+    arrays = tuple(np.asarray(t.detach().cpu().numpy() if hasattr(t, "detach") else t, np.float32) for t in inputs)
+    example: np.ndarray | tuple[np.ndarray, ...] = arrays if len(arrays) > 1 else arrays[0]
+    if calibration is not None and len(calibration) >= batch:
+        example = calibration[:batch]
     return Prepared(name, qnet, plan, chooser, example, schedules)
 
 
