@@ -9,6 +9,7 @@ assumed where the data say nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -51,6 +52,9 @@ class CpuParams:
     bytes_per_s: float
     gmacs: Mapping[str, float] = field(default_factory=dict)
     measured_on: str = ""
+    # kind -> (its rate / spatial_pack's, the CPU that ratio was measured on): for a kind this CPU
+    # has no record of (the A53's depthwise), filled in by `CpuModel.params` from the other CPUs
+    peer_ratios: Mapping[str, tuple[float, str]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("call_overhead_s", "bytes_per_s"):
@@ -86,7 +90,20 @@ class CpuParams:
                         f"derived: {kind}/{other} x {dtype}/{other} ratio {ratio:.2f} of the kinds measured in both")
             return (self.gmacs[rate_key(kind, other)],
                     f"assumed: {kind}/{other} rate, no {dtype} measurement on {self.cpu}")
+        if kind in self.peer_ratios and kind != SPATIAL_PACK and (base := self.rate(SPATIAL_PACK, dtype)) is not None:
+            ratio, peer = self.peer_ratios[kind]
+            return (base[0] * ratio, f"assumed: spatial_pack rate ({base[1]}) x {ratio:.2f}, the {kind}/spatial_pack "
+                                     f"ratio measured on {peer}; no {kind} measurement on {self.cpu}")
         return None
+
+    def kind_ratios(self) -> dict[str, float]:
+        """Each measured kind's rate over spatial_pack's in the same dtype (what another CPU may borrow)."""
+        out = {}
+        for key, v in self.gmacs.items():
+            kind, dtype = key.split("/")
+            if kind != SPATIAL_PACK and rate_key(SPATIAL_PACK, dtype) in self.gmacs:
+                out[kind] = v / self.gmacs[rate_key(SPATIAL_PACK, dtype)]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured_on": self.measured_on, "call_overhead_s": self.call_overhead_s,
@@ -151,12 +168,24 @@ class CpuModel:
     cpus: Mapping[str, CpuParams]
     source: str = ""
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    _peered: dict[str, CpuParams] = field(default_factory=dict, compare=False, repr=False)
 
     def params(self, cpu: str) -> CpuParams:
+        """`cpu`'s parameters; a kernel kind it has no record of borrows its ratio to spatial_pack
+        from a CPU that measured both (stated as an assumption in every cost that uses it)."""
         if cpu not in self.cpus:
             raise ConfigError(f"{self.source or 'CPU model'}: no parameters for CPU {cpu!r}; "
                               f"known: {', '.join(sorted(self.cpus))}")
-        return self.cpus[cpu]
+        return self._with_peers(cpu)
+
+    def _with_peers(self, cpu: str) -> CpuParams:
+        if cpu not in self._peered:  # a model is immutable: derive once per CPU
+            p = self.cpus[cpu]
+            mine = {key.split("/")[0] for key in p.gmacs}
+            borrowed = {kind: (ratio, other) for other in sorted(self.cpus) if other != cpu
+                        for kind, ratio in self.cpus[other].kind_ratios().items() if kind not in mine}
+            self._peered[cpu] = dataclasses.replace(p, peer_ratios=borrowed) if borrowed else p
+        return self._peered[cpu]
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> CpuModel:
