@@ -253,6 +253,10 @@ class Rewrite:
         elif self.kind == BLOCK_DIAGONAL:  # the channels stay in place: only the weight changes
             w = block_diagonal_weight(w, GroupPack.from_layers(self.original, v))
         if isinstance(v, Dense):
+            # a linear over tokens (N, T, C) is the dense of N·T rows: rows flattened here, the
+            # output reshaped back to the op's shape by the runner
+            x = x.reshape(-1, x.shape[-1])
+            residual = None if residual is None else residual.reshape(-1, residual.shape[-1])
             x = pad_axis(pad_axis(x, 0, v.batch), 1, v.in_features)
             w = pad_axis(pad_axis(w, 0, v.out_features), 1, v.in_features)
             out = v.out_features
