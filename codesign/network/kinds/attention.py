@@ -1,1 +1,163 @@
-"""Matmul of two activations and attention (registered here; the record: codesign.network.kinds.base)."""
+"""Matmul of two activations and attention (registered here; the record: codesign.network.kinds.base).
+
+`matmul` is a batched product of two int8 activations (aten matmul, bmm, `@`): int32 accumulate,
+an optional integer multiplier (a scale that is not a power of two), a rounded shift to the
+output exponent, clip. Scaled dot-product attention is not a kind of its own: its builder
+decomposes it into IR ops, scores = (Q·Kᵀ)·scale (a matmul with `transpose_b`), softmax,
+A·V (a matmul named after the node).
+
+Exponents: PT2E observes fx nodes only, so it sees a plain matmul's output and the attention
+node's output (the A·V matmul), never the scores or the softmax. The softmax's output exponent is
+fixed (7); the scores' is derived at quant time from the inputs' ranges (`derived_amax`): the
+worst case K·max|Q|·max|K|·scale, which never clips. A softmax's output PT2E observes takes the
+observed exponent; inside an attention it is 7.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from codesign.network.fx import Walk, arg, shape_of
+from codesign.network.graph import Network, Op
+from codesign.network.kernels import clip8, wrap32
+from codesign.network.kinds.base import OpKind, QuantContext, register, register_builder
+from codesign.network.quantized import QParams, frac_bits
+from codesign.workloads.layers import Dense
+
+SCALE_BITS = 15  # a scale that is not 1 is the integer round(scale·2^15), its 2^-15 in the shift
+
+
+def _operands(op: Op, xs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    a, b = xs
+    return a, (np.swapaxes(b, -1, -2) if op.attrs.get("transpose_b") else b)
+
+
+def matmul_float(op: Op, xs: list[np.ndarray]) -> np.ndarray:
+    a, b = _operands(op, [x.astype(np.float64) for x in xs])
+    return (a @ b) * float(op.attrs.get("scale", 1.0))
+
+
+def matmul_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
+    """acc = Σ a·b in int32 (exact sums, wrapped as an int32 accumulator), then in int64
+    (acc·mul + 2^(shift-1)) >> shift (arithmetic; shift 0: acc·mul), clipped to int8."""
+    a, b = _operands(op, xs)
+    acc = wrap32(a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64) * np.int64(p.mul)
+    if p.shift > 0:
+        acc = (acc + (np.int64(1) << np.int64(p.shift - 1))) >> np.int64(p.shift)
+    return clip8(acc)
+
+
+def _amax(ctx: QuantContext, tensor: str) -> float:
+    """The observed range of `tensor`, else the largest value its exponent holds."""
+    return ctx.amax.get(tensor, 127.0 * 2.0 ** -ctx.frac[tensor])
+
+
+def derived_amax(ctx: QuantContext, op: Op) -> float:
+    """A range for a matmul no observer saw. After a softmax along the contracted axis, each
+    output is a weighted sum of b's values whose int8 weights q (at f_a) sum to at most
+    2^f_a + K/2 (each rounds 2^f_a·e/S up by at most 1/2): |out| <= max|b|·(1 + K/2^(f_a+1)).
+    Otherwise the worst case K·max|a|·max|b|·scale."""
+    a, b = op.inputs
+    k = int(op.attrs["contract"])
+    producer = None if a in dict(ctx.net.inputs) else ctx.net.op(a)
+    if (producer is not None and producer.kind == "softmax" and producer.attrs["dim"] == len(producer.shape) - 1
+            and not op.attrs.get("transpose_b")):
+        return _amax(ctx, b) * (1.0 + k / 2.0 ** (ctx.frac[a] + 1)) * float(op.attrs.get("scale", 1.0))
+    return k * _amax(ctx, a) * _amax(ctx, b) * float(op.attrs.get("scale", 1.0))
+
+
+def matmul_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
+    """f_out from the observed range (else `derived_amax`), lowered to f_a + f_b (+ 15 with a
+    scale) so the shift is >= 0; mul = round(scale·2^15) when scale != 1, else 1."""
+    fa, fb = ctx.fin(op)
+    scale = float(op.attrs.get("scale", 1.0))
+    mul, sb = (1, 0) if scale == 1.0 else (int(round(scale * 2 ** SCALE_BITS)), SCALE_BITS)
+    fout = ctx.output_frac(op) if op.name in ctx.amax else frac_bits(derived_amax(ctx, op))
+    fout = min(fout, fa + fb + sb)
+    return fout, QParams(shift=fa + fb + sb - fout, mul=mul)
+
+
+def matmul_dense(net: Network, op: Op, rows: int) -> Dense:
+    """One dense of M x K x P per batch entry, as one dense of (entries·M) rows."""
+    entries = rows * math.prod(op.shape[1:-2])
+    return Dense(entries * op.shape[-2], int(op.attrs["contract"]), op.shape[-1])
+
+
+# -- builders ---------------------------------------------------------------------------------
+def _check_operands(w: Walk, node: Any, a: Any, b: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    for t in (a, b):
+        if w.is_param(t) or not w.is_tensor(t):
+            raise w.unsupported(node, "a product with a constant operand (use nn.Linear for a weight)")
+    sa, sb = shape_of(a), shape_of(b)
+    if len(sa) < 3 or len(sa) != len(sb):
+        raise w.unsupported(node, f"a product of {len(sa)}-D and {len(sb)}-D operands (the IR's matmul takes "
+                            "two operands of equal rank >= 3: a batch axis, then batch dims, then the matrices)")
+    return sa, sb
+
+
+def build_matmul(w: Walk, node: Any, op: str) -> None:
+    if op == "scaled_dot_product_attention":
+        build_sdpa(w, node, op)
+        return
+    a, b = node.args[0], node.args[1]
+    sa, _ = _check_operands(w, node, a, b)
+    w.add(node, "matmul", (w.tensor(a, node), w.tensor(b, node)),
+          {"contract": sa[-1], "transpose_b": False, "scale": 1.0})
+
+
+def _attention(w: Walk, node: Any, out: Any, q: Any, k: Any, v: Any, mask: Any, dropout: Any, causal: Any,
+               scale: Any, gqa: Any) -> None:
+    """Q·Kᵀ·scale -> softmax -> ·V: intermediates named after `out` (`_scores`, `_attn`), `out`'s
+    own op (the A·V matmul) last."""
+    if mask is not None:
+        raise w.unsupported(node, "attention with attn_mask (give is_causal=True for a causal mask)")
+    if dropout:
+        raise w.unsupported(node, f"attention with dropout_p={dropout} (inference takes dropout_p=0)")
+    if gqa:
+        raise w.unsupported(node, "attention with enable_gqa=True")
+    sq, sk = _check_operands(w, node, q, k)
+    _check_operands(w, node, k, v)
+    e = sq[-1]
+    scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    scores = tuple(np.broadcast_shapes(sq[:-2], sk[:-2])) + (sq[-2], sk[-2])
+    base = out.name
+    s = w.add(out, "matmul", (w.tensor(q, node), w.tensor(k, node)),
+              {"contract": e, "transpose_b": True, "scale": scale}, shape=scores, name=f"{base}_scores")
+    p = w.add(out, "softmax", (s.name,), {"dim": len(scores) - 1, "causal": bool(causal)}, shape=scores,
+              name=f"{base}_attn")
+    w.add(out, "matmul", (p.name, w.tensor(v, node)), {"contract": sk[-2], "transpose_b": False, "scale": 1.0})
+
+
+def build_sdpa(w: Walk, node: Any, op: str) -> None:
+    # scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+    # enable_gqa=False)
+    _attention(w, node, node, node.args[0], node.args[1], node.args[2], arg(node, 3, "attn_mask"),
+               arg(node, 4, "dropout_p", 0.0), arg(node, 5, "is_causal", False), node.kwargs.get("scale"),
+               node.kwargs.get("enable_gqa", False))
+
+
+def build_flash_cpu(w: Walk, node: Any, op: str) -> None:
+    """_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p=0.0, is_causal=False, *,
+    attn_mask=None, scale=None) -> (out, logsumexp): the ops are made at getitem 0, named after it
+    (PT2E observes no tuple: the A·V output's exponent is derived)."""
+
+    def item(w: Walk, get: Any, i: int) -> None:
+        if i != 0:
+            raise w.unsupported(get, f"item {i} (logsumexp) of {op}")
+        _attention(w, node, get, node.args[0], node.args[1], node.args[2], node.kwargs.get("attn_mask"),
+                   arg(node, 3, "dropout_p", 0.0), arg(node, 4, "is_causal", False), node.kwargs.get("scale"), False)
+
+    w.items[node.name] = item
+
+
+register(OpKind(
+    "matmul", "batched product of two activations a·b (b's last two axes swapped when `transpose_b`), times "
+    "`scale`; `contract` = K (batch dims broadcast)", ("matmul", "bmm", "scaled_dot_product_attention"),
+    build_matmul, int_ref=matmul_int, float_ref=matmul_float, label="matrix product", quant=matmul_quant,
+    observe=True, cpu=lambda net, op, rows, read, write: matmul_dense(net, op, rows)))
+register_builder(("_scaled_dot_product_flash_attention_for_cpu",), build_flash_cpu)
+
+__all__ = ["SCALE_BITS", "derived_amax", "matmul_dense", "matmul_int", "matmul_quant"]
