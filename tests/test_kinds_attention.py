@@ -13,8 +13,11 @@ from torch import nn
 from codesign.errors import ConfigError
 from codesign.network import import_network
 from codesign.network.graph import Op
+from codesign.network.importer import walk
 from codesign.network.kinds.norm import EXP_BITS, exp_table, ln_float, softmax_float, softmax_int
-from codesign.network.quantized import QParams, quantize_array
+from codesign.network.qplan import plan
+from codesign.network.quantized import QParams, frac_bits, quantize_array
+from codesign.network.reference import run_float
 from codesign.workloads.layers import Dense
 
 
@@ -48,6 +51,19 @@ def test_layer_norm_over_the_last_dim(run_net, affine):
     want = quantize_array(ln_float(op, [q]), prep.qnet.frac["layer_norm"]).astype(int)
     diff = np.abs(exe.env["layer_norm"].astype(int) - want)
     assert x.shape == (2, 8, 32) and diff.max() <= 1 and np.mean(diff == 0) >= 0.99
+
+
+def test_native_layer_norm_of_a_decomposed_export():
+    """A core-aten export has native_layer_norm -> (out, mean, rstd): getitem 0 is the op. PT2E
+    observes no tuple item: without a range the exponent holds the bound sqrt(D-1)·max|γ| + max|β|."""
+    x = _x(2, 8, 32)
+    gm = torch.export.export(Norm(True).eval(), (x,)).run_decompositions().module()
+    net = walk(gm, "network 'ln'")
+    (op,) = net.ops
+    assert op.kind == "layer_norm" and op.name == "getitem" and op.attrs["eps"] == 1e-5
+    np.testing.assert_allclose(run_float(net, x.numpy())["getitem"], Norm(True)(x).detach().numpy(), atol=1e-5)
+    qnet = plan(net, {"x": float(x.abs().max())})
+    assert qnet.frac["getitem"] == frac_bits(np.sqrt(31) * np.abs(op.weight).max() + np.abs(op.bias).max())
 
 
 class Soft(nn.Module):
