@@ -21,6 +21,14 @@ from codesign.network.reference import run_float
 from codesign.workloads.layers import Dense
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Modules built in a test get the same initial weights on every run."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        yield
+
+
 def _x(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
