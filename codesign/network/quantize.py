@@ -181,7 +181,22 @@ def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndar
             prepared(*batch)
     observers: dict[str, Any] = {}
     net = walk(prepared, what, observers)
-    return prepared, plan(net, {k: _amax(v) for k, v in observers.items()})
+    amax = {k: _amax(v) for k, v in observers.items()}
+    return prepared, plan(net, {**amax, **unobserved_ranges(net, amax, batches)})
+
+
+def unobserved_ranges(net: Any, amax: dict[str, float], batches: list[tuple]) -> dict[str, float]:
+    """max |x| on the calibration batches, by the float IR, of the ops whose kind asks to be
+    observed but that no fx node is (the intermediates of a node decomposed into several ops:
+    attention's scores and softmax); PT2E's observers see the same float values."""
+    from codesign.network.reference import run_float
+
+    missing = [op.name for op in net.ops if REGISTRY[op.kind].observe and op.name not in amax]
+    out = dict.fromkeys(missing, 0.0)
+    for batch in batches if missing else ():
+        env = run_float(net, [t.detach().cpu().numpy() for t in batch])
+        out.update({name: max(out[name], float(np.max(np.abs(env[name])))) for name in missing})
+    return out
 
 
 def convert(prepared: Any) -> Any:
