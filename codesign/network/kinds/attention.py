@@ -11,10 +11,13 @@ a core-aten decomposition (`run_decompositions()`) turns it into mul, bmm, _soft
 guard (where/any/logical_not) instead, which the IR does not read.
 
 Exponents: PT2E observes fx nodes only, so it sees a plain matmul's output and the attention
-node's output (the A·V matmul), never the scores or the softmax between them. Without a range
-for them, the softmax's output exponent is 7 (`norm.softmax_quant`) and the scores' is derived
-from the inputs' ranges (`derived_amax`): the worst case K·max|Q|·max|K|·scale, which never clips
-but costs bits (on a random (1, 16, 32) encoder block: f = 2 where the observed range gives 6).
+node's output (the A·V matmul), never the scores or the softmax between them. `quantize` gives
+them the ranges of the float IR on the calibration batches (`quantize.unobserved_ranges`: what an
+observer would have seen). Without a range (`qplan.plan` called with observed ranges only), the
+softmax's output exponent is 7 (`norm.softmax_quant`) and the scores' is derived from the inputs'
+ranges (`derived_amax`): the worst case K·max|Q|·max|K|·scale, which never clips but costs bits
+(a random (1, 16, 32) encoder block: f = 2 where the range gives 6; scores at 14.6 dB SQNR instead
+of 29.6, the attention output at 21.1 dB instead of 29.9).
 """
 
 from __future__ import annotations

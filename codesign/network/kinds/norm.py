@@ -130,8 +130,8 @@ def exp_table(frac_in: int) -> np.ndarray:
 
 def softmax_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
     """Output exponent: the observed range's (max p < 1 gives finer steps than 1/128: a softmax
-    over 32 classes peaks near 0.1), else 7 (a softmax inside a decomposed attention, which PT2E
-    does not observe: p in [0, 1] as round(128·p), 127 at most); table: `exp_table` of the
+    over 32 classes peaks near 0.1), else 7 (p in [0, 1] as round(128·p), 127 at most: a softmax
+    inside an attention, which PT2E does not observe, when `quantize` gives it no range); table: `exp_table` of the
     input's exponent (indexed by max − q, not by q + 128 as a unary LUT)."""
     fout = ctx.output_frac(op) if op.name in ctx.amax else SOFTMAX_FRAC
     return fout, QParams(table=exp_table(ctx.frac[op.inputs[0]]))
