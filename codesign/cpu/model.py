@@ -22,6 +22,7 @@ from codesign.cpu.work import (
     DTYPES,
     PASS,
     SPATIAL_PACK,
+    TRANSPOSE,
     ConvShape,
     CpuWork,
     conv_work,
@@ -236,6 +237,13 @@ def best_conv_cost(shape: ConvShape, params: CpuParams, dtype: str = "float32") 
     for kind in shape.kinds():
         if params.rate(kind, dtype) is not None:
             costs.append(predict(conv_work(shape, dtype, kind), params))
+    if not costs and shape.transpose and params.rate(SPATIAL_PACK, dtype) is not None:
+        # No transposed-conv rate on this CPU (the shipped Cortex-A9 has none): TVM's arm_cpu
+        # transpose template is a direct conv over the dilated input, so its work (that input
+        # materialized, every tap counted) at the spatial-pack rate, said in the basis.
+        cost = predict(dataclasses.replace(conv_work(shape, dtype, TRANSPOSE), kind=SPATIAL_PACK), params)
+        return dataclasses.replace(cost, kind=TRANSPOSE,
+                                   basis=f"spatial_pack rate ({cost.basis}): no {TRANSPOSE}/{dtype} rate on {params.cpu}")
     if not costs:
         return predict(conv_work(shape, dtype), params)  # raises with the reason
     return min(costs, key=lambda c: c.seconds)
