@@ -49,6 +49,24 @@ def conv2d_sums(x: np.ndarray, w: np.ndarray, stride: Sequence[int], padding: Se
     return out
 
 
+def conv_transpose2d_sums(x: np.ndarray, w: np.ndarray, stride: Sequence[int], padding: Sequence[int],
+                          output_padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1)) -> np.ndarray:
+    """Transposed convolution sums in float64 (NCHW x IOHW, groups 1), as a stride-1 conv: the input
+    dilated by the stride (stride-1 zeros between pixels), padded by dilation·(k-1)-padding on each
+    side (+ output_padding bottom/right; a negative pad crops) and convolved with the kernel flipped
+    in space and transposed to OIHW. Exact integers for int8 operands, as `conv2d_sums`."""
+    n, c, h, wd = x.shape
+    (sh, sw), (ph, pw), (oh, ow), (dh, dw) = stride, padding, output_padding, dilation
+    _, _, kh, kw = w.shape
+    xd = np.zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1), np.float64)
+    xd[:, :, ::sh, ::sw] = x
+    pads = ((dh * (kh - 1) - ph, dh * (kh - 1) - ph + oh), (dw * (kw - 1) - pw, dw * (kw - 1) - pw + ow))
+    xd = np.pad(xd, ((0, 0), (0, 0)) + tuple((max(a, 0), max(b, 0)) for a, b in pads))
+    crop = tuple(slice(max(-a, 0), size - max(-b, 0)) for (a, b), size in zip(pads, xd.shape[2:]))
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    return conv2d_sums(xd[:, :, crop[0], crop[1]], flipped, (1, 1), (0, 0), (dh, dw), 1)
+
+
 def wrap32(v: np.ndarray) -> np.ndarray:
     """Exact integer float64/int64 values as int32 with two's-complement wrap-around (VTA's ACC)."""
     return np.rint(v).astype(np.int64).astype(np.int32)
@@ -85,5 +103,5 @@ def linear_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int
     return requant(acc, shift)
 
 
-__all__ = ["INT8", "out_size", "windows", "conv2d_sums", "wrap32", "requant", "round_shift", "clip8", "conv2d_int",
+__all__ = ["INT8", "out_size", "windows", "conv2d_sums", "conv_transpose2d_sums", "wrap32", "requant", "round_shift", "clip8", "conv2d_int",
            "linear_int"]

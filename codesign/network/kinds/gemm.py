@@ -18,47 +18,71 @@ from codesign.network.kinds.binary import build_channel_affine
 from codesign.network.quantized import INT32, MAX_SHIFT, QParams, quantize_array
 from codesign.workloads.layers import Dense
 
+FOLDS_BN = ("conv2d", "conv_transpose2d")  # kinds a batch norm after them folds into
 
-def _zeros_bias(weight: Any) -> Any:
+
+def zeros_bias(weight: Any) -> Any:
     if weight.device.type == "meta":
         return None
     return np.zeros(int(weight.shape[0]), np.float32)
 
 
 def build_conv(w: Walk, node: Any, op: str) -> None:
+    """conv2d; conv1d (a conv2d on (N, C, 1, L)) and transposed convs go to `kinds.conv`'s builders."""
+    from codesign.network.kinds.conv import build_conv1d, build_conv_transpose  # conv imports this module
+
     x = node.args[0]
     if op == "convolution":
         if arg(node, 6, "transposed", False):
-            raise w.unsupported(node, "transposed convolution (the integer reference has no conv_transpose2d yet)")
+            build_conv_transpose(w, node, op)
+            return
         stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
                                              arg(node, 5, "dilation"), arg(node, 8, "groups", 1))
     else:
         stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
                                              arg(node, 5, "dilation"), arg(node, 6, "groups", 1))
-    if op in ("conv1d", "conv3d") or len(shape_of(x)) != 4:
-        raise w.unsupported(node, f"{len(shape_of(x)) - 2}-D convolution (the IR's conv2d is 2-D)")
     if isinstance(padding, str):
         raise w.unsupported(node, f"padding={padding!r}: give explicit integer padding")
+    rank = len(shape_of(x))
+    if op == "conv1d" or (op == "convolution" and rank == 3):
+        build_conv1d(w, node, stride, padding, dilation, groups)
+        return
+    if op == "conv3d" or rank != 4:
+        raise w.unsupported(node, f"{rank - 2}-D convolution (the IR's convolutions are 1-D and 2-D)")
     weight, bias = w.param(node.args[1]), w.param(arg(node, 2, "bias"))
     wshape = tuple(int(d) for d in weight.shape)
     attrs = {"stride": ints(stride, default=1), "padding": ints(padding, default=0),
              "dilation": ints(dilation, default=1), "groups": int(groups or 1), "weight_shape": wshape}
-    w.add(node, "conv2d", (w.tensor(x, node),), attrs, weight, _zeros_bias(weight) if bias is None else bias)
+    w.add(node, "conv2d", (w.tensor(x, node),), attrs, weight, zeros_bias(weight) if bias is None else bias)
     w.weight_of[node.args[1].name] = node.name
 
 
 def build_linear(w: Walk, node: Any, op: str) -> None:
     weight, bias = w.param(node.args[1]), w.param(arg(node, 2, "bias"))
     w.add(node, "linear", (w.tensor(node.args[0], node),), {"weight_shape": tuple(int(d) for d in weight.shape)},
-          weight, _zeros_bias(weight) if bias is None else bias)
+          weight, zeros_bias(weight) if bias is None else bias)
     w.weight_of[node.args[1].name] = node.name
+
+
+def _folds_into(w: Walk, node: Any) -> tuple[Op | None, Op | None]:
+    """(the conv a batch norm at `node` folds into, the reshape between them or None): the conv
+    producing its input, or reached through one reshape that keeps N and C (conv1d's reshape back
+    to (N, C, L)), each consumed by the next alone."""
+    conv, view = w.producer(node.args[0]), None
+    if conv is not None and conv.kind == "flatten" and w.users.get(conv.name, 0) == 1:
+        src = w.ops[w.index[conv.inputs[0]]] if conv.inputs[0] in w.index else None
+        if src is not None and tuple(src.shape[:2]) == tuple(conv.shape[:2]):
+            conv, view = src, conv
+    if conv is None or conv.kind not in FOLDS_BN or w.users.get(conv.name, 0) != 1:
+        return None, None
+    return conv, view
 
 
 def build_batch_norm(w: Walk, node: Any, op: str) -> None:
     """Fold an inference batch norm into the conv that produces its input (and only feeds it);
     any other batch norm is a per-channel affine op (`kinds.binary.build_channel_affine`)."""
-    conv = w.producer(node.args[0])
-    if conv is None or conv.kind != "conv2d" or w.users.get(conv.name, 0) != 1:
+    conv, view = _folds_into(w, node)
+    if conv is None:
         build_channel_affine(w, node, op)
         return
     # batch_norm(input, weight, bias, mean, var, training, momentum, eps);
@@ -66,15 +90,28 @@ def build_batch_norm(w: Walk, node: Any, op: str) -> None:
     gamma, beta, mean, var = (w.param(node.args[i]) for i in range(1, 5))
     eps = float(arg(node, 7, "eps", 1e-5) if op == "batch_norm" else arg(node, 6, "eps", 1e-5))
     if conv.weight is not None:
-        c = conv.weight.shape[0]
+        c = conv.bias.shape[0]
         g = np.ones(c) if gamma is None else to_numpy(gamma).astype(np.float64)
         b = np.zeros(c) if beta is None else to_numpy(beta).astype(np.float64)
         scale = g / np.sqrt(to_numpy(var).astype(np.float64) + eps)
-        weight = (conv.weight.astype(np.float64) * scale[:, None, None, None]).astype(np.float32)
+        # output channels: axis 0 of a conv's OIHW weight, axis 1 of a transposed conv's IOHW
+        axes = (slice(None), None, None, None) if conv.kind == "conv2d" else (None, slice(None), None, None)
+        weight = (conv.weight.astype(np.float64) * scale[axes]).astype(np.float32)
         bias = ((conv.bias.astype(np.float64) - to_numpy(mean)) * scale + b).astype(np.float32)
         w.ops[w.index[conv.name]] = replace(conv, weight=weight, bias=bias)
-    w.alias[node.name] = conv.name
-    w.users[conv.name] = len(node.users)
+    out = view or conv
+    w.alias[node.name] = out.name
+    w.users[out.name] = len(node.users)
+
+
+def observed_frac(ctx: QuantContext, op: Op) -> int:
+    """`ctx.output_frac(op)`, looking through the reshapes that alone consume `op` when its own
+    output was not observed: a reshape keeps the range, and PT2E observed conv1d's output (or the
+    ReLU after it) where the IR has the conv2d's reshape back to (N, C, L)."""
+    users = ctx.net.consumers(op.name)
+    if op.name not in ctx.amax and len(users) == 1 and users[0].kind == "flatten":
+        return observed_frac(ctx, users[0])
+    return ctx.output_frac(op)
 
 
 def gemm_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
@@ -82,7 +119,7 @@ def gemm_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
     f_x + f_w - f_out kept in [0, 15] (f_out lowered to f_x + f_w, f_w lowered past 15)."""
     fx = ctx.frac[op.inputs[0]]
     fw = ctx.weight_frac(op)
-    fout = min(ctx.output_frac(op), fx + fw)
+    fout = min(observed_frac(ctx, op), fx + fw)
     fw = min(fw, fout + MAX_SHIFT - fx)
     shift = fx + fw - fout
     bias = np.rint(op.bias.astype(np.float64) * 2.0 ** (fx + fw)) + (1 << shift - 1 if shift else 0)
@@ -122,4 +159,4 @@ register(OpKind(
 # batch norm after a conv makes no op of its own: folded into the conv (its build edits that conv)
 register_builder(("batch_norm", "_native_batch_norm_legit_no_training"), build_batch_norm)
 
-__all__ = ["build_batch_norm", "conv_shape", "gemm_quant", "linear_dense"]
+__all__ = ["FOLDS_BN", "build_batch_norm", "conv_shape", "gemm_quant", "linear_dense", "observed_frac", "zeros_bias"]
