@@ -12,7 +12,8 @@ pass their input through and are reported per tensor (`walk(..., observers=...)`
 
 `load_model(spec)` takes the `--workload` forms: a zoo name (built with seeded random weights and
 seeded standard-normal example inputs: the zoo defines architectures, not trained weights),
-`path/to/file.py:factory` or a `.pt2`.
+`path/to/file.py:factory`, a `.pt2` or an `.onnx` (converted to a torch module by onnx2torch, example inputs
+seeded standard-normal of the graph's static input shapes: `codesign.workloads.onnx_import`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from codesign.errors import ConfigError
 from codesign.network.fx import Walk, fetch, shape_of
 from codesign.network.graph import Network
 from codesign.network.kinds import BUILDERS, REGISTRY
+from codesign.workloads.onnx_import import load_onnx
 from codesign.workloads.torch_import import load_exported, load_factory, zoo_key
 from codesign.workloads.zoo import ZOO
 
@@ -150,7 +152,8 @@ def import_network(module: Any, example_inputs: Any, name: str = "network") -> N
 
 
 def load_model(spec: str, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
-    """(module, example_inputs, name) of a zoo name (seeded random weights), `file.py:factory` or `.pt2`."""
+    """(module, example_inputs, name) of a zoo name (seeded random weights), `file.py:factory`, `.pt2` or
+    `.onnx` (seeded standard-normal inputs of its static input shapes)."""
     import torch  # heavy; only importing a network needs it
 
     text = str(spec).strip()
@@ -168,13 +171,15 @@ def load_model(spec: str, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
         example = getattr(ep, "example_inputs", None)
         args = example[0] if example else None
         return ep.module(), check_inputs(args, f"network file {text!r}"), text.rsplit("/", 1)[-1][:-4]
+    if text.lower().endswith(".onnx"):
+        return load_onnx(text, seed)
     if ".py:" in text or text.endswith(".py"):
         module, inputs, name = load_factory(text)
         if not hasattr(module, "eval"):
             raise ConfigError(f"network {spec!r}: expected a torch.nn.Module, got {type(module).__name__}")
         return as_eval(module), check_inputs(inputs, f"network {spec!r}"), name
     raise ConfigError(f"unknown network {spec!r}; allowed: a zoo name ({', '.join(ZOO)}), "
-                      "path/to/file.py:factory or a torch.export .pt2 file")
+                      "path/to/file.py:factory, a torch.export .pt2 file or an .onnx file")
 
 
 def macs_text(net: Network) -> str:

@@ -14,7 +14,8 @@ schedule spaces use (`Workload.partition`). Layers carry the example input's bat
 layers are merged with a count.
 
 `--workload` accepts a built-in zoo name, `path/to/file.py:factory` (a function returning
-`(module, example_inputs)`) or a `torch.export` `.pt2` file (`resolve_workload`).
+`(module, example_inputs)`), a `torch.export` `.pt2` file or an `.onnx` file (converted by
+onnx2torch: `codesign.workloads.onnx_import`) (`get_workload`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from codesign.errors import ConfigError
 from codesign.workloads import cache as workload_cache
 from codesign.workloads.layers import Conv2D, Conv2DTranspose, Dense, Layer
 from codesign.workloads.networks import CpuOp, Workload
+from codesign.workloads.onnx_import import load_onnx
 from codesign.workloads.zoo import ZOO
 
 TWO_ACTIVATIONS = "matmul of two activations: dense_packed.vta needs a weight operand"
@@ -330,6 +332,12 @@ def from_exported(path: str | Path, name: str | None = None) -> Workload:
     return _workload(ep.graph, params, name or p.stem, f"torch.export program {p.name}", max(1, int(batch)))
 
 
+def from_onnx(path: str | Path) -> Workload:
+    """The workload of an `.onnx` file (its static input shapes; `codesign.workloads.onnx_import`)."""
+    module, inputs, name = load_onnx(path)
+    return from_torch(module, inputs, name=name, description=f"ONNX model {Path(path).name}")
+
+
 def from_factory(spec: str) -> Workload:
     """The workload of `path/to/file.py:factory`, a function returning (module, example_inputs)."""
     module, inputs, name = load_factory(spec)
@@ -392,14 +400,16 @@ def zoo_key(text: str) -> str | None:
 
 
 def get_workload(spec: str) -> Workload:
-    """A workload from a built-in zoo name (case-insensitive), `path/file.py:factory` or a `.pt2`."""
+    """A workload from a built-in zoo name (case-insensitive), `path/file.py:factory`, a `.pt2` or an `.onnx`."""
     text = str(spec).strip()
     name = zoo_key(text)
     if name is not None:
         return zoo_workload(name)
     if text.endswith(".pt2"):
         return from_exported(text)
+    if text.lower().endswith(".onnx"):
+        return from_onnx(text)
     if ".py:" in text or text.endswith(".py"):
         return from_factory(text)
     raise ConfigError(f"unknown workload {spec!r}; allowed: a zoo name ({', '.join(ZOO)}), "
-                      "path/to/file.py:factory or a torch.export .pt2 file")
+                      "path/to/file.py:factory, a torch.export .pt2 file or an .onnx file")
