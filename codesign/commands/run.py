@@ -23,7 +23,7 @@ from codesign.tune.records import skipped_line
 
 DESCRIPTION = """\
 Run a quantized network end to end on one hardware config: import the model with its weights
-(zoo name with seeded random weights, path/to/file.py:factory, or a torch.export .pt2), quantize
+(zoo name with seeded random weights, path/to/file.py:factory, a torch.export .pt2 or an .onnx), quantize
 it int8 with power-of-two scales (torchao PT2E; calibrated on --calibration FILE.npy, else the
 example inputs), place every op on VTA or the board's CPU by cost (fused conv/dense epilogues,
 host layout transforms), execute the steps in order -- VTA steps on the functional simulator
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p = sub.add_parser("run", help=summary, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workload", default="resnet18",
-                   help="network: zoo name, path/to/file.py:factory or .pt2 (default: %(default)s)")
+                   help="network: zoo name, path/to/file.py:factory, .pt2 or .onnx (default: %(default)s)")
     p.add_argument("--hw", required=True, help="hardware config (name, alias or YAML)")
     p.add_argument("--calibration", metavar="FILE.npy", default=None,
                    help="calibration inputs (N, *input shape[1:]); the run uses their first image")

@@ -38,7 +38,7 @@ Every supported layer shows its roofline: the fastest any schedule could be (eve
 GEMM core, or the layer's minimum DRAM traffic through the shared port, plus the least host time).
 --exhaustive times every valid config with the timing model and reports the best one (knobs,
 AutoTVM index, predicted seconds) and the fraction of the roofline it reaches. --workload lists every unique layer of a workload (a zoo name
-from `codesign workloads`, file.py:factory or .pt2) at the batch the config needs (a multiple of BATCH).
+from `codesign workloads`, file.py:factory, .pt2 or .onnx) at the batch the config needs (a multiple of BATCH).
 
 Layer syntax: conv2d:N,C,H,W,O,KH,KW,stride,pad   or   dense:N,IN,OUT
 """
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--layer", metavar="SPEC", help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
     what.add_argument("--workload", metavar="NAME",
-                      help="zoo name (codesign workloads), path/to/file.py:factory or a .pt2")
+                      help="zoo name (codesign workloads), path/to/file.py:factory, a .pt2 or an .onnx")
     p.add_argument("--hw", metavar="CONFIG", default="pynq_1x16_i8w8a32_15_15_18_17",
                    help="hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON file "
                         "(default: %(default)s)")

@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("space", nargs="?", default=None, metavar="SPACE.yaml",
                    help=f"hardware search space (default: {DEFAULT_SPACE.relative_to(SPACES.parent.parent)})")
     p.add_argument("--workload", default=None,
-                   help="zoo name (codesign workloads), path/to/file.py:factory or a torch.export .pt2 "
+                   help="zoo name (codesign workloads), path/to/file.py:factory, a torch.export .pt2 or an .onnx "
                         f"(default: {DEFAULT_WORKLOAD})")
     p.add_argument("--out", default=None, metavar="DIR", help=f"experiment directory (default: {DEFAULT_OUT})")
     p.add_argument("--trials", type=int, default=None,

@@ -93,7 +93,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     what.add_argument("--layer", metavar="SPEC",
                       help="conv2d:N,C,H,W,O,KH,KW,stride,pad or dense:N,IN,OUT")
     what.add_argument("--workload", metavar="NAME",
-                      help="zoo name (codesign workloads), path/to/file.py:factory or a .pt2, e.g. resnet18")
+                      help="zoo name (codesign workloads), path/to/file.py:factory, a .pt2 or an .onnx, e.g. resnet18")
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
     p.add_argument("--tuner", default="auto", choices=TUNERS, help="search algorithm (default auto)")

@@ -30,6 +30,7 @@ examples:
   codesign workloads resnet50 --hw pynq_4x8 --json  # the same as JSON
   codesign workloads my_net.py:build --hw pynq_1x16 # your own torch module: build() -> (module, inputs)
   codesign workloads exported.pt2                   # a torch.export.save archive
+  codesign workloads model.onnx                     # an ONNX file (pip install 'vta-codesign[onnx]')
   codesign workloads resnet18 --graph               # every op of the whole network: kind, shape, inputs
   codesign workloads my_net.py:build --graph --quantize --calibration x.npy --labels y.npy
                                                     # int8 exponents/shifts, integer vs float agreement
@@ -39,7 +40,7 @@ examples:
                                                     # and VTA lowering (docs/op-kinds.md)
 
 NAME is a zoo name, path/to/file.py:factory (a function returning (module, example_inputs)) or a
-.pt2 file; the same forms work for `--workload` of tune, space and sweep. A layer is offloaded when
+.pt2 or .onnx file; the same forms work for `--workload` of tune, space and sweep. A layer is offloaded when
 its template has at least one valid schedule on the hardware (the rules of `codesign space`);
 the batch grows to a multiple of the config's BATCH (4 on pynq_4x8).
 
@@ -61,7 +62,7 @@ Totals: one request through the whole network (the padded batch when BATCH > 1).
 def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p = sub.add_parser("workloads", help=summary, description=summary.capitalize() + ".", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", nargs="?", metavar="NAME", help="zoo name, file.py:factory or .pt2 (default: list the zoo)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="zoo name, file.py:factory, .pt2 or .onnx (default: list the zoo)")
     p.add_argument("--hw", default="pynq_1x16", help="hardware config name or YAML (default: pynq_1x16)")
     p.add_argument("--graph", action="store_true", help="every op of the whole network (kind, shape, inputs, MACs)")
     p.add_argument("--quantize", action="store_true", help="with --graph: int8 quantization and integer-vs-float agreement")

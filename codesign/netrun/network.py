@@ -2,7 +2,7 @@
 execute every step in order, check every op against the integer reference.
 
 - model: `codesign.network.load_model` (zoo name with seeded random weights, `file.py:factory`,
-  `.pt2`), quantized with torchao PT2E (`codesign.network.quantize`) on `--calibration FILE.npy`
+  `.pt2`, `.onnx`), quantized with torchao PT2E (`codesign.network.quantize`) on `--calibration FILE.npy`
   or the example inputs;
 - plan: `codesign.place.plan_network` with `ScheduleChooser` (records of any family, tophub,
   best template schedule);
@@ -179,7 +179,7 @@ def prepare(module: Any, inputs: Sequence[Any], name: str, hw: HwConfig, *, cali
 
 
 def prepare_spec(spec: str, hw: HwConfig, *, calibration_file: str | Path | None = None, **kw: Any) -> Prepared:
-    """`prepare` of a `--workload` form (zoo name, file.py:factory, .pt2)."""
+    """`prepare` of a `--workload` form (zoo name, file.py:factory, .pt2, .onnx)."""
     module, inputs, name = load_model(spec)
     calibration = load_calibration(calibration_file, tuple(inputs[0].shape)) if calibration_file else None
     return prepare(module, inputs, name, hw, calibration=calibration, **kw)

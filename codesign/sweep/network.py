@@ -2,8 +2,8 @@
 from the `--workload` by the driver and kept in sweep.json, and a trial's result read from its
 network plan (`codesign.place.plan_network`: every op on VTA or the CPU, host passes included).
 
-A workload whose graph the network IR cannot represent (an op it has no kind for: transposed
-convs, attention, LSTM gates) keeps the layers-only sweep: `latency_ms` then counts the layers VTA
+A workload whose graph the network IR cannot represent (an op no kind of
+`codesign.network.kinds` reads) keeps the layers-only sweep: `latency_ms` then counts the layers VTA
 offloads, and the result says so (`scope`, `scope_note`)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from codesign.network.importer import as_eval, check_inputs, import_network
 from codesign.place import VTA, Plan
 from codesign.place.fusion import GEMM_KINDS
 from codesign.workloads.layers import Layer
+from codesign.workloads.onnx_import import load_onnx
 from codesign.workloads.torch_import import load_exported, load_factory, zoo_key
 from codesign.workloads.zoo import ZOO
 
@@ -38,6 +39,9 @@ def timing_network(spec: str) -> tuple[Network | None, str | None]:
             example = getattr(ep, "example_inputs", None)
             net = import_network(ep.module(), check_inputs(example[0] if example else None, text),
                                  text.rsplit("/", 1)[-1][:-4])
+        elif text.lower().endswith(".onnx"):
+            module, inputs, name = load_onnx(text)
+            net = import_network(module, inputs, name)
         else:
             module, inputs, name = load_factory(text)
             net = import_network(as_eval(module), check_inputs(inputs, text), name)
