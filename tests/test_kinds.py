@@ -77,3 +77,25 @@ def test_sqnr_and_agreement_say_what_they_cover():
     assert sqnr_db(ref, ref * 1.1) == pytest.approx(20.0)  # noise 1/10 of the signal's amplitude
     one_class = agreement(np.array([[0.0, 1.0], [0.1, 0.9]]), np.array([[0.0, 1.0], [0.2, 0.8]]))
     assert one_class["top1_agreement"] == 1.0 and one_class["distinct_classes"] == 1
+
+
+class Asym(nn.Module):
+    """Inception's 1x7 / 7x1 convs: padding on one axis only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(32, 32, (1, 7), padding=(0, 3))
+        self.b = nn.Conv2d(32, 32, (7, 1), padding=(3, 0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_one_axis_padding_becomes_a_pad_op_and_the_conv_goes_to_vta(run_net):
+    torch.manual_seed(0)
+    prep, _ = run_net(Asym(), torch.randn(1, 32, 17, 17, generator=torch.Generator().manual_seed(0)))
+    convs = [op for op in prep.network.ops if op.kind == "conv2d"]
+    assert [op.attrs["padding"] for op in convs] == [(0, 0), (0, 0)]
+    assert [prep.network.op(op.inputs[0]).kind for op in convs] == ["pad", "pad"]
+    assert all(prep.plan.step_of(op.name).placement == "vta" for op in convs), \
+        [prep.plan.step_of(op.name).reason for op in convs]

@@ -53,7 +53,15 @@ def build_conv(w: Walk, node: Any, op: str) -> None:
     wshape = tuple(int(d) for d in weight.shape)
     attrs = {"stride": ints(stride, default=1), "padding": ints(padding, default=0),
              "dilation": ints(dilation, default=1), "groups": int(groups or 1), "weight_shape": wshape}
-    w.add(node, "conv2d", (w.tensor(x, node),), attrs, weight, zeros_bias(weight) if bias is None else bias)
+    src = w.tensor(x, node)
+    (ph, pw), n, c, h, wd = attrs["padding"], *shape_of(x)
+    if ph != pw:
+        # VTA's conv takes one padding for both axes (Inception's 1x7 / 7x1 convs pad one axis):
+        # the zero border becomes a pad op (exact: zeros meet the weights either way), the conv none
+        w.add(node, "pad", (src,), {"pads": ((0, 0), (0, 0), (ph, ph), (pw, pw)), "mode": "constant", "value": 0.0},
+              shape=(n, c, h + 2 * ph, wd + 2 * pw), name=f"{node.name}_pad")
+        src, attrs["padding"] = f"{node.name}_pad", (0, 0)
+    w.add(node, "conv2d", (src,), attrs, weight, zeros_bias(weight) if bias is None else bias)
     w.weight_of[node.args[1].name] = node.name
 
 
