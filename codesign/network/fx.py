@@ -86,7 +86,18 @@ class Walk:
         self.items: dict[str, Callable[[Walk, Any, int], None]] = {}
 
     def tensor(self, node: Any, at: Any) -> str:
+        """The IR tensor of operand `node`; a module parameter (or a constant folded from them) used
+        as an activation becomes a `constant` op, once."""
         name = getattr(node, "name", None)
+        if name not in self.alias and name in self.params:
+            value = self.params[name]
+            shape = tuple(int(d) for d in getattr(value, "shape", ()))
+            if not hasattr(value, "shape"):
+                raise self.unsupported(at, f"an operand that is not a tensor ({node!r})")
+            op = Op(name, "constant", (), shape, {}, to_numpy(value), None, source(at))
+            self.index[name] = len(self.ops)
+            self.ops.append(op)
+            self.alias[name] = name
         if name not in self.alias:
             raise self.unsupported(at, f"an operand that is not a tensor of the graph ({node!r})")
         return self.alias[name]

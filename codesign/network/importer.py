@@ -39,7 +39,32 @@ def _kinds_text() -> str:
     return ", ".join(REGISTRY) + " (batch norm after a conv folds into it)"
 
 
+def _fold(w: Walk, node: Any) -> bool:
+    """Compute, once, with torch, a call whose tensor operands are all module parameters or
+    buffers (or constants folded before): its result becomes a constant of the walk, a parameter
+    to the builders. Swin's relative position bias (a table gathered by an index buffer), ViT's
+    class token expanded to the batch, masks built from constants: no op of the network."""
+    import torch  # heavy; the walk runs only when a network is imported
+
+    operands: list[Any] = []
+    torch.fx.node.map_arg((node.args, node.kwargs), operands.append)
+    if not all(w.is_param(a) for a in operands) or str(node.target) in IGNORED:
+        return False
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: w.params[a.name])
+    try:
+        with torch.no_grad():
+            value = node.target(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types
+        raise w.unsupported(node, f"computing it from its constant operands failed: {str(exc).splitlines()[0][:160]}") \
+            from None
+    if value is not None:
+        w.params[node.name] = value
+    return True
+
+
 def _call(w: Walk, node: Any) -> None:
+    if _fold(w, node):
+        return
     target = str(node.target)
     op = target.split(".")[1] if target.startswith("aten.") else target
     op = op[:-1] if op.endswith("_") and not op.startswith("_") else op  # in-place relu_, add_

@@ -87,6 +87,19 @@ def build_permute(w: Walk, node: Any, op: str) -> None:
     w.add(node, "permute", (w.tensor(node.args[0], node),), {"dims": dims})
 
 
+def build_roll(w: Walk, node: Any, op: str) -> None:
+    """torch.roll over named dims (Swin's shifted windows); a roll of the flattened tensor or of
+    the batch axis is refused."""
+    rank = len(shape_of(node.args[0]))
+    shifts, dims = ints(arg(node, 1, "shifts"), n=1), ints(arg(node, 2, "dims", ()), n=1)
+    if not dims or len(dims) != len(shifts):
+        raise w.unsupported(node, "a roll without one dim per shift (of the flattened tensor)")
+    dims = tuple(d % rank for d in dims)
+    if 0 in dims:
+        raise w.unsupported(node, f"a roll of the batch axis (dim 0); {BATCH}")
+    w.add(node, "roll", (w.tensor(node.args[0], node),), {"shifts": shifts, "dims": dims})
+
+
 # -- slices --------------------------------------------------------------------------------------
 def _slice_op(w: Walk, node: Any, src: Any, dim: int, start: int, stop: int, step: int = 1) -> None:
     """`node`'s output: axis `dim` of `src` at start:stop:step, in `node`'s shape (select and
@@ -335,6 +348,11 @@ def upsample(op: Op, x: np.ndarray) -> np.ndarray:
 
 
 # -- registry ------------------------------------------------------------------------------------
+register(OpKind(
+    "roll", "elements shifted cyclically by `shifts` along `dims` (torch.roll; not the batch axis)", ("roll",),
+    build_roll, int_ref=lambda op, p, xs, f: np.roll(xs[0], op.attrs["shifts"], op.attrs["dims"]),
+    float_ref=lambda op, xs: np.roll(xs[0], op.attrs["shifts"], op.attrs["dims"]), label="roll (a copy)"))
+
 register(OpKind(
     "permute", "axes reordered (permute, transpose, t, mT, movedim): output axis i is input axis dims[i]; "
     "dims[0] = 0 (the batch stays first)", PERMUTES, build_permute,

@@ -11,7 +11,7 @@ from codesign.network.fx import Walk, arg, shape_of
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import round_shift
 from codesign.network.kinds.base import OpKind, QuantContext, register
-from codesign.network.quantized import QParams
+from codesign.network.quantized import QParams, quantize_array
 
 RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze", "unflatten", "view_as", "reshape_as")
 
@@ -52,6 +52,26 @@ register(OpKind(
     "flatten", "reshape to `shape` (flatten, view, reshape): no arithmetic", RESHAPES, build_reshape,
     int_ref=lambda op, p, xs, f: reshape(op, xs[0]), float_ref=lambda op, xs: reshape(op, xs[0]),
     label="a reshape: no data moved", layout_free=pixels_only, moves_data=False))
+
+def constant_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
+    """Its own exponent from its values (max |w|), int8 once."""
+    f = ctx.weight_frac(op)
+    return f, QParams(weight=quantize_array(op.weight, f), weight_frac=f)
+
+
+def at_shape(op: Op, a: np.ndarray) -> np.ndarray:
+    """A constant at the op's shape: the same, or (a constant expanded to the calibration batch, or
+    of batch 1) its first row broadcast to another batch."""
+    if a.shape == tuple(op.shape) or a.shape[1:] != tuple(op.shape[1:]):
+        return a
+    return np.broadcast_to(a[:1], tuple(op.shape)).copy()
+
+
+register(OpKind(
+    "constant", "a module parameter or buffer used as an activation, or a value folded from them at import "
+    "(weight; int8 at its own exponent)", (), None,
+    int_ref=lambda op, p, xs, f: at_shape(op, p.weight), float_ref=lambda op, xs: at_shape(op, op.weight.astype(np.float64)),
+    label="a constant (prepared once)", quant=constant_quant, moves_data=False))
 
 register(OpKind(
     "concat", "concatenation along `dim`", ("cat",), build_cat,
