@@ -114,8 +114,9 @@ def test_torchs_converted_pt2e_model_uses_the_same_scales(trained):
     q, xte = trained["q"], trained["xte"]
     out_frac = q.frac[q.network.outputs[0]]
     assert 2.0 ** -out_frac in scales
-    with torch.no_grad():  # the prepared model runs at its exported batch (64)
-        torch_q = np.concatenate([qdq(torch.from_numpy(xte[i:i + 64])).numpy() for i in range(0, 384, 64)])
+    b = q.network.batch  # the prepared model runs at its exported batch: the example inputs'
+    with torch.no_grad():
+        torch_q = np.concatenate([qdq(torch.from_numpy(xte[i:i + b])).numpy() for i in range(0, 384, b)])
     ours = int_outputs(q, xte[:384])[0]
     assert np.max(np.abs(torch_q - ours)) <= 4 * 2.0 ** -out_frac
     assert agreement(torch_q, ours)["top1_agreement"] >= 0.98

@@ -18,6 +18,10 @@ from typing import Any
 
 import numpy as np
 
+# An op attr: the op moves or regroups the batch axis (a sequence-first attention, Swin's window
+# partition), so the network runs at the batch it was exported with (`Network.fixed_batch`).
+FIXED_BATCH = "fixed_batch"
+
 
 @dataclass(frozen=True, eq=False)
 class Op:
@@ -94,6 +98,17 @@ class Network:
     @property
     def macs(self) -> int:
         return sum(op.macs for op in self.ops)
+
+    @property
+    def batch(self) -> int:
+        """The batch the graph was exported with (its inputs' axis 0)."""
+        return max((shape[0] for _, shape in self.inputs if shape), default=1)
+
+    @property
+    def fixed_batch(self) -> bool:
+        """True when an op moves or regroups the batch axis: the network then runs only at `batch`
+        (the references evaluate other batches in chunks of it)."""
+        return any(op.attrs.get(FIXED_BATCH) for op in self.ops)
 
     @property
     def has_weights(self) -> bool:

@@ -33,6 +33,16 @@ OBSERVER_PREFIX = "activation_post_process"
 # Ops that compute nothing in inference; the walk passes their input through.
 IDENTITY_OPS = ("dropout", "clone", "contiguous", "alias", "detach", "identity", "lift_fresh_copy")
 IGNORED = ("_assert_tensor_metadata", "sym_size", "_assert_async")
+# Ops whose result depends on an operand's shape and dtype only (a mask built in forward): constants.
+SHAPE_ONLY = ("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like", "empty_like")
+
+
+def aten_name(node_or_target: Any) -> str:
+    """`relu` of aten.relu_.default (an fx node or its target): the op name without namespace,
+    overload or in-place mark."""
+    target = str(getattr(node_or_target, "target", node_or_target))
+    op = target.split(".")[1] if target.startswith("aten.") else target
+    return op[:-1] if op.endswith("_") and not op.startswith("_") else op
 
 
 def _kinds_text() -> str:
@@ -48,9 +58,14 @@ def _fold(w: Walk, node: Any) -> bool:
 
     operands: list[Any] = []
     torch.fx.node.map_arg((node.args, node.kwargs), operands.append)
-    if not all(w.is_param(a) for a in operands) or str(node.target) in IGNORED:
+    shape_only = aten_name(str(node.target)) in SHAPE_ONLY
+    if not (shape_only or all(w.is_param(a) for a in operands)) or aten_name(str(node.target)) in IGNORED:
         return False
-    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: w.params[a.name])
+
+    def value(a: Any) -> Any:  # an activation operand of a shape-only op: zeros of its shape (its values are unused)
+        return w.params[a.name] if w.is_param(a) else torch.zeros(shape_of(a), dtype=a.meta["val"].dtype)
+
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), value)
     try:
         with torch.no_grad():
             value = node.target(*args, **kwargs)
@@ -66,8 +81,7 @@ def _call(w: Walk, node: Any) -> None:
     if _fold(w, node):
         return
     target = str(node.target)
-    op = target.split(".")[1] if target.startswith("aten.") else target
-    op = op[:-1] if op.endswith("_") and not op.startswith("_") else op  # in-place relu_, add_
+    op = aten_name(target)  # in-place relu_, add_ read as relu, add
     if target == "<built-in function getitem>" or op == "getitem":
         src, i = node.args
         if src.name in w.items:  # an item of a multi-output op: its kind's builder makes it
@@ -211,4 +225,4 @@ def macs_text(net: Network) -> str:
     return f"{net.macs / 1e9:.3f} GMACs in {len(net.ops)} ops ({', '.join(f'{k} {n}' for k, n in net.counts().items())})"
 
 
-__all__ = ["as_eval", "walk", "import_network", "export_module", "load_model", "check_inputs", "macs_text"]
+__all__ = ["aten_name", "as_eval", "walk", "import_network", "export_module", "load_model", "check_inputs", "macs_text"]

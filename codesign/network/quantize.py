@@ -23,13 +23,12 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import ConfigError
-from codesign.network.importer import check_inputs, export_module, walk
+from codesign.network.importer import aten_name, check_inputs, export_module, walk
 from codesign.network.kinds import REGISTRY
 from codesign.network.qplan import plan
 from codesign.network.quantized import QuantizedNetwork, frac_bits
 
 RELU_OPS = ("relu",)
-MAX_BATCH = 64  # calibration batches through the prepared model
 
 
 @contextlib.contextmanager
@@ -54,13 +53,6 @@ def _torchao() -> Any:
     except ImportError as exc:
         raise ConfigError(f"quantization needs torchao (pip install 'torchao>=0.18'): {exc}") from None
     return observer, quantize_pt2e, quantizer
-
-
-def aten_name(node: Any) -> str:
-    """`relu` of aten.relu_.default: the op name without namespace, overload or in-place mark."""
-    target = str(node.target)
-    op = target.split(".")[1] if target.startswith("aten.") else target
-    return op[:-1] if op.endswith("_") and not op.startswith("_") else op
 
 
 def observed(node: Any) -> Any:
@@ -118,7 +110,7 @@ def vta_quantizer() -> Any:
 
 
 def calibration_batches(calibration: np.ndarray | None, example_inputs: tuple[Any, ...], what: str,
-                        size: int = MAX_BATCH) -> list[tuple]:
+                        size: int) -> list[tuple]:
     """Calibration inputs as batches of torch tensors (at most `size` samples each): the array
     (N, *example shape[1:]), or the example inputs themselves."""
     import torch  # heavy; only quantization needs it
@@ -164,15 +156,10 @@ def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndar
 
     what = f"network {name!r}"
     inputs = check_inputs(example_inputs, what)
-    batches = calibration_batches(calibration, inputs, what)
-    try:
-        gm = export_module(module, batches[0], what)
-    except ConfigError:
-        if len(batches[0][0]) == len(inputs[0]):
-            raise
-        # a module specialized to its example batch (a .pt2's shape guards): calibrate at that batch
-        batches = calibration_batches(calibration, inputs, what, size=len(inputs[0]))
-        gm = export_module(module, batches[0], what)
+    # Exported and calibrated at the example inputs' batch, so the integer network has the shapes
+    # it runs with (a network whose ops move the batch axis runs only at its exported batch).
+    batches = calibration_batches(calibration, inputs, what, size=len(inputs[0]))
+    gm = export_module(module, batches[0], what)
     _, pt2e, _ = _torchao()
     with _quiet():
         prepared = pt2e.prepare_pt2e(gm, vta_quantizer())

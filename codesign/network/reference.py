@@ -52,6 +52,25 @@ def _bind(net: Network, inputs: Any) -> list[np.ndarray]:
     return out
 
 
+def _chunks(net: Network, arrays: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """The inputs as one batch, or, for a network whose ops move the batch axis (`fixed_batch`),
+    as chunks of its exported batch (every tensor of the chunks is then concatenated on axis 0)."""
+    n = arrays[0].shape[0]
+    if not net.fixed_batch or n == net.batch:
+        return [arrays]
+    if n % net.batch:
+        raise ConfigError(f"network {net.name!r} runs at its exported batch {net.batch} (an op moves the batch "
+                          f"axis); got {n} samples, not a multiple of it")
+    return [[a[i:i + net.batch] for a in arrays] for i in range(0, n, net.batch)]
+
+
+def _evaluate(net: Network, arrays: list[np.ndarray], one: Any) -> dict[str, np.ndarray]:
+    envs = [one(chunk) for chunk in _chunks(net, arrays)]
+    if len(envs) == 1:
+        return envs[0]
+    return {k: np.concatenate([e[k] for e in envs], axis=0) for k in envs[0]}
+
+
 def int_op(qnet: QuantizedNetwork, op: Op, xs: list[np.ndarray]) -> np.ndarray:
     """One op of the integer network on int8 inputs `xs` (what a CPU step of a placed network runs)."""
     return _int_op(op, qnet.params.get(op.name, QParams()), xs, qnet.frac[op.name])
@@ -61,22 +80,31 @@ def run_int(qnet: QuantizedNetwork, inputs: Any, quantized: bool = False) -> dic
     """Every tensor of the integer network (int8) on `inputs` (float arrays, quantized here with
     the inputs' exponents; or int8 arrays when `quantized`)."""
     net = qnet.network
-    env: dict[str, np.ndarray] = {}
-    for arr, (name, _) in zip(_bind(net, inputs), net.inputs):
-        env[name] = arr.astype(np.int8) if quantized else quantize_array(arr, qnet.frac[name])
-    for op in net.ops:
-        env[op.name] = _int_op(op, qnet.params.get(op.name, QParams()), [env[t] for t in op.inputs], qnet.frac[op.name])
-    return env
+
+    def one(arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = {}
+        for arr, (name, _) in zip(arrays, net.inputs):
+            env[name] = arr.astype(np.int8) if quantized else quantize_array(arr, qnet.frac[name])
+        for op in net.ops:
+            env[op.name] = _int_op(op, qnet.params.get(op.name, QParams()), [env[t] for t in op.inputs],
+                                   qnet.frac[op.name])
+        return env
+
+    return _evaluate(net, _bind(net, inputs), one)
 
 
 def run_float(net: Network, inputs: Any) -> dict[str, np.ndarray]:
     """Every tensor of the float network (float64) on `inputs`."""
     if not net.has_weights:
         raise ConfigError(f"network {net.name!r} has no weights (built on the meta device)")
-    env = {name: arr.astype(np.float64) for arr, (name, _) in zip(_bind(net, inputs), net.inputs)}
-    for op in net.ops:
-        env[op.name] = _float_op(op, [env[t] for t in op.inputs])
-    return env
+
+    def one(arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        env = {name: arr.astype(np.float64) for arr, (name, _) in zip(arrays, net.inputs)}
+        for op in net.ops:
+            env[op.name] = _float_op(op, [env[t] for t in op.inputs])
+        return env
+
+    return _evaluate(net, _bind(net, inputs), one)
 
 
 def int_outputs(qnet: QuantizedNetwork, inputs: Any) -> list[np.ndarray]:

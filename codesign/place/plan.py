@@ -193,8 +193,10 @@ def _ms(s: float) -> str:
 
 
 # -- CPU costs ----------------------------------------------------------------------------------
-def _per_row(shape: tuple[int, ...]) -> int:
-    return math.prod(shape[1:])
+def _per_row(shape: tuple[int, ...], rows: int) -> float:
+    """Elements per request row: the IR's shapes are at its exported batch, `rows` requests (a
+    tensor whose axis 0 is not the batch, after a batch-moving permute, is counted whole)."""
+    return math.prod(shape) / rows
 
 
 class _Costs:
@@ -220,7 +222,7 @@ class _Costs:
             return None
         scale = rows / self.rows
         read = int(sum(elems[t] for t in op.inputs) * scale)
-        return layer_cost(kind.cpu(self.net, op, rows, read, int(_per_row(op.shape) * rows)), self.board, CPU_DTYPE)
+        return layer_cost(kind.cpu(self.net, op, rows, read, int(_per_row(op.shape, self.rows) * rows)), self.board, CPU_DTYPE)
 
     def op(self, op: Op, elems: Mapping[str, int], rows: int) -> float:
         cost = self.op_cost(op, elems, rows)
@@ -295,7 +297,7 @@ class _Planner:
     def elems(self, tensor: str, layout: str) -> int:
         if layout == PACKED:
             return self.packed_elems[tensor]
-        return _per_row(self.net.shape(tensor)) * self.rows
+        return math.prod(self.net.shape(tensor))
 
     def _scale(self) -> float:
         return self.batch / self.rows

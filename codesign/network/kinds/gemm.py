@@ -142,8 +142,10 @@ def conv_shape(net: Network, op: Op, rows: int) -> ConvShape:
 
 
 def linear_dense(net: Network, op: Op, rows: int) -> Dense:
-    x = net.shape(op.inputs[0])  # (N, ..., IN): every leading position is a row of the GEMM
-    return Dense(rows * math.prod(x[1:-1]), x[-1], int(op.attrs["weight_shape"][0]))
+    """The dense a linear op is for `rows` requests: every leading position of its input is a row
+    (N x T tokens; all of a sequence-first input's positions when an op moved the batch axis)."""
+    x = net.shape(op.inputs[0])
+    return Dense(max(1, round(math.prod(x[:-1]) * rows / net.batch)), x[-1], int(op.attrs["weight_shape"][0]))
 
 
 register(OpKind(

@@ -29,7 +29,7 @@ import numpy as np
 
 from codesign.cpu import tensor_pass
 from codesign.network.fx import Walk, arg, ints, shape_of
-from codesign.network.graph import Network, Op
+from codesign.network.graph import FIXED_BATCH, Network, Op
 from codesign.network.kernels import clip8, round_shift
 from codesign.network.kinds.base import OpKind, QuantContext, register, register_builder
 from codesign.network.kinds.shape import concat_quant
@@ -44,7 +44,9 @@ def _alias(w: Walk, node: Any) -> None:
 
 
 def _batched(x: np.ndarray, op: Op) -> tuple[int, ...]:
-    """The op's output shape at `x`'s own batch."""
+    """The op's output shape at `x`'s own batch (a batch-fixing op: exactly its shape)."""
+    if op.attrs.get(FIXED_BATCH):
+        return tuple(op.shape)
     return (x.shape[0],) + tuple(op.shape[1:])
 
 
@@ -79,12 +81,13 @@ def permutation(node: Any, op: str, rank: int) -> tuple[int, ...]:
 
 def build_permute(w: Walk, node: Any, op: str) -> None:
     dims = permutation(node, op, len(shape_of(node.args[0])))
-    if dims and dims[0] != 0:
-        raise w.unsupported(node, f"a permute {list(dims)} that moves the batch axis (dim 0); {BATCH}")
     if dims == tuple(sorted(dims)):
         _alias(w, node)
         return
-    w.add(node, "permute", (w.tensor(node.args[0], node),), {"dims": dims})
+    # a permute that moves the batch axis (nn.MultiheadAttention's sequence-first layout) fixes the
+    # network's batch: the IR is then evaluated at its exported batch (reference.run_int chunks)
+    attrs: dict[str, Any] = {"dims": dims, **({FIXED_BATCH: True} if dims and dims[0] != 0 else {})}
+    w.add(node, "permute", (w.tensor(node.args[0], node),), attrs)
 
 
 def build_roll(w: Walk, node: Any, op: str) -> None:
@@ -106,15 +109,13 @@ def _slice_op(w: Walk, node: Any, src: Any, dim: int, start: int, stop: int, ste
     unbind drop the axis: the reshape to the node's shape does it). A full slice is `src` itself."""
     size = shape_of(src)[dim]
     start, stop, step = slice(start, stop, step).indices(size)
-    if dim == 0:
-        if (start, stop, step) == (0, size, 1):
-            w.alias[node.name] = w.tensor(src, node)
-            return
-        raise w.unsupported(node, f"a slice of the batch axis (dim 0); {BATCH}")
     if (start, stop, step) == (0, size, 1) and shape_of(node) == shape_of(src):
         w.alias[node.name] = w.tensor(src, node)
         return
-    w.add(node, "slice", (w.tensor(src, node),), {"dim": dim, "start": start, "stop": stop, "step": step})
+    # a slice of axis 0 (q, k, v of a sequence-first attention's packed projection) fixes the batch
+    attrs: dict[str, Any] = {"dim": dim, "start": start, "stop": stop, "step": step,
+                             **({FIXED_BATCH: True} if dim == 0 else {})}
+    w.add(node, "slice", (w.tensor(src, node),), attrs)
 
 
 def build_slice(w: Walk, node: Any, op: str) -> None:
@@ -150,8 +151,6 @@ def build_split(w: Walk, node: Any, op: str) -> None:
     if not isinstance(vals, (list, tuple)):
         raise w.unsupported(node, "a multi-output op without shape information")
     sizes = [1] * len(vals) if op == "unbind" else [int(v.shape[dim]) for v in vals]
-    if dim == 0:
-        raise w.unsupported(node, f"a split of the batch axis (dim 0); {BATCH}")
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
 
     def item(w: Walk, getitem: Any, i: int) -> None:
@@ -354,8 +353,8 @@ register(OpKind(
     float_ref=lambda op, xs: np.roll(xs[0], op.attrs["shifts"], op.attrs["dims"]), label="roll (a copy)"))
 
 register(OpKind(
-    "permute", "axes reordered (permute, transpose, t, mT, movedim): output axis i is input axis dims[i]; "
-    "dims[0] = 0 (the batch stays first)", PERMUTES, build_permute,
+    "permute", "axes reordered (permute, transpose, t, mT, movedim): output axis i is input axis dims[i] "
+    "(dims[0] != 0 moves the batch axis: the network then runs at its exported batch)", PERMUTES, build_permute,
     int_ref=lambda op, p, xs, f: np.ascontiguousarray(np.transpose(xs[0], op.attrs["dims"])),
     float_ref=lambda op, xs: np.transpose(xs[0], op.attrs["dims"]),
     label="permute (a copy in the new axis order)"))

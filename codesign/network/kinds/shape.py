@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from codesign.network.fx import Walk, arg, shape_of
-from codesign.network.graph import Network, Op
+from codesign.network.graph import FIXED_BATCH, Network, Op
 from codesign.network.kernels import round_shift
 from codesign.network.kinds.base import OpKind, QuantContext, register
 from codesign.network.quantized import QParams, quantize_array
@@ -17,13 +16,16 @@ RESHAPES = ("flatten", "view", "reshape", "_unsafe_view", "squeeze", "unsqueeze"
 
 
 def build_reshape(w: Walk, node: Any, op: str) -> None:
-    """Any reshape that keeps axis 0 (the batch) and regroups the rest: with dim 0 equal, row-major
-    order keeps each sample's elements together, so the rest reshapes at any batch."""
+    """A reshape that keeps axis 0 (the batch) regroups the rest: row-major order keeps each
+    sample's elements together, so it reshapes at any batch. One that changes axis 0 (Swin's
+    window partition folds windows into it) fixes the network's batch (`FIXED_BATCH`)."""
     src, out = shape_of(node.args[0]), shape_of(node)
-    if not src or not out or src[0] != out[0]:
-        raise w.unsupported(node, f"a reshape {src} -> {out} that changes the batch axis (dim 0); the IR's "
-                            "tensors keep the batch on axis 0")
-    w.add(node, "flatten", (w.tensor(node.args[0], node),), {"shape": out})
+    if not src or not out:
+        raise w.unsupported(node, f"a reshape {src} -> {out} of or to a scalar")
+    attrs: dict[str, Any] = {"shape": out}
+    if src[0] != out[0]:
+        attrs[FIXED_BATCH] = True
+    w.add(node, "flatten", (w.tensor(node.args[0], node),), attrs)
 
 
 def build_cat(w: Walk, node: Any, op: str) -> None:
@@ -32,13 +34,16 @@ def build_cat(w: Walk, node: Any, op: str) -> None:
 
 
 def reshape(op: Op, x: np.ndarray) -> np.ndarray:
-    """`x` in the op's shape, at `x`'s own batch."""
+    """`x` in the op's shape, at `x`'s own batch (a batch-fixing reshape: exactly the op's shape)."""
+    if op.attrs.get(FIXED_BATCH):
+        return x.reshape(tuple(op.shape))
     return x.reshape((x.shape[0],) + tuple(op.shape[1:]))
 
 
 def pixels_only(net: Network, op: Op) -> bool:
     """A flatten of (N, C, 1, 1) keeps VTA's blocks: (N/b, C/bi, 1, 1, b, bi) is the dense layout."""
-    return math.prod(net.shape(op.inputs[0])[2:]) == 1
+    src = net.shape(op.inputs[0])
+    return len(src) == 4 and src[2:] == (1, 1) and tuple(op.shape) == tuple(src[:2])
 
 
 def concat_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
