@@ -114,7 +114,7 @@ def _vta_mac_share(plan: Any, net: Any) -> float | None:
     return on_vta / total
 
 
-def place(qnet: Any, name: str, example: np.ndarray, target: Target) -> Any:
+def place(qnet: Any, name: str, example: np.ndarray | tuple[np.ndarray, ...], target: Target) -> Any:
     """`codesign.netrun.network.prepare` after its quantization step: plan on `target`, refine each
     VTA step's schedule for its epilogue, check every op is placed once."""
     from codesign.errors import ConfigError
@@ -133,7 +133,7 @@ def place(qnet: Any, name: str, example: np.ndarray, target: Target) -> Any:
     return Prepared(name, qnet, plan, chooser, example, schedules)
 
 
-def on_target(qnet: Any, name: str, example: np.ndarray, target: Target, run: bool) -> tuple[dict[str, Any], Any]:
+def on_target(qnet: Any, name: str, example: np.ndarray | tuple[np.ndarray, ...], target: Target, run: bool) -> tuple[dict[str, Any], Any]:
     """One model on one config: placement (and the simulator run) -> (its row, the Execution or None)."""
     from codesign.netrun.network import execute, simulator_executor
 
@@ -160,7 +160,7 @@ def on_target(qnet: Any, name: str, example: np.ndarray, target: Target, run: bo
     return row, exe
 
 
-def lowest_sqnr(qnet: Any, example: np.ndarray, reference: dict[str, np.ndarray] | None) -> tuple[float, str]:
+def lowest_sqnr(qnet: Any, example: np.ndarray | tuple[np.ndarray, ...], reference: dict[str, np.ndarray] | None) -> tuple[float, str]:
     """`op_sqnr`'s lowest op; the integer reference of a run already made is reused (the same
     `run_int` on the same input), so only the float network runs again."""
     from codesign.network.quantized import dequantize
@@ -180,7 +180,6 @@ def measure(name: str, factory: Factory, targets: Sequence[Target] = tuple(TARGE
             run: bool = True) -> dict[str, Any]:
     """One model's row: build, import, quantize, then place (and run) on every target. Never raises
     for the model's sake: a failure ends the row with `stage`, `error` and `error_type`."""
-    from codesign.netrun.network import at_batch
     from codesign.network import import_network, quantize
 
     row: dict[str, Any] = {"model": name, "source": "zoo" if name.startswith(ZOO_PREFIX) else "torchvision"}
@@ -200,15 +199,14 @@ def measure(name: str, factory: Factory, targets: Sequence[Target] = tuple(TARGE
             return _failure(row, "import", exc)
         row.update(import_s=round(time.perf_counter() - t0, 2), ops=len(net.ops), gmacs=round(net.macs / 1e9, 3),
                    counts=net.counts())
-        if len(inputs) != 1:
-            return _failure(row, "quantize", ValueError(f"{len(inputs)} inputs: the runner runs networks of one input"))
         t0 = time.perf_counter()
         try:
-            qnet = at_batch(quantize(module, inputs, None, name), int(inputs[0].shape[0]))
+            qnet = quantize(module, inputs, None, name)  # exported at the example inputs' batch
         except Exception as exc:  # noqa: BLE001
             return _failure(row, "quantize", exc)
         row["quantize_s"] = round(time.perf_counter() - t0, 2)
-        example = np.asarray(inputs[0].detach().numpy(), np.float32)
+        arrays = tuple(np.asarray(t.detach().numpy(), np.float32) for t in inputs)
+        example = arrays if len(arrays) > 1 else arrays[0]  # an LSTM cell takes x, h, c
         reference = None
         row["targets"] = {}
         for target in targets:
