@@ -323,3 +323,22 @@ def run_net():
         return prep, exe
 
     return run
+
+
+@pytest.fixture(scope="session")
+def seeded_bn():
+    """seeded_bn(channels, seed) -> a BatchNorm2d with non-trivial running statistics and affine
+    parameters (folded into the conv before it, or a channel_affine op where none is)."""
+    import torch
+    from torch import nn
+
+    def make(c: int, seed: int) -> nn.BatchNorm2d:
+        m = nn.BatchNorm2d(c)
+        g = torch.Generator().manual_seed(seed)
+        m.running_mean.uniform_(-0.5, 0.5, generator=g)
+        m.running_var.uniform_(0.5, 2.0, generator=g)
+        m.weight.data.uniform_(0.5, 1.5, generator=g)
+        m.bias.data.uniform_(-0.2, 0.2, generator=g)
+        return m
+
+    return make

@@ -42,27 +42,17 @@ def expect_binary(exe, q, op) -> np.ndarray:
     return half_up((a * 2.0 ** -fa + sign * b * 2.0 ** -fb) * 2.0 ** fout)
 
 
-def bn(c: int, seed: int) -> nn.BatchNorm2d:
-    m = nn.BatchNorm2d(c)
-    g = torch.Generator().manual_seed(seed)
-    m.running_mean.uniform_(-0.5, 0.5, generator=g)
-    m.running_var.uniform_(0.5, 2.0, generator=g)
-    m.weight.data.uniform_(0.5, 1.5, generator=g)
-    m.bias.data.uniform_(-0.2, 0.2, generator=g)
-    return m
-
-
 class DenseBlock(nn.Module):
     """DenseNet: two pre-activation dense layers (BN -> ReLU -> 1x1 conv -> BN -> ReLU -> 3x3 conv,
     concatenated to the input), then the final norm on the concatenation."""
 
-    def __init__(self, c: int = 16, growth: int = 16) -> None:
+    def __init__(self, seeded_bn, c: int = 16, growth: int = 16) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            nn.Sequential(bn(c + i * growth, 10 * i), nn.ReLU(), nn.Conv2d(c + i * growth, 16, 1, bias=False),
-                          bn(16, 10 * i + 1), nn.ReLU(), nn.Conv2d(16, growth, 3, padding=1, bias=False))
+            nn.Sequential(seeded_bn(c + i * growth, 10 * i), nn.ReLU(), nn.Conv2d(c + i * growth, 16, 1, bias=False),
+                          seeded_bn(16, 10 * i + 1), nn.ReLU(), nn.Conv2d(16, growth, 3, padding=1, bias=False))
             for i in range(2))
-        self.norm = bn(c + 2 * growth, 99)
+        self.norm = seeded_bn(c + 2 * growth, 99)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -70,9 +60,9 @@ class DenseBlock(nn.Module):
         return self.norm(x)
 
 
-def test_densenet_preactivation_batch_norm_is_a_channel_affine(run_net):
+def test_densenet_preactivation_batch_norm_is_a_channel_affine(run_net, seeded_bn):
     torch.manual_seed(0)
-    module = DenseBlock()
+    module = DenseBlock(seeded_bn)
     x = torch.randn(2, 16, 8, 8)
     prep, exe = run_net(module, (x,))
     net, q = prep.network, prep.qnet

@@ -62,29 +62,20 @@ def test_every_table_is_the_nearest_int8_of_the_function(run_net):
         np.testing.assert_array_equal(exe.env[op.name], table[q.astype(np.int16) + 128])
 
 
-def bn(c: int) -> nn.BatchNorm2d:
-    """A batch norm with non-trivial running statistics (folded into the conv before it)."""
-    m = nn.BatchNorm2d(c)
-    g = torch.Generator().manual_seed(c)
-    m.running_mean.uniform_(-0.5, 0.5, generator=g)
-    m.running_var.uniform_(0.5, 2.0, generator=g)
-    m.weight.data.uniform_(0.5, 1.5, generator=g)
-    m.bias.data.uniform_(-0.2, 0.2, generator=g)
-    return m
+class SEBlock(nn.Module):
+    """A 3x3 stem (conv, BN, act) and an inverted residual: 1x1 expand + act, 3x3 depthwise + act,
+    squeeze-excite (its own act, a `gate` activation), 1x1 project, residual. EfficientNet's MBConv
+    with SiLU and a sigmoid gate; MobileNetV3's bneck with hardswish, ReLU and a hardsigmoid gate."""
 
-
-class MBConv(nn.Module):
-    """EfficientNet's 3x3 stem (conv, BN, SiLU) and an MBConv: 1x1 expand, 3x3 depthwise,
-    squeeze-excite (SiLU, sigmoid gate), 1x1 project, residual."""
-
-    def __init__(self, c: int = 16, squeeze: int = 4) -> None:
+    def __init__(self, bn, act: type[nn.Module], se_act: type[nn.Module], gate: type[nn.Module], c: int = 16,
+                 squeeze: int = 4) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), bn(c), nn.SiLU())
-        self.expand = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c), nn.SiLU())
-        self.dw = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False), bn(c), nn.SiLU())
-        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, squeeze, 1), nn.SiLU(),
-                                nn.Conv2d(squeeze, c, 1), nn.Sigmoid())
-        self.project = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c))
+        self.stem = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), bn(c, c), act())
+        self.expand = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c, c), act())
+        self.dw = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False), bn(c, c), act())
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, squeeze, 1), se_act(),
+                                nn.Conv2d(squeeze, c, 1), gate())
+        self.project = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c, c))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)
@@ -106,9 +97,9 @@ def _se_gate_mul(prep, exe, gate_kind: str) -> None:
     np.testing.assert_array_equal(exe.env[mul.name], want)
 
 
-def test_mbconv_squeeze_excite_silu(run_net):
+def test_mbconv_squeeze_excite_silu(run_net, seeded_bn):
     torch.manual_seed(0)
-    prep, exe = run_net(MBConv(), (torch.randn(2, 16, 8, 8),))
+    prep, exe = run_net(SEBlock(seeded_bn, nn.SiLU, nn.SiLU, nn.Sigmoid), (torch.randn(2, 16, 8, 8),))
     counts = prep.network.counts()
     assert counts["silu"] == 4 and counts["sigmoid"] == 1 and counts["binary"] == 1 and counts["add"] == 1
     assert "channel_affine" not in counts  # every batch norm follows its conv: folded
@@ -124,28 +115,10 @@ def _stem_on_vta(prep, act: str) -> None:
     assert step.placement == "cpu" and "int8 table" in step.reason and "over the vta layout" in step.reason
 
 
-class MobileNetV3Block(nn.Module):
-    """MobileNetV3's 3x3 stem (conv, BN, hardswish) and a bneck: 1x1 expand + hardswish, 3x3
-    depthwise + hardswish, SE with a hardsigmoid gate, 1x1 project, residual."""
-
-    def __init__(self, c: int = 16, squeeze: int = 8) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), bn(c), nn.Hardswish())
-        self.expand = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c), nn.Hardswish())
-        self.dw = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False), bn(c), nn.Hardswish())
-        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, squeeze, 1), nn.ReLU(),
-                                nn.Conv2d(squeeze, c, 1), nn.Hardsigmoid())
-        self.project = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), bn(c))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
-        y = self.dw(self.expand(x))
-        return x + self.project(y * self.se(y))
-
-
-def test_mobilenetv3_block_hardswish_hardsigmoid(run_net):
+def test_mobilenetv3_block_hardswish_hardsigmoid(run_net, seeded_bn):
     torch.manual_seed(1)
-    prep, exe = run_net(MobileNetV3Block(), (torch.randn(2, 16, 8, 8),))
+    prep, exe = run_net(SEBlock(seeded_bn, nn.Hardswish, nn.ReLU, nn.Hardsigmoid, squeeze=8),
+                        (torch.randn(2, 16, 8, 8),))
     counts = prep.network.counts()
     assert counts["hardswish"] == 3 and counts["hardsigmoid"] == 1 and counts["binary"] == 1
     _se_gate_mul(prep, exe, "hardsigmoid")
