@@ -8,11 +8,13 @@ import math
 from collections import Counter
 
 from codesign.network.graph import Network, Op
-from codesign.workloads.layers import Conv2D, Dense, Layer
+from codesign.workloads.layers import Conv2D, Conv2DTranspose, Dense, Layer
 
 
 def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
-    """(layer, None) for a conv2d or linear op at the IR's batch, else (None, why it has none)."""
+    """(layer, None) for a conv2d, conv_transpose2d or linear op at the IR's batch, else (None, why it
+    has none). A transposed conv's layer is `Conv2DTranspose`; VTA runs it through the host rewrite
+    `zero_insert` (codesign.place.transforms) as a stride-1 conv."""
     if op.kind == "conv2d":
         n, c, h, w = net.shape(op.inputs[0])
         o, _, kh, kw = op.attrs["weight_shape"]
@@ -21,6 +23,14 @@ def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
             return None, (f"non-square stride {sh}x{sw} / padding {ph}x{pw} / dilation {dh}x{dw}: "
                           "the VTA conv templates take one value for both axes")
         return Conv2D(n, c, h, w, o, kh, kw, sh, ph, dh, int(op.attrs["groups"])), None
+    if op.kind == "conv_transpose2d":
+        n, c, h, w = net.shape(op.inputs[0])
+        _, o, kh, kw = op.attrs["weight_shape"]
+        (sh, sw), (ph, pw), (qh, qw) = op.attrs["stride"], op.attrs["padding"], op.attrs["output_padding"]
+        if sh != sw or ph != pw or qh != qw:
+            return None, (f"non-square stride {sh}x{sw} / padding {ph}x{pw} / output_padding {qh}x{qw}: "
+                          "the transposed conv layer takes one value for both axes")
+        return Conv2DTranspose(n, c, h, w, o, kh, kw, sh, ph, qh), None
     if op.kind == "linear":
         x = net.shape(op.inputs[0])
         return Dense(math.prod(x[:-1]) if len(x) > 1 else 1, x[-1], int(op.attrs["weight_shape"][0])), None
@@ -28,5 +38,5 @@ def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
 
 
 def gemm_layers(net: Network) -> dict[Layer, int]:
-    """Every conv2d/linear op's layer with its multiplicity, in first-seen order."""
+    """Every conv2d/conv_transpose2d/linear op's layer with its multiplicity, in first-seen order."""
     return dict(Counter(layer for layer, _ in (layer_of(net, op) for op in net.ops) if layer is not None))

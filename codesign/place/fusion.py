@@ -1,6 +1,6 @@
 """Fusion groups: which ops of a network one VTA GEMM call can compute.
 
-A conv2d / linear takes with it (its bias always):
+A GEMM op (a kind with `vta=GEMM`: conv2d, conv_transpose2d, linear) takes with it (its bias always):
 - a ReLU or a clamp (relu6, hardtanh) that alone consumes it: the epilogue's last MIN/MAX with
   the clamp's bounds (MAX 0 for a ReLU);
 - else a residual `add` that alone consumes it, when the add's other input is ready before the
@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codesign.network.graph import Network, Op
+from codesign.network.kinds import REGISTRY
+from codesign.network.kinds.base import GEMM
 
-GEMM_KINDS = ("conv2d", "linear")
+GEMM_KINDS = tuple(k.name for k in REGISTRY.values() if k.vta == GEMM)
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
         elif gemms:
             why[op.name] = f"not fused: {gemms[0].name}'s output has other consumers"
         else:
-            why[op.name] = "not fused: its input is not a conv2d/linear output"
+            why[op.name] = "not fused: its input is not a conv/dense output"
     return out, why
 
 

@@ -45,7 +45,7 @@ from codesign.place.fusion import GEMM_KINDS, Group, groups
 from codesign.place.transforms import Rewrite, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
-from codesign.workloads.layers import Conv2D, Dense, Layer
+from codesign.workloads.layers import Layer
 
 VTA, CPU = "vta", "cpu"
 HOST, PACKED, FLOAT = "host", "vta", "float"
@@ -252,9 +252,7 @@ def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
 
 
 def _batched(layer: Layer, batch: int) -> Layer:
-    if isinstance(layer, Dense):
-        return Dense(batch, layer.in_features, layer.out_features)
-    return Conv2D(**{**layer._asdict(), "batch": batch})
+    return layer.with_batch(batch)
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,15 @@ import numpy as np
 
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
-from codesign.workloads.layers import Conv2D, Dense, Layer
+from codesign.workloads.layers import MAX_PAD, Conv2D, Conv2DTranspose, Dense, Layer
 
 PAD = "pad"
 SPACE_TO_DEPTH = "space_to_depth"
 IM2COL = "im2col"
 BLOCK_DIAGONAL = "block_diagonal"
 TOKENS = "tokens_as_pixels"
-TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL, BLOCK_DIAGONAL, TOKENS)
+ZERO_INSERT = "zero_insert"
+TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL, BLOCK_DIAGONAL, TOKENS, ZERO_INSERT)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -199,6 +200,51 @@ def block_diagonal_weight(w: np.ndarray, gp: GroupPack) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class ZeroInsert:
+    """A transposed conv as a stride-1 conv: the input dilated by `stride`, then bordered by
+    (`top`, `bottom`) rows and (`left`, `right`) columns on the host (negative: cropped) and by
+    `pad` more on every side by VTA's LOAD."""
+
+    stride: int
+    top: int
+    bottom: int
+    left: int
+    right: int
+    pad: int
+
+    @classmethod
+    def of(cls, t: Conv2DTranspose) -> ZeroInsert:
+        p, q = t.padding, t.output_padding
+        before_h, before_w = t.kernel_h - 1 - p, t.kernel_w - 1 - p  # the conv's border; +q after
+        # VTA pads all four sides alike, at most MAX_PAD: it takes the smallest border, the host the rest
+        pad = max(0, min(before_h, before_w, MAX_PAD))
+        return cls(t.stride, before_h - pad, before_h + q - pad, before_w - pad, before_w + q - pad, pad)
+
+    def layer(self, t: Conv2DTranspose, batch: int, in_channels: int, out_channels: int) -> Conv2D:
+        s = self.stride
+        h, w = (t.height - 1) * s + 1 + self.top + self.bottom, (t.width - 1) * s + 1 + self.left + self.right
+        return Conv2D(batch, in_channels, h, w, out_channels, t.kernel_h, t.kernel_w, 1, self.pad)
+
+
+def zero_insert_input(x: np.ndarray, zi: ZeroInsert) -> np.ndarray:
+    """NCHW → the dilated input with the host's share of the border (VTA's LOAD pads the rest)."""
+    n, c, h, w = x.shape
+    s = zi.stride
+    pads = ((zi.top, zi.bottom), (zi.left, zi.right))
+    out = np.zeros((n, c, (h - 1) * s + 1 + sum(max(a, 0) for a in pads[0]),
+                    (w - 1) * s + 1 + sum(max(a, 0) for a in pads[1])), dtype=x.dtype)
+    out[:, :, max(zi.top, 0):max(zi.top, 0) + (h - 1) * s + 1:s, max(zi.left, 0):max(zi.left, 0) + (w - 1) * s + 1:s] = x
+    # a negative border crops (padding > kernel - 1)
+    return np.ascontiguousarray(out[:, :, max(-zi.top, 0):out.shape[2] - max(-zi.bottom, 0),
+                                    max(-zi.left, 0):out.shape[3] - max(-zi.right, 0)])
+
+
+def zero_insert_weight(w: np.ndarray) -> np.ndarray:
+    """IOHW → OIHW flipped in space: the stride-1 conv's kernel."""
+    return np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """How an op's VTA layer relates to the op: `kind` one of TRANSFORMS (or None: as it stands),
     the op's own layer `original` and the VTA `layer` it runs as."""
@@ -213,7 +259,7 @@ class Rewrite:
         """The VTA input is not the op's input packed as usual (channels zero-padded to BLOCK_IN)
         but built by a host pass: space-to-depth, im2col, or a block-diagonal pack whose zero
         groups pad the channels past the next BLOCK_IN multiple (`wide_input`)."""
-        return self.kind in (SPACE_TO_DEPTH, IM2COL, TOKENS) or self.wide_input
+        return self.kind in (SPACE_TO_DEPTH, IM2COL, TOKENS, ZERO_INSERT) or self.wide_input
 
     def host_elems(self) -> tuple[int, int]:
         """(int8 elements the host reads, int8 elements it writes) to build the VTA input."""
@@ -245,6 +291,11 @@ class Rewrite:
             form = "dense conv" if v.groups == 1 else f"{v.groups} groups"
             return (f"block-diagonal weights: {gp.groups} groups of {gp.cg}->{gp.og} channels packed {gp.pack} "
                     f"per group -> {form} of {gp.pack * gp.cg}->{gp.pack * gp.og} channels ({v.spec}, MACs x{gp.pack})")
+        if self.kind == ZERO_INSERT:
+            zi = ZeroInsert.of(o)
+            return (f"zero insertion: {o.in_channels}x{o.height}x{o.width} ⊛ᵀ {o.kernel_h}x{o.kernel_w}/{o.stride} "
+                    f"pad {o.padding}{f' out-pad {o.output_padding}' if o.output_padding else ''} -> dilated "
+                    f"{v.height}x{v.width} ⊛ flipped {o.kernel_h}x{o.kernel_w}/1 pad {zi.pad} ({v.spec})")
         return f"zero padding {o.spec} -> {v.spec}"
 
     # -- what the runner applies ------------------------------------------------------------
@@ -258,6 +309,8 @@ class Rewrite:
         elif self.kind == IM2COL:
             g = ConvGeometry.of(self.original)
             x, w = im2col_input(x, g), im2col_weight(w)
+        elif self.kind == ZERO_INSERT:  # the weight comes IOHW, as the transposed conv's
+            x, w = zero_insert_input(x, ZeroInsert.of(self.original)), zero_insert_weight(w)
         elif self.kind == BLOCK_DIAGONAL:  # the channels stay in place: only the weight changes
             w = block_diagonal_weight(w, GroupPack.from_layers(self.original, v))
         elif self.kind == TOKENS:
@@ -336,9 +389,14 @@ def _block_diagonal(layer: Conv2D, hw: HwConfig) -> Rewrite | None:
 
 def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
     """The VTA forms of `layer` worth costing: as is (padded to BATCH / BLOCK multiples when it is
-    not one already); for a conv whose input channels are not a BLOCK_IN multiple (a stem),
+    not one already); a transposed conv as the stride-1 conv over its zero-inserted input only;
+    for a conv whose input channels are not a BLOCK_IN multiple (a stem),
     space-to-depth (stride > 1) and im2col; for a grouped conv whose channels per group are not
     BLOCK multiples (depthwise, ResNeXt's 4-channel groups), the block-diagonal pack."""
+    if isinstance(layer, Conv2DTranspose):  # only as a stride-1 conv: the runner has no transpose path
+        v = ZeroInsert.of(layer).layer(layer, round_up(layer.batch, hw.batch), round_up(layer.in_channels, hw.block_in),
+                                       round_up(layer.out_channels, hw.block_out))
+        return [Rewrite(ZERO_INSERT, layer, v)]
     out: list[Rewrite] = []
     padded = _padded(layer, hw)
     out.append(Rewrite(None if padded == layer else PAD, layer, padded))
@@ -361,5 +419,7 @@ def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
     return out
 
 
-__all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "BLOCK_DIAGONAL", "TOKENS", "TRANSFORMS", "tokens_to_pixels", "GroupPack", "block_diagonal_weight", "ConvGeometry", "S2DGeometry", "Rewrite", "rewrites",
+__all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "BLOCK_DIAGONAL", "TOKENS", "ZERO_INSERT", "TRANSFORMS", "ZeroInsert",
+           "tokens_to_pixels", "zero_insert_input", "zero_insert_weight", "GroupPack", "block_diagonal_weight", "ConvGeometry",
+           "S2DGeometry", "Rewrite", "rewrites",
            "space_to_depth_input", "space_to_depth_weight", "im2col_input", "im2col_weight", "pad_axis", "round_up"]

@@ -12,8 +12,10 @@ int32 sums; the VTA/CPU MACs grow by that factor). When d does not divide p the 
 (0, p): exact, CPU only. BatchNorm1d after it folds into the conv2d through the reshape
 (`gemm.build_batch_norm`).
 
-conv_transpose2d (and conv_transpose1d, on (N, C, 1, L) likewise) is CPU only: VTA's
-`Conv2DTranspose` layer has a schedule space but no fused epilogue path in the network runner.
+conv_transpose2d (and conv_transpose1d, on (N, C, 1, L) likewise) is a VTA GEMM through the host
+rewrite `zero_insert` (codesign.place.transforms): the stride-1 conv of the flipped OIHW kernel over
+the input dilated by the stride, bias and ReLU fused like a conv's. Only square stride / padding /
+output_padding have a layer (`network.layers.layer_of`); a 1-D one (stride (1, s)) stays on the CPU.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from codesign.cpu import ConvShape
 from codesign.network.fx import Walk, arg, ints, shape_of, to_numpy
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import conv_transpose2d_sums, requant, wrap32
-from codesign.network.kinds.base import OpKind, register
+from codesign.network.kinds.base import GEMM, OpKind, register
 from codesign.network.kinds.gemm import gemm_quant, zeros_bias
 from codesign.network.quantized import QParams
 
@@ -151,6 +153,6 @@ register(OpKind(
     float_ref=lambda op, xs: transpose_sums(op, xs[0], op.weight.astype(np.float64))
     + op.bias.astype(np.float64)[None, :, None, None],
     label="transposed convolution", quant=gemm_quant, observe=True, weight_arg=1,
-    cpu=lambda net, op, rows, read, write: transpose_shape(net, op, rows)))
+    cpu=lambda net, op, rows, read, write: transpose_shape(net, op, rows), vta=GEMM))
 
 __all__ = ["build_conv1d", "build_conv_transpose", "transpose_int", "transpose_shape"]
