@@ -23,7 +23,10 @@ symmetric padding of at most 15 (docs/vta.md §7.1, §7.4.3). A network's stem (
   conv whose pixels are the rows (BATCH images of ceil(rows / BATCH) x 1 pixels): the conv
   templates keep a weight tile resident across pixels, where the dense template reloads it per
   row block (ViT-B's 197x768 -> 2304 projection: 11.4 vs 34.6 ms on Ultra96's 1x16).
-All five compute the same int32 sums as the original conv, so bias, shift, residual and ReLU
+- `zero_insert`: a transposed conv is the stride-1 conv of its flipped, in/out-swapped kernel over
+  the input dilated by the stride (zeros between pixels) and bordered by k-1-p (+ output_padding
+  after); VTA's symmetric LOAD pad takes what it can of the border, the host the rest. MACs x s².
+All six compute the same int32 sums as the original op, so bias, shift, residual and ReLU
 after them are unchanged (tests/test_place_rewrite.py and tests/test_place_groups.py check it on
 random int8 data).
 
