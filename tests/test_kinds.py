@@ -99,3 +99,10 @@ def test_one_axis_padding_becomes_a_pad_op_and_the_conv_goes_to_vta(run_net):
     assert [prep.network.op(op.inputs[0]).kind for op in convs] == ["pad", "pad"]
     assert all(prep.plan.step_of(op.name).placement == "vta" for op in convs), \
         [prep.plan.step_of(op.name).reason for op in convs]
+
+
+def test_docs_list_every_kind():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "op-kinds.md").read_text()
+    assert [name for name in REGISTRY if f"| `{name}` |" not in doc] == []
