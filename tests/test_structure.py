@@ -12,8 +12,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 # Third-party libraries that may be imported inside functions: each is heavy to import and needed
 # only by some commands (torch: RL tuners, network import; torchao: quantization; xgboost: xgb tuner; ray/optuna: the sweep; matplotlib:
-# plots; scipy: the calibration fit; tvm/pynq: the board flow).
-HEAVY = {"torch", "torchao", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq"}
+# plots; scipy: the calibration fit; tvm/pynq: the board flow; onnx/onnx2torch/torchvision: the optional
+# `onnx` extra, only for .onnx workloads).
+HEAVY = {"torch", "torchao", "xgboost", "ray", "optuna", "matplotlib", "scipy", "tvm", "tvm_ffi", "pynq", "onnx",
+         "onnx2torch", "torchvision"}
 # (module, imported module): codesign imports allowed inside a function, with the reason.
 ALLOWED_CODESIGN = {
     ("codesign", "codesign.evaluate.run"),  # `codesign.run_layer`: the package root must not load numba

@@ -111,16 +111,33 @@ def test_graph_round_trips_through_sweep_json(resnet18):
     assert plan_network(back, hw, BOARD, chooser(hw)).latency_s == plan_network(resnet18, hw, BOARD, chooser(hw)).latency_s
 
 
-def test_network_the_ir_cannot_represent_keeps_the_layers_costing():
+SOFTPLUS = """\
+import torch
+from torch import nn
+
+def net():
+    return nn.Sequential(nn.Conv2d(16, 16, 3), nn.Softplus(), nn.Flatten(), nn.Linear(16 * 6 * 6, 10)), \\
+        (torch.zeros(1, 16, 8, 8),)
+"""
+
+
+def test_network_the_ir_cannot_represent_keeps_the_layers_costing(tmp_path):
     from codesign.sweep.runner import _network_options
 
-    net, why = timing_network("lstm")
-    assert net is None and "chunk" in why
-    doc, note = _network_options("lstm")
+    (tmp_path / "soft.py").write_text(SOFTPLUS)
+    spec = f"{tmp_path / 'soft.py'}:net"
+    net, why = timing_network(spec)
+    assert net is None and "softplus" in why
+    doc, note = _network_options(spec)
     assert doc is None and note == why
-    r = evaluate_hw(HwConfig.from_name("pynq_1x16_i8w8a32_15_15_18_17"), BOARD, get_workload("lstm"),
+    r = evaluate_hw(HwConfig.from_name("pynq_1x16_i8w8a32_15_15_18_17"), BOARD, get_workload(spec),
                     tuner="random", budget=2)
     assert r["feasible"] and r["scope"] == "offloaded layers" and r["cpu_ms"] is None
+
+
+def test_the_zoos_lstm_is_costed_whole():
+    net, why = timing_network("lstm")
+    assert why is None and {"sigmoid", "tanh", "binary", "linear"} <= set(net.counts())
 
 
 SPACE = """\

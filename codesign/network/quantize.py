@@ -27,6 +27,7 @@ from codesign.network.importer import aten_name, check_inputs, export_module, wa
 from codesign.network.kinds import REGISTRY
 from codesign.network.qplan import plan
 from codesign.network.quantized import QuantizedNetwork, frac_bits
+from codesign.network.reference import run_float
 
 RELU_OPS = ("relu",)
 
@@ -176,8 +177,6 @@ def unobserved_ranges(net: Any, amax: dict[str, float], batches: list[tuple]) ->
     """max |x| on the calibration batches, by the float IR, of the ops whose kind asks to be
     observed but that no fx node is (the intermediates of a node decomposed into several ops:
     attention's scores and softmax); PT2E's observers see the same float values."""
-    from codesign.network.reference import run_float
-
     missing = [op.name for op in net.ops if REGISTRY[op.kind].observe and op.name not in amax]
     out = dict.fromkeys(missing, 0.0)
     for batch in batches if missing else ():

@@ -28,8 +28,8 @@ from codesign.cpu import ConvShape
 from codesign.network.fx import Walk, arg, ints, shape_of, to_numpy
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import conv_transpose2d_sums, requant, wrap32
-from codesign.network.kinds.base import GEMM, OpKind, register
-from codesign.network.kinds.gemm import gemm_quant, zeros_bias
+from codesign.network.kinds.base import GEMM, OpKind, register, register_builder
+from codesign.network.kinds.gemm import add_conv2d, conv_args, gemm_quant, zeros_bias
 from codesign.network.quantized import QParams
 
 
@@ -76,6 +76,23 @@ def build_conv1d(w: Walk, node: Any, stride: Any, padding: Any, dilation: Any, g
                  shape=(out[0], out[1], 1, out[2]), name=f"{node.name}_conv")
     w.weight_of[node.args[1].name] = conv.name
     w.add(node, "flatten", (conv.name,), {"shape": out})
+
+
+def build_convolution(w: Walk, node: Any, op: str) -> None:
+    """aten convolution / conv1d / conv3d: a transposed conv, a conv1d (3-D input) or a conv2d."""
+    if op == "convolution" and arg(node, 6, "transposed", False):
+        build_conv_transpose(w, node, op)
+        return
+    stride, padding, dilation, groups = conv_args(node, op)
+    if isinstance(padding, str):
+        raise w.unsupported(node, f"padding={padding!r}: give explicit integer padding")
+    rank = len(shape_of(node.args[0]))
+    if op == "conv1d" or (op == "convolution" and rank == 3):
+        build_conv1d(w, node, stride, padding, dilation, groups)
+    elif op == "conv3d" or rank != 4:
+        raise w.unsupported(node, f"{rank - 2}-D convolution (the IR's convolutions are 1-D and 2-D)")
+    else:
+        add_conv2d(w, node, stride, padding, dilation, groups)
 
 
 def build_conv_transpose(w: Walk, node: Any, op: str) -> None:
@@ -155,4 +172,7 @@ register(OpKind(
     label="transposed convolution", quant=gemm_quant, observe=True, weight_arg=1,
     cpu=lambda net, op, rows, read, write: transpose_shape(net, op, rows), vta=GEMM))
 
-__all__ = ["build_conv1d", "build_conv_transpose", "transpose_int", "transpose_shape"]
+# the convolution node of any rank and transposition (and conv1d/conv3d), dispatched here
+register_builder(("convolution", "conv1d", "conv3d"), build_convolution)
+
+__all__ = ["build_conv1d", "build_conv_transpose", "build_convolution", "transpose_int", "transpose_shape"]

@@ -27,28 +27,23 @@ def zeros_bias(weight: Any) -> Any:
     return np.zeros(int(weight.shape[0]), np.float32)
 
 
-def build_conv(w: Walk, node: Any, op: str) -> None:
-    """conv2d; conv1d (a conv2d on (N, C, 1, L)) and transposed convs go to `kinds.conv`'s builders."""
-    from codesign.network.kinds.conv import build_conv1d, build_conv_transpose  # conv imports this module
+def conv_args(node: Any, op: str) -> tuple[Any, Any, Any, Any]:
+    """(stride, padding, dilation, groups) of an aten conv2d/conv1d/conv3d or convolution node."""
+    if op == "convolution":  # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+        return arg(node, 3, "stride"), arg(node, 4, "padding"), arg(node, 5, "dilation"), arg(node, 8, "groups", 1)
+    return arg(node, 3, "stride"), arg(node, 4, "padding"), arg(node, 5, "dilation"), arg(node, 6, "groups", 1)
 
+
+def build_conv(w: Walk, node: Any, op: str) -> None:
+    """aten conv2d (convolution, conv1d and transposed convs: `kinds.conv.build_convolution`)."""
+    add_conv2d(w, node, *conv_args(node, op))
+
+
+def add_conv2d(w: Walk, node: Any, stride: Any, padding: Any, dilation: Any, groups: Any) -> None:
+    """The conv2d op of a 2-D convolution node."""
     x = node.args[0]
-    if op == "convolution":
-        if arg(node, 6, "transposed", False):
-            build_conv_transpose(w, node, op)
-            return
-        stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
-                                             arg(node, 5, "dilation"), arg(node, 8, "groups", 1))
-    else:
-        stride, padding, dilation, groups = (arg(node, 3, "stride"), arg(node, 4, "padding"),
-                                             arg(node, 5, "dilation"), arg(node, 6, "groups", 1))
     if isinstance(padding, str):
         raise w.unsupported(node, f"padding={padding!r}: give explicit integer padding")
-    rank = len(shape_of(x))
-    if op == "conv1d" or (op == "convolution" and rank == 3):
-        build_conv1d(w, node, stride, padding, dilation, groups)
-        return
-    if op == "conv3d" or rank != 4:
-        raise w.unsupported(node, f"{rank - 2}-D convolution (the IR's convolutions are 1-D and 2-D)")
     weight, bias = w.param(node.args[1]), w.param(arg(node, 2, "bias"))
     wshape = tuple(int(d) for d in weight.shape)
     attrs = {"stride": ints(stride, default=1), "padding": ints(padding, default=0),
@@ -150,7 +145,8 @@ def linear_dense(net: Network, op: Op, rows: int) -> Dense:
 
 register(OpKind(
     "conv2d", "convolution with bias (batch norm folded in): stride, padding, dilation, groups",
-    ("conv2d", "convolution", "conv1d", "conv3d"), build_conv,
+    # convolution and conv1d listed for PT2E's annotation; their builder is kinds.conv's
+    ("conv2d", "convolution", "conv1d", "conv3d"), None,
     int_ref=lambda op, p, xs, f: conv2d_int(xs[0], p.weight, p.bias, p.shift, op.attrs["stride"], op.attrs["padding"],
                                             op.attrs["dilation"], op.attrs["groups"]),
     float_ref=lambda op, xs: conv2d_sums(xs[0], op.weight, op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"],
@@ -166,6 +162,7 @@ register(OpKind(
     label="fully connected", quant=gemm_quant, observe=True, weight_arg=1,
     cpu=lambda net, op, rows, read, write: linear_dense(net, op, rows), vta=GEMM))
 
+register_builder(("conv2d",), build_conv)
 # batch norm after a conv makes no op of its own: folded into the conv (its build edits that conv)
 register_builder(("batch_norm", "_native_batch_norm_legit_no_training"), build_batch_norm)
 
