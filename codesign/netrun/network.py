@@ -37,12 +37,12 @@ from codesign.netrun.schedules import Chosen, ScheduleChooser
 from codesign.network.graph import Network
 from codesign.network.importer import load_model
 from codesign.network.kinds import EPILOGUE, GEMM, POOL, REGISTRY
-from codesign.network.layers import layer_of
+from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantize import quantize
 from codesign.network.quantized import QuantizedNetwork
 from codesign.network.reference import int_op, run_int
 from codesign.place import Plan, Step, plan_network
-from codesign.place.transforms import Rewrite, pad_axis
+from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
 from codesign.vta import timing
@@ -137,10 +137,12 @@ def refine(plan: Plan, chooser: ScheduleChooser) -> tuple[Plan, dict[str, Chosen
             mine = chooser.for_epilogue(step.layer, step.epilogue)
             given = chooser.choose(step.layer)
             cands = [mine] + ([given] if step.config is None or step.config.index == given.config.index else [])
-            timed = [(measure_fused(step.layer, c.config, plan.hw, step.epilogue, chooser.params).seconds, k, c)
+            calls = step.rewrite.calls if step.rewrite is not None else 1  # a matmul: one call per batch entry
+            timed = [(calls * measure_fused(step.layer, c.config, plan.hw, step.epilogue, chooser.params).seconds, k, c)
                      for k, c in enumerate(cands)]
             if step.config is not None and all(step.config is not c.config for c in cands):
-                timed.append((measure_fused(step.layer, step.config, plan.hw, step.epilogue, chooser.params).seconds,
+                timed.append((calls * measure_fused(step.layer, step.config, plan.hw, step.epilogue,
+                                                    chooser.params).seconds,
                               len(cands), Chosen(step.config, step.predicted_s, "plan", step.config.family, None)))
             seconds, _, best = min(timed, key=lambda t: t[:2])
             reason = step.reason
@@ -294,19 +296,23 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
     if gemm.kind not in GEMM_KINDS or step.layer is None or step.epilogue is None:
         raise ConfigError(f"step {step.name}: a VTA step of kind {gemm.kind!r} without a fused GEMM layer; "
                           "`codesign run` executes VTA conv/dense steps")
-    p = qnet.params[gemm.name]
-    x, w = env[gemm.inputs[0]], p.weight
-    bias = p.bias if step.epilogue.bias else None
-    res_name = step.residual or _residual_input(net, step)
-    residual = env[res_name] if res_name is not None else None
-    # The plan's host transform (pad / space-to-depth / im2col) in NumPy, around the VTA layer.
-    rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
-    x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
     chosen = prep.schedules[step.name]
     config = chosen.config
-    output, device_s, call_s = executor(step, config, hw, x, w, bias, residual)
+    if gemm.kind == "matmul":
+        output, device_s, call_s = _vta_matmul(prep, step, env, executor, hw, config)
+    else:
+        p = qnet.params[gemm.name]
+        x, w = env[gemm.inputs[0]], p.weight
+        bias = p.bias if step.epilogue.bias else None
+        res_name = step.residual or _residual_input(net, step)
+        residual = env[res_name] if res_name is not None else None
+        # The plan's host transform (pad / space-to-depth / im2col) in NumPy, around the VTA layer.
+        rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
+        x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
+        output, device_s, call_s = executor(step, config, hw, x, w, bias, residual)
+        output = rewrite.vta_output(np.asarray(output, dtype=np.int8))
     out_name = step.ops[-1]
-    y = rewrite.vta_output(np.asarray(output, dtype=np.int8)).reshape(net.op(out_name).shape)
+    y = output.reshape(net.op(out_name).shape)
     env[out_name] = y
     bad = _compare(y, exe.reference[out_name])
     schedule = {"source": chosen.source, "family": chosen.family, "index": int(config.index),
@@ -319,6 +325,32 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
         if k == 0 and call_s is not None:  # a board measured it
             row.measured_device_ms, row.measured_call_ms = device_s * 1e3, call_s * 1e3
         exe.rows.append(row)
+
+
+def _vta_matmul(prep: Prepared, step: Step, env: dict[str, np.ndarray], executor: VtaExecutor, hw: HwConfig,
+                config: Any) -> tuple[np.ndarray, float, float | None]:
+    """A matmul of two activations on VTA: one call of the step's layer per batch entry (or one
+    grouped conv of them all: `entries_as_groups`), the entry's first operand as the input and
+    its second (transposed to (out, in) unless `transpose_b`) as the weight, a bias of
+    2^(shift-1) rounding the shift. -> (the entries' outputs stacked (E, M, N), device seconds
+    and call seconds summed over the calls)."""
+    op = prep.network.op(step.ops[0])
+    layer = layer_of(prep.network, op)[0]
+    rewrite = step.rewrite or Rewrite(step.transform, layer, step.layer, calls=calls_of(op))
+    xs, ws = matmul_entries(env[op.inputs[0]], env[op.inputs[1]], op.shape, bool(op.attrs.get("transpose_b")))
+    bias = rounding_bias(int(step.epilogue.shift), layer.out_features) if step.epilogue.bias else None
+    if rewrite.kind == ENTRIES:  # every entry in one call: a grouped conv
+        x, w, bias, _ = rewrite.vta_operands(xs, ws, bias)
+        output, device_s, call_s = executor(step, config, hw, x, w, bias, None)
+        return rewrite.vta_output(np.asarray(output, dtype=np.int8)), device_s, call_s
+    outs, device_s, call_s = [], 0.0, 0.0
+    for a, b in zip(xs, ws):
+        x, w, entry_bias, _ = rewrite.vta_operands(a, b, bias)
+        output, dev, call = executor(step, config, hw, x, w, entry_bias, None)
+        outs.append(rewrite.vta_output(np.asarray(output, dtype=np.int8)))
+        device_s += dev
+        call_s = None if call is None or call_s is None else call_s + call
+    return np.stack(outs), device_s, call_s
 
 
 def summary(prep: Prepared, exe: Execution, executor_name: str, wall_s: float | None = None) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from codesign.workloads.layers import Conv2D, Conv2DTranspose, Dense, Layer
 
 
 def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
-    """(layer, None) for a conv2d, conv_transpose2d or linear op at the IR's batch, else (None, why it
-    has none). A transposed conv's layer is `Conv2DTranspose`; VTA runs it through the host rewrite
-    `zero_insert` (codesign.place.transforms) as a stride-1 conv."""
+    """(layer, None) for a conv2d, conv_transpose2d or linear op at the IR's batch, or a matmul's
+    per-entry dense (`calls_of`: how many entries), else (None, why it has none). A transposed
+    conv's layer is `Conv2DTranspose`; VTA runs it through the host rewrite `zero_insert`
+    (codesign.place.transforms) as a stride-1 conv."""
     if op.kind == "conv2d":
         n, c, h, w = net.shape(op.inputs[0])
         o, _, kh, kw = op.attrs["weight_shape"]
@@ -34,9 +35,25 @@ def layer_of(net: Network, op: Op) -> tuple[Layer | None, str | None]:
     if op.kind == "linear":
         x = net.shape(op.inputs[0])
         return Dense(math.prod(x[:-1]) if len(x) > 1 else 1, x[-1], int(op.attrs["weight_shape"][0])), None
+    if op.kind == "matmul":
+        # each batch entry (batch x heads) is a dense of M rows, K in, N out; its weight (N, K) is
+        # the second operand's entry (transposed unless `transpose_b`), loaded as WGT
+        return Dense(op.shape[-2], int(op.attrs["contract"]), op.shape[-1]), None
     return None, f"{op.kind} is not a GEMM layer"
 
 
+def calls_of(op: Op) -> int:
+    """How many times the op's VTA layer runs: a matmul's batch entries (its output's leading
+    axes), 1 for a conv2d or linear."""
+    return math.prod(op.shape[:-2]) if op.kind == "matmul" else 1
+
+
 def gemm_layers(net: Network) -> dict[Layer, int]:
-    """Every conv2d/conv_transpose2d/linear op's layer with its multiplicity, in first-seen order."""
-    return dict(Counter(layer for layer, _ in (layer_of(net, op) for op in net.ops) if layer is not None))
+    """Every conv2d/conv_transpose2d/linear/matmul op's layer with its multiplicity (a matmul's once per batch
+    entry), in first-seen order."""
+    counts: Counter[Layer] = Counter()
+    for op in net.ops:
+        layer, _ = layer_of(net, op)
+        if layer is not None:
+            counts[layer] += calls_of(op)
+    return dict(counts)

@@ -7,7 +7,9 @@ A GEMM op (a kind with `vta=GEMM`: conv2d, conv_transpose2d, linear) takes with 
   GEMM runs (a graph input or an earlier op's output: it is loaded into ACC), then a ReLU that
   alone consumes the add.
 The epilogue computes ReLU last, so a GEMM whose own output goes through a ReLU before an add
-takes the ReLU only. Everything else is one op per group. `why_not_fused` says, for every relu
+takes the ReLU only. A matmul of two activations (`MATMUL`: per batch entry a dense whose
+weight is the second operand) takes a ReLU or a clamp, never an add (its residual would be per
+entry too). Everything else is one op per group. `why_not_fused` says, for every relu
 and add left alone, why no GEMM took it (shown as the op's reason).
 """
 
@@ -20,6 +22,7 @@ from codesign.network.kinds import REGISTRY
 from codesign.network.kinds.base import GEMM
 
 GEMM_KINDS = tuple(k.name for k in REGISTRY.values() if k.vta == GEMM)
+MATMUL = "matmul"  # a GEMM kind without a bias or a fused residual add
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
         group = Group((op,))
         if user is not None and _is_relu(user):
             group = Group((op, user), relu=True)
-        elif user is not None and user.kind == "add" and len(set(user.inputs)) == 2:
+        elif user is not None and user.kind == "add" and len(set(user.inputs)) == 2 and op.kind != MATMUL:
             other = next(t for t in user.inputs if t != op.name)
             if other in inputs or pos.get(other, len(pos)) < i:
                 after = _sole_user(net, user)
@@ -100,7 +103,9 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
             reasons = []
             for p in gemms:
                 other = next((t for t in op.inputs if t != p.name), p.name)
-                if _sole_user(net, p) is not op:
+                if p.kind == MATMUL:
+                    reasons.append(f"{p.name} is a matrix product (its epilogue takes no residual add)")
+                elif _sole_user(net, p) is not op:
                     reasons.append(f"{p.name}'s output has other consumers")
                 elif other not in inputs and pos[other] > pos[p.name]:
                     reasons.append(f"{other} is computed after {p.name}")
@@ -110,8 +115,8 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
         elif gemms:
             why[op.name] = f"not fused: {gemms[0].name}'s output has other consumers"
         else:
-            why[op.name] = "not fused: its input is not a conv/dense output"
+            why[op.name] = "not fused: its input is not a conv/dense/matmul output"
     return out, why
 
 
-__all__ = ["GEMM_KINDS", "Group", "groups"]
+__all__ = ["GEMM_KINDS", "MATMUL", "Group", "groups"]

@@ -8,6 +8,12 @@ the rewrite); and on the CPU (`codesign.cpu`, int8: the quantized network's inte
 which is how the deployment runs CPU ops; the CPU model states when an int8 rate is assumed from
 float32). The cheaper wins. Ops VTA cannot express go to the CPU with the reason.
 
+A matmul of two activations (batch x heads entries of M x K x N) is costed in three VTA forms:
+E calls of the entry's dense (weight = the second operand, loaded as WGT), E calls of it as a
+1x1 conv over its M rows (`transforms.TOKENS`), one grouped 1x1 conv of all entries
+(`transforms.ENTRIES`); each with the host passes packing both operands and the unpack its
+consumer needs (a softmax, a permute). Only a power-of-two scale runs there (no multiplier).
+
 Layouts: a tensor lives on the host as int8 NCHW ("host"), packed for VTA in DRAM ("vta":
 NCHW{b}n{bi}c, zero-padded channels/rows), or as the float32 graph input ("float"). Element-wise
 ops and pools run on the CPU in either layout (TVM's `graph_pack` keeps them packed between
@@ -37,12 +43,13 @@ from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network import kinds
 from codesign.network.graph import Network, Op
+from codesign.network.kinds.attention import scale_factor
 from codesign.network.kinds.elementwise import clamp_bounds
 from codesign.network.kinds.pool import window_count
-from codesign.network.layers import layer_of
+from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
-from codesign.place.fusion import GEMM_KINDS, Group, groups
-from codesign.place.transforms import Rewrite, rewrites, round_up
+from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups
+from codesign.place.transforms import ENTRIES, Rewrite, entries_as_groups, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
 from codesign.workloads.layers import Layer
@@ -239,6 +246,8 @@ class _Costs:
 # -- the planner --------------------------------------------------------------------------------
 def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
     head, last = group.head, group.ops[-1]
+    if head.kind == MATMUL:
+        return _matmul_epilogue(qnet, group)
     if qnet is None:  # timing-only: every optional ALU step present (nonzero shifts), an upper bound
         return Epilogue(shift=TIMING_SHIFT, bias=True, relu=group.relu, residual=(1, 0, 1) if group.add else None)
     p = qnet.params[head.name]
@@ -249,6 +258,15 @@ def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
         residual = (a.in_shifts[k], a.in_shifts[1 - k], a.shift)
     clip = clamp_bounds(last, qnet.frac[last.name]) if group.relu and last.kind == "clamp" else None
     return Epilogue(shift=int(p.shift), bias=True, relu=group.relu, residual=residual, clip=clip)
+
+
+def _matmul_epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
+    """A matmul's epilogue: its rounded shift (a bias of 2^(shift-1): `transforms.rounding_bias`;
+    none at shift 0), then the clip (a fused ReLU / clamp's bounds)."""
+    last = group.ops[-1]
+    shift = TIMING_SHIFT if qnet is None else int(qnet.params[group.head.name].shift)
+    clip = clamp_bounds(last, qnet.frac[last.name]) if qnet is not None and group.relu and last.kind == "clamp" else None
+    return Epilogue(shift=shift, bias=shift > 0, relu=group.relu, clip=clip)
 
 
 def _batched(layer: Layer, batch: int) -> Layer:
@@ -271,10 +289,11 @@ class _VtaOption:
     config: Config
     vta_s: float
     host: list[HostPass]  # the host passes it needs first
+    unpack_s: float = 0.0  # a matmul: the unpack of its output its consumers need (emitted by them)
 
     @property
     def seconds(self) -> float:
-        return self.vta_s + sum(h.seconds for h in self.host)
+        return self.vta_s + sum(h.seconds for h in self.host) + self.unpack_s
 
 
 class _Planner:
@@ -290,6 +309,7 @@ class _Planner:
         self.packed_elems: dict[str, int] = {}  # tensor -> elements of its packed (padded) copy
         self.steps: list[Step] = []
         self.group = ""  # the GEMM group being placed
+        self.calls = 1   # how many times the form `choose` is asked about runs (a matmul's entries)
 
     # -- layouts --------------------------------------------------------------------------------
     def elems(self, tensor: str, layout: str) -> int:
@@ -341,7 +361,14 @@ class _Planner:
     def vta_options(self, group: Group, layer: Layer, epi: Epilogue) -> tuple[list[_VtaOption], list[str]]:
         options, why = [], []
         x = group.head.inputs[0]
-        for rw in rewrites(_batched(layer, layer.batch), self.hw):
+        forms = rewrites(_batched(layer, layer.batch), self.hw)
+        if group.head.kind == MATMUL:
+            # E calls of the entry's dense (or of it as a 1x1 conv over its rows), or one grouped conv
+            calls = calls_of(group.head)
+            forms = [dataclasses.replace(f, calls=calls) for f in forms]
+            forms += [g for g in (entries_as_groups(layer, calls, self.hw),) if g is not None]
+        for rw in forms:
+            self.calls = rw.calls
             label = rw.kind or "as is"
             reason = fused_reason(rw.layer, epi, self.hw)
             if reason is not None:
@@ -358,6 +385,10 @@ class _Planner:
                 continue
             config, seconds = fused
             host: list[HostPass] = []
+            if group.head.kind == MATMUL:  # each operand packed per entry
+                options.append(_VtaOption(rw, config, seconds * rw.calls, self.matmul_host(group.head, rw),
+                                          self.matmul_unpack(group, rw)))
+                continue
             if rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
                 read, write = rw.host_elems()
                 src_float = self.have[x] == {FLOAT}
@@ -371,6 +402,46 @@ class _Planner:
                 host.append(need)
             options.append(_VtaOption(rw, config, seconds, host))
         return options, why
+
+    def matmul_host(self, op: Op, rw: Rewrite) -> list[HostPass]:
+        """The host passes a matmul on VTA needs: each operand, from the host layout (unpacked
+        first when only packed), broadcast over the batch entries and packed into the form's
+        blocks — the first as INP (E·M'·K' elements), the second transposed as WGT (E·N'·K');
+        a float graph input quantized in the same pass."""
+        v, host = rw.layer, []
+        written = (rw.calls * math.prod(v.data_shape()), rw.calls * math.prod(v.weight_shape()))
+        for k, t in enumerate(op.inputs):
+            src_float = self.have[t] == {FLOAT}
+            if not src_float and HOST not in self.have[t] and not any(h.tensor == t for h in host):
+                host.append(self.need(t, HOST))
+            what = "input" if k == 0 else "weight"
+            host.append(HostPass("rewrite", t, PACKED, self.costs.pass_s(
+                f"pack {what} entries {t}", self.elems(t, HOST), written[k], "float32" if src_float else CPU_DTYPE)))
+        return host
+
+    def matmul_unpack(self, group: Group, rw: Rewrite) -> float:
+        """Seconds of the unpack its consumers will need of a matmul's packed output (a softmax,
+        a permute: anything not layout-free), counted in its VTA figure so that the choice sees
+        it (the consumer's step emits it, as for any GEMM)."""
+        out = group.output
+        users = self.net.consumers(out)
+        if out not in self.net.outputs and all(kinds.get(u.kind).layout_free(self.net, u) for u in users):
+            return 0.0
+        packed = math.prod(rw.layer.output_shape()) * rw.calls
+        return self.costs.pass_s(f"unpack {out}", packed, self.elems(out, HOST))
+
+    def matmul_reason(self, op: Op) -> str | None:
+        """Why VTA cannot run matmul `op` bit-exactly, or None: a scale that is not a power of two
+        needs a multiply (VTA's ALU has none); the rounding offset must not wrap the int32 ACC."""
+        p = self.qnet.params[op.name] if self.qnet is not None else None
+        mul = p.mul if p is not None else scale_factor(float(op.attrs.get("scale", 1.0)))[0]
+        if mul != 1:
+            return (f"scale {op.attrs.get('scale')} is not a power of two: its integer multiplier {mul} needs a "
+                    "multiply, and VTA's ALU has none")
+        k = int(op.attrs["contract"])
+        if k * 128 * 128 + (1 << 15) >= 1 << 31:
+            return f"contraction over {k} terms: the int32 sum plus its rounding offset could wrap VTA's ACC"
+        return None
 
     def fused_time(self, layer: Layer, config: Config, seconds: float, epi: Epilogue) -> tuple[Config, float] | str:
         """(config, seconds) of `layer` with its epilogue: the chooser's seconds plus what the
@@ -418,8 +489,10 @@ class _Planner:
         head = group.head
         self.group = head.name  # whose forms `choose` is asked about (`choose_layers`)
         layer, why_none = layer_of(self.net, head)
+        if layer is not None and head.kind == MATMUL and (blocked := self.matmul_reason(head)) is not None:
+            why_none = blocked
         epi = _epilogue(self.qnet, group)
-        options, why = ([], [why_none]) if layer is None else self.vta_options(group, layer, epi)
+        options, why = ([], [why_none]) if layer is None or why_none else self.vta_options(group, layer, epi)
         if group.add is not None and layer is not None and (split := self.split_add(group, layer, options)):
             self.gemm(group.without_add())
             for op in group.ops[1:]:
@@ -428,7 +501,8 @@ class _Planner:
         # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
         cost = self.costs.gemm(head, self.rows)
         cpu_s, cpu_batch_s = cost.seconds, self.costs.gemm(head, self.batch).seconds
-        reads = [head.inputs[0]] + ([group.residual] if group.residual else [])
+        reads = ([head.inputs[0]] if head.kind != MATMUL else list(dict.fromkeys(head.inputs))) + (
+            [group.residual] if group.residual else [])
         cpu_host = [h for h in (self.need(t, HOST) for t in reads) if h is not None]
         if group.residual:
             extra = self.costs.pass_s("residual", self.elems(group.residual, HOST), 0) - self.board_overhead()
@@ -438,15 +512,20 @@ class _Planner:
         alternatives = {CPU: cpu_total}
         for o in options:
             alternatives[f"{VTA}:{o.rewrite.kind}" if o.rewrite.kind else VTA] = o.seconds
-        cpu_text = f"CPU {_ms(cpu_total)} ({CPU_DTYPE} {cost.kind}, {cost.basis})"
+        what = f"{kinds.get(head.kind).label}, " if head.kind == MATMUL else ""
+        cpu_text = f"CPU {_ms(cpu_total)} ({what}{CPU_DTYPE} {cost.kind}, {cost.basis})"
         best = min(options, key=lambda o: o.seconds) if options else None
         name, ops, kind = head.name, group.names, group.kind
         if best is not None and best.seconds <= cpu_total:
             for h in best.host:
                 self.emit_host(h, name)
             form = "" if best.rewrite.kind is None else f" via {best.rewrite.describe()}"
+            if head.kind == MATMUL and best.rewrite.kind != ENTRIES:
+                calls = best.rewrite.calls
+                form += f", {calls} call{'s' if calls > 1 else ''} of {best.rewrite.layer.name} (one per batch entry)"
             host_s = sum(h.seconds for h in best.host)
-            reason = (f"VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host {_ms(host_s)}){form} "
+            unpack = f" + unpack after {_ms(best.unpack_s)}" if best.unpack_s else ""
+            reason = (f"VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host {_ms(host_s)}{unpack}){form} "
                       f"< {cpu_text}")
             self.steps.append(Step(name=name, ops=ops, kind=kind, placement=VTA, reason=reason, layer=best.rewrite.layer,
                                    epilogue=epi, predicted_s=best.vta_s, alternatives=alternatives,
@@ -454,7 +533,7 @@ class _Planner:
                                    residual=group.residual, inputs=tuple(reads), output=group.output,
                                    batch_s=best.vta_s, group=name))
             out = best.rewrite.layer.output_shape()
-            self.packed_elems[group.output] = math.prod(out)
+            self.packed_elems[group.output] = math.prod(out) * best.rewrite.calls
             self.have[group.output] = {PACKED}
             return
         for h in cpu_host:
@@ -584,20 +663,22 @@ def plan_network(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | s
 
 def choose_layers(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> dict[Layer, int]:
     """The layers `plan_network(net, hw, board, choose)` asks `choose` about (every VTA form of
-    every conv/linear group whose epilogue VTA can run), each with the number of groups that ask
-    for it: its occurrences per request. What is asked depends on the network and `hw` only, not
-    on the answers, so a caller can tune these layers together before planning (the sweep's task
-    scheduler). Costs one plan with every group on the CPU (no schedule is timed)."""
+    every conv/linear/matmul group whose epilogue VTA can run), each with the number of groups that
+    ask for it (a matmul's per-entry forms once per batch entry): its occurrences per request.
+    What is asked depends on the network and `hw` only, not on the answers, so a caller can tune
+    these layers together before planning (the sweep's task scheduler). Costs one plan with every
+    group on the CPU (no schedule is timed)."""
     board = board if isinstance(board, Board) else Board.named(board)
-    asked: dict[Layer, set[str]] = {}
+    asked: dict[Layer, dict[str, int]] = {}
 
     def probe(layer: Layer) -> tuple[Config, float]:
-        asked.setdefault(layer, set()).add(planner.group)
+        asked.setdefault(layer, {})[planner.group] = planner.calls
         raise CodesignError("probe: layers only")
 
     planner = _Planner(net, HwConfig.resolve(hw), board, probe)
     planner.run()
-    return {layer: len(groups_) for layer, groups_ in asked.items()}
+    # a matmul's group runs its per-entry layer once per batch entry
+    return {layer: sum(groups_.values()) for layer, groups_ in asked.items()}
 
 
 __all__ = ["Step", "Plan", "plan_network", "choose_layers", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]

@@ -26,7 +26,11 @@ symmetric padding of at most 15 (docs/vta.md §7.1, §7.4.3). A network's stem (
 - `zero_insert`: a transposed conv is the stride-1 conv of its flipped, in/out-swapped kernel over
   the input dilated by the stride (zeros between pixels) and bordered by k-1-p (+ output_padding
   after); VTA's symmetric LOAD pad takes what it can of the border, the host the rest. MACs x s².
-All six compute the same int32 sums as the original op, so bias, shift, residual and ReLU
+- `entries_as_groups`: all E batch entries of a matmul (batch x heads) in one call, as a grouped
+  1x1 conv over the M rows: group e reads entry e's K channels (zero-padded to a BLOCK_IN
+  multiple) and writes its N outputs (zero-padded to BLOCK_OUT) — the same block-diagonal
+  weight as E separate convs, without E-1 host calls.
+All seven compute the same int32 sums as the original op, so bias, shift, residual and ReLU
 after them are unchanged (tests/test_place_rewrite.py and tests/test_place_groups.py check it on
 random int8 data).
 
@@ -51,7 +55,8 @@ IM2COL = "im2col"
 BLOCK_DIAGONAL = "block_diagonal"
 TOKENS = "tokens_as_pixels"
 ZERO_INSERT = "zero_insert"
-TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL, BLOCK_DIAGONAL, TOKENS, ZERO_INSERT)
+ENTRIES = "entries_as_groups"
+TRANSFORMS = (PAD, SPACE_TO_DEPTH, IM2COL, BLOCK_DIAGONAL, TOKENS, ZERO_INSERT, ENTRIES)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -256,6 +261,7 @@ class Rewrite:
     original: Layer
     layer: Layer
     wide_input: bool = False  # block_diagonal: more input channels than the usual packed layout has
+    calls: int = 1            # the VTA layer runs this many times (a matmul: once per batch entry)
 
     @property
     def reshapes_input(self) -> bool:
@@ -289,6 +295,8 @@ class Rewrite:
         if self.kind == TOKENS:
             return (f"tokens as pixels: dense {o.batch}x{o.in_features}->{o.out_features} as a 1x1 conv on "
                     f"{v.batch}x{v.height}x{v.width} pixels")
+        if self.kind == ENTRIES:
+            return f"entries as groups: {v.groups} x {o.spec} as one grouped 1x1 conv over {o.batch} pixels ({v.spec})"
         if self.kind == BLOCK_DIAGONAL:
             gp = GroupPack.from_layers(o, v)
             form = "dense conv" if v.groups == 1 else f"{v.groups} groups"
@@ -304,8 +312,11 @@ class Rewrite:
     # -- what the runner applies ------------------------------------------------------------
     def vta_operands(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None,
                      residual: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """The op's int8 input, weight, int32 bias and residual in the VTA layer's shapes."""
+        """The op's int8 input, weight, int32 bias and residual in the VTA layer's shapes
+        (`entries_as_groups`: x (E, M, K), w (E, N, K), the bias (N,) of every entry)."""
         v = self.layer
+        if self.kind == ENTRIES:
+            return (*self._grouped(x, w, bias), None)
         if self.kind == SPACE_TO_DEPTH:
             g = ConvGeometry.of(self.original)
             x, w = space_to_depth_input(x, g), space_to_depth_weight(w, g)
@@ -338,9 +349,22 @@ class Rewrite:
             residual = pad_axis(pad_axis(residual, 0, v.batch), 1, out)
         return x, w, bias, residual
 
+    def _grouped(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        v, e = self.layer, self.layer.groups
+        kp, npad = v.in_channels // e, v.out_channels // e
+        x = pad_axis(x, 2, kp).transpose(0, 2, 1).reshape(1, e * kp, x.shape[1], 1)  # (1, E·K', M, 1)
+        w = pad_axis(pad_axis(w, 1, npad), 2, kp).reshape(e * npad, kp, 1, 1)
+        bias = None if bias is None else np.tile(pad_axis(np.asarray(bias), 0, npad), e)
+        return pad_axis(np.ascontiguousarray(x), 0, v.batch), np.ascontiguousarray(w), bias
+
     def vta_output(self, y: np.ndarray) -> np.ndarray:
-        """The VTA layer's output cut back to the op's (rows and channels)."""
+        """The VTA layer's output cut back to the op's (rows and channels; `entries_as_groups`:
+        (E, M, N))."""
         o = self.original
+        if self.kind == ENTRIES:  # (B, E·N', M, 1) -> (E, M, N)
+            e = self.layer.groups
+            return np.ascontiguousarray(y[0, :, :, 0].reshape(e, -1, o.batch)[:, :o.out_features].transpose(0, 2, 1))
         if self.kind == TOKENS:
             rows = np.asarray(y).transpose(0, 2, 3, 1).reshape(-1, y.shape[1])
             return np.ascontiguousarray(rows[:o.batch, :o.out_features])
@@ -363,6 +387,32 @@ def _tokens(layer: Dense, hw: HwConfig) -> Rewrite | None:
     conv = Conv2D(hw.batch, round_up(layer.in_features, hw.block_in), h, 1, round_up(layer.out_features, hw.block_out),
                   1, 1, 1, 0)
     return Rewrite(TOKENS, layer, conv)
+
+
+def matmul_entries(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...], transpose_b: bool
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """A matmul's operands as its VTA dense calls take them, one per batch entry (the output's
+    leading axes, broadcast and flattened): inputs (E, M, K) and weights (E, N, K) — the second
+    operand's entry transposed to the dense weight's (out, in) unless `transpose_b` (it is then)."""
+    lead = tuple(out_shape[:-2])
+    a = np.broadcast_to(a, lead + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b = np.broadcast_to(b, lead + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    return a, (b if transpose_b else np.swapaxes(b, -1, -2))
+
+
+def rounding_bias(shift: int, out: int) -> np.ndarray | None:
+    """The int32 bias that makes the epilogue's floor shift round half up, 2^(shift-1) on every
+    output (None for shift 0): a matmul has no bias of its own, a conv's carries this offset."""
+    return np.full(out, 1 << (shift - 1), np.int32) if shift > 0 else None
+
+
+def entries_as_groups(layer: Dense, entries: int, hw: HwConfig) -> Rewrite | None:
+    """`entries` calls of the dense `layer` as one grouped 1x1 conv (`ENTRIES`), None for one entry."""
+    if entries < 2:
+        return None
+    k, n = round_up(layer.in_features, hw.block_in), round_up(layer.out_features, hw.block_out)
+    conv = Conv2D(round_up(1, hw.batch), entries * k, layer.batch, 1, entries * n, 1, 1, 1, 0, 1, entries)
+    return Rewrite(ENTRIES, layer, conv)
 
 
 def _padded(layer: Layer, hw: HwConfig) -> Layer:
@@ -425,4 +475,5 @@ def rewrites(layer: Layer, hw: HwConfig) -> list[Rewrite]:
 __all__ = ["PAD", "SPACE_TO_DEPTH", "IM2COL", "BLOCK_DIAGONAL", "TOKENS", "ZERO_INSERT", "TRANSFORMS", "ZeroInsert",
            "tokens_to_pixels", "zero_insert_input", "zero_insert_weight", "GroupPack", "block_diagonal_weight", "ConvGeometry",
            "S2DGeometry", "Rewrite", "rewrites",
-           "space_to_depth_input", "space_to_depth_weight", "im2col_input", "im2col_weight", "pad_axis", "round_up"]
+           "space_to_depth_input", "space_to_depth_weight", "im2col_input", "im2col_weight", "pad_axis", "round_up",
+           "matmul_entries", "rounding_bias", "ENTRIES", "entries_as_groups"]

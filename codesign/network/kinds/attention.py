@@ -6,6 +6,12 @@ output exponent, clip. Scaled dot-product attention is not a kind of its own: it
 decomposes it into IR ops, scores = (Q·Kᵀ)·scale (a matmul with `transpose_b`), softmax,
 A·V (a matmul named after the node).
 
+On VTA (`codesign.network.layers.layer_of`, `codesign.place.plan`): each batch entry (batch x
+heads) is a dense of M rows, K in, N out whose weight is the second operand's entry (transposed
+to (out, in) unless `transpose_b`), loaded as WGT; the epilogue adds 2^(shift-1) as a bias (the
+rounding) and shifts. VTA's ALU has no multiplier: only a power-of-two scale (folded into the
+shift, mul = 1; ViT-B's 1/√64 = 2^-3) runs there, any other stays on the CPU.
+
 torch.export (2.13) keeps F.scaled_dot_product_attention as aten.scaled_dot_product_attention;
 a core-aten decomposition (`run_decompositions()`) turns it into mul, bmm, _softmax and a NaN
 guard (where/any/logical_not) instead, which the IR does not read.
@@ -30,7 +36,7 @@ import numpy as np
 from codesign.network.fx import Walk, arg, shape_of
 from codesign.network.graph import Network, Op
 from codesign.network.kernels import clip8, wrap32
-from codesign.network.kinds.base import OpKind, QuantContext, register
+from codesign.network.kinds.base import GEMM, OpKind, QuantContext, register
 from codesign.network.quantized import QParams, frac_bits
 from codesign.workloads.layers import Dense
 
@@ -68,12 +74,23 @@ def derived_amax(ctx: QuantContext, op: Op) -> float:
     return int(op.attrs["contract"]) * _amax(ctx, a) * _amax(ctx, b) * float(op.attrs.get("scale", 1.0))
 
 
+def scale_factor(scale: float) -> tuple[int, int]:
+    """(mul, bits) with scale = mul·2^-bits: a power of two 2^-k is (1, k), exact and free of a
+    multiply (VTA's ALU has none: ViT's 1/√64 = 2^-3); any other scale round(scale·2^15), 15."""
+    mantissa, exp = math.frexp(scale)
+    if mantissa == 0.5:  # scale = 2^(exp-1)
+        return 1, 1 - exp
+    return int(round(scale * 2 ** SCALE_BITS)), SCALE_BITS
+
+
 def matmul_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
-    """f_out from the observed range (else `derived_amax`), lowered to f_a + f_b (+ 15 with a
-    scale) so the shift is >= 0; mul = round(scale·2^15) when scale != 1, else 1."""
+    """f_out from the observed range (else `derived_amax`), lowered to f_a + f_b + bits so the
+    shift is >= 0, with (mul, bits) = `scale_factor(scale)`: a power-of-two scale folds into the
+    shift (mul = 1, the same integers as the multiply it replaces), any other is
+    mul = round(scale·2^15), bits = 15."""
     fa, fb = ctx.fin(op)
     scale = float(op.attrs.get("scale", 1.0))
-    mul, sb = (1, 0) if scale == 1.0 else (int(round(scale * 2 ** SCALE_BITS)), SCALE_BITS)
+    mul, sb = scale_factor(scale)
     fout = ctx.output_frac(op) if op.name in ctx.amax else frac_bits(derived_amax(ctx, op))
     fout = min(fout, fa + fb + sb)
     return fout, QParams(shift=fa + fb + sb - fout, mul=mul)
@@ -137,6 +154,6 @@ register(OpKind(
     "matmul", "batched product of two activations a·b (b's last two axes swapped when `transpose_b`), times "
     "`scale`; `contract` = K (batch dims broadcast)", ("matmul", "bmm", "scaled_dot_product_attention"),
     build_matmul, int_ref=matmul_int, float_ref=matmul_float, label="matrix product", quant=matmul_quant,
-    observe=True, cpu=lambda net, op, rows, read, write: matmul_dense(net, op, rows)))
+    observe=True, cpu=lambda net, op, rows, read, write: matmul_dense(net, op, rows), vta=GEMM))
 
-__all__ = ["SCALE_BITS", "derived_amax", "matmul_dense", "matmul_int", "matmul_quant"]
+__all__ = ["SCALE_BITS", "derived_amax", "matmul_dense", "matmul_int", "matmul_quant", "scale_factor"]
