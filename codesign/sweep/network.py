@@ -93,11 +93,12 @@ def step_rows(plan: Plan) -> list[dict[str, Any]]:
 
 
 def vta_layer_counts(plan: Plan) -> dict[Layer, int]:
-    """The layers the plan runs on VTA with their multiplicity (in plan order)."""
+    """The layers the plan runs on VTA with their multiplicity (in plan order; a matmul step's
+    layer once per batch entry: `Rewrite.calls`)."""
     counts: dict[Layer, int] = {}
     for s in plan.steps:
         if s.placement == VTA and s.layer is not None:
-            counts[s.layer] = counts.get(s.layer, 0) + 1
+            counts[s.layer] = counts.get(s.layer, 0) + (s.rewrite.calls if s.rewrite is not None else 1)
     return counts
 
 
