@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch_cases import randn as _x
+from torch_cases import seeded_weights  # noqa: F401 - autouse fixture: seeded module weights
 
 from codesign.errors import ConfigError
 from codesign.network import import_network
@@ -19,18 +21,6 @@ from codesign.network.qplan import plan
 from codesign.network.quantized import QParams, frac_bits, quantize_array
 from codesign.network.reference import run_float
 from codesign.workloads.layers import Dense
-
-
-@pytest.fixture(autouse=True)
-def _seeded():
-    """Modules built in a test get the same initial weights on every run."""
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        yield
-
-
-def _x(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 class Norm(nn.Module):

@@ -14,6 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch_cases import randn as _x
+from torch_cases import seeded_weights  # noqa: F401 - autouse fixture: seeded module weights
 
 from codesign.board.client import BoardClient
 from codesign.board.local import local_board
@@ -28,18 +30,6 @@ from codesign.place import chooser, plan_network
 from codesign.sweep.network import timing_network
 
 HW = HwConfig.resolve("pynq_1x16")
-
-
-@pytest.fixture(autouse=True)
-def _seeded():
-    """Modules built in a test get the same initial weights on every run."""
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        yield
-
-
-def _x(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _reasons(prep: whole.Prepared, names: list[str]) -> str:

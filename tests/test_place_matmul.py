@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch_cases import randn as _x
+from torch_cases import seeded_weights  # noqa: F401 - autouse fixture: seeded module weights
 
 from codesign.hw.config import HwConfig
 from codesign.network.graph import Network, Op
@@ -23,17 +25,6 @@ from codesign.place.transforms import ENTRIES, TOKENS, entries_as_groups, matmul
 from codesign.workloads.layers import Conv2D, Dense
 
 SDPA = "scaled_dot_product_attention"
-
-
-@pytest.fixture(autouse=True)
-def _seeded():
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        yield
-
-
-def _x(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _cheaper_won(step, entries: int) -> None:
