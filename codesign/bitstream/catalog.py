@@ -19,7 +19,6 @@ import yaml
 
 from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_text, read_document
-from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.paths import BITSTREAMS
 
@@ -134,10 +133,6 @@ def add(entry: Entry, user: Path | None = None) -> Path:
             + yaml.safe_dump({"bitstreams": [e.to_yaml_dict() for e in kept]}, sort_keys=False))
     atomic_write_text(path, text)
     return path
-
-
-def board_of(name: str) -> Board:
-    return Board.named(name)
 
 
 __all__ = ["Entry", "SHIPPED_CATALOG", "user_catalog", "read_catalog", "load", "find", "add", "sha256_file"]

@@ -19,7 +19,6 @@ from codesign.evaluate.compiler import compile_insns, compile_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config, KnobValue, family_of
-from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
 from codesign.vta.program import Program
@@ -56,10 +55,6 @@ class Measurement:
     busy: dict[str, int] = field(default_factory=dict, hash=False)
     device_s: float | None = None
     call_s: float | None = None
-
-
-def _space(layer: Layer, hw: HwConfig) -> ScheduleSpace:
-    return get_space(layer, hw)
 
 
 def resolve_config(layer: Layer, knobs: Config | dict[str, KnobValue], hw: HwConfig) -> Config:
