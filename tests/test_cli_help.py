@@ -74,6 +74,6 @@ def test_tune_plot_says_it_takes_a_path():
 
 
 def test_an_unknown_hw_names_the_short_names():
-    with pytest.raises(ConfigError, match="short name.*pynq_1x16.*pynq_4x8.*pynq_1x16_i8w8a32_15_15_18_17"):
+    with pytest.raises(ConfigError, match="hardware name .pynq_9x9. is unknown: give a short name.*pynq_1x16.*pynq_4x8.*pynq_1x16_i8w8a32_15_15_18_17"):
         HwConfig.resolve("pynq_9x9")
     assert HwConfig.resolve("pynq_1x16").name == HwConfig.resolve("pynq_1x16_i8w8a32_15_15_18_17").name
