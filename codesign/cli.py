@@ -18,12 +18,12 @@ COMMANDS = [
     ("space", "show a layer's schedule space; --exhaustive finds the true optimum"),
     ("replay", "re-simulate the records of an AutoTVM log and compare with the measured times"),
     ("calibrate", "fit the timing model's physical parameters to measured AutoTVM records"),
-    ("tune", "tune layer schedules with an RL agent or a baseline tuner"),
+    ("tune", "tune the schedules of a layer or a network's layers on one hardware config"),
     ("export", "export tuned schedules as AutoTVM logs or a vta_config.json"),
     ("sweep", "co-design sweep: Ray Tune over hardware configs with inner schedule tuning"),
     ("report", "print the Pareto front of a sweep directory"),
     ("deploy", "program a board with a config's catalog bitstream and smoke-test it against NumPy"),
-    ("run", "run a network's offloaded layers with their best schedules: bit-exact check, per-layer latency"),
+    ("run", "run a quantized network end to end (VTA + the board's CPU): per-op time, bit-exact check"),
     ("bitstream", "bitstream catalog: list, add a build, fetch into VTA's cache, build with HLS + Vivado"),
 ]
 
@@ -31,8 +31,9 @@ EPILOG = """\
 typical flow:
   codesign sweep                              # small ResNet-18 co-design sweep on PYNQ-Z1
   codesign report runs/sweep                  # Pareto front of that sweep
-  codesign tune --workload resnet18 --hw pynq_1x16_i8w8a32_15_15_18_17 --tuner ppo
-  codesign export autotvm runs/sweep/records.jsonl -o vta.log
+  codesign run --workload resnet18 --hw pynq_1x16 --simulate    # the network end to end, bit-exact
+  codesign tune --workload resnet18 --hw pynq_1x16              # tune one config's layers
+  codesign export autotvm runs/sweep/records.jsonl --hw pynq_1x16 -o vta.log
 every command takes --help; most take --json for scripts.
 """
 

@@ -114,7 +114,7 @@ def test_export_picks_the_template_best_and_reports_the_slowdown(tmp_path, capsy
     assert abs(conv["slowdown"] - (0.01 / 3) / 0.002) < 1e-12
     dense = by_layer[DENSE.name]
     assert dense["slowdown"] == 1.0 and dense["best_family"] == "autotvm"
-    assert summary["slowdown"] == (0.01 / 3 + 0.01 / 3) / (0.002 + 0.01 / 3)
+    assert summary["per_request"] is None  # no network: no total (tests/test_export_per_request.py)
     assert [m["layer"] for m in summary["missing"]] == ["conv2d_other"]
     lines = out.read_text().splitlines()
     assert len(lines) == 2 and all(autotvm.parse_line(x).index != 12345 for x in lines)

@@ -5,35 +5,39 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from codesign.autotvm import format_record
-from codesign.errors import ConfigError
+from codesign.errors import CodesignError, ConfigError
 from codesign.fileio import atomic_write_text, check_output_path
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
 from codesign.tune.records import DEFAULT_FAMILY, best_records, describe_skipped, read_records
 from codesign.workloads import parse_layer
+from codesign.workloads.layers import Layer
 
 DESCRIPTION = """\
 Export results for the TVM VTA flow.
 
   autotvm RECORDS...  the fastest successful template (AutoTVM-family) record per (layer,
                       hardware config) of tuning records (JSONL from `codesign tune --records`
-                      or a sweep) as AutoTVM v0.2 log lines, exactly as the VTA flow writes them (vta-docs/vta.md §8): target
+                      or a sweep) as AutoTVM v0.2 log lines, as the VTA flow writes them (docs/vta.md §8): target
                       `ext_dev -device=vta -keys=cpu -model=<config>`, task conv2d_packed.vta /
                       dense_packed.vta, packed tensor arguments, entity and config index, result
                       [[seconds], 0, all_cost, timestamp]. Load it with
                       `autotvm.apply_history_best("vta.log")`. Schedules of the `vta` family
-                      cannot be written as AutoTVM logs: per layer and in total it says how
-                      much slower the exported template schedule is than the best record of
-                      any family (layers without a template record are listed, not exported).
+                      cannot be written as AutoTVM logs: per layer it says how much slower
+                      the exported template schedule is than the best record of any family
+                      (layers without a template record are listed, not exported), and per
+                      request of the network (--workload, or a sweep's own): each layer of
+                      the network's plan times its count in one request.
   vta-config HW       the hardware config as VTA's vta_config.json (drop it in 3rdparty/vta-hw/config).
 """
 
 EPILOG = """\
 examples:
-  codesign export autotvm runs/r18.jsonl -o vta.log
+  codesign export autotvm runs/r18.jsonl --workload resnet18 -o vta.log
   codesign export autotvm runs/sweep/records.jsonl --hw pynq_4x8_i8w8a32_15_16_16_18 -o vta_4x8.log
   codesign export vta-config pynq_4x8 -o vta_config.json
   codesign export vta-config hw_configs/pynq_1x16.yaml          # prints the JSON
@@ -50,6 +54,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     a.add_argument("records", nargs="+", metavar="RECORDS", help="tuning records JSONL file(s)")
     a.add_argument("-o", "--output", metavar="FILE", help="log file to write (default: stdout)")
     a.add_argument("--hw", metavar="NAME", help="only records of this hardware config")
+    a.add_argument("--workload", metavar="NET", default=None,
+                   help="network the records tune, for the per-request total (zoo name, file.py:factory, .pt2, "
+                        ".onnx; default: the sweep's, from sweep.json beside a sweep's records.jsonl)")
     a.add_argument("--json", action="store_true", help="print a JSON summary instead of a text one")
     a.set_defaults(func=run_autotvm)
     v = kinds.add_parser("vta-config", help="a hardware config as vta_config.json",
@@ -89,8 +96,8 @@ def export_autotvm_lines(records: list[Any], hw_filter: str | None = None) -> li
 
 def slowdowns(records: list[Any], exported: list[Any], hw_filter: str | None = None) -> dict[str, Any]:
     """How much slower each exported template schedule is than the best record of any family of
-    its (layer, hw), and in total (the sum over the layers, each once); plus the layers that
-    have records but no template one (not exported)."""
+    its (layer, hw); plus the layers that have records but no template one (not exported). No
+    total here: the layers are alternatives and repeats of one network (`per_request` sums them)."""
     hw_name = HwConfig.resolve(hw_filter).name if hw_filter else None
     overall = {key: rec for key, rec in best_records(records).items() if hw_name in (None, key[1])}
     rows = []
@@ -102,10 +109,62 @@ def slowdowns(records: list[Any], exported: list[Any], hw_filter: str | None = N
     done = {(r["layer"], r["hw"]) for r in rows}
     missing = [{"layer": k[0], "hw": k[1], "best_seconds": r.seconds, "best_family": r.family}
                for k, r in overall.items() if k not in done]
-    total_t = sum(r["seconds"] for r in rows)
-    total_b = sum(r["best_seconds"] for r in rows)
-    return {"entries": rows, "missing": missing, "template_seconds": total_t, "best_seconds": total_b,
-            "slowdown": total_t / total_b if total_b else None}
+    return {"entries": rows, "missing": missing}
+
+
+def per_request(net: Any, entries: list[dict[str, Any]], exported: list[Any]) -> list[dict[str, Any]]:
+    """Per exported hw: one request through `net` as its network plan runs it with the exported
+    template schedules (`codesign.place.plan_network`; a layer without a template record is not
+    offered to VTA). Each VTA layer of that plan counts once per occurrence in the request, in the
+    one form the plan uses (the stem's rewritten forms are alternatives, not a sum); its template
+    seconds and the best of any family are the records' own times of that layer."""
+    from codesign.hw.board import Board
+    from codesign.place import choose_layers, plan_network
+    from codesign.sweep.network import vta_layer_counts
+
+    out = []
+    for hw_name in dict.fromkeys(rec.hw for rec in exported):
+        hwc = HwConfig.resolve(hw_name)
+        board = Board.for_target(hwc.TARGET)
+        tpl = {rec.layer: rec for rec in exported if rec.hw == hw_name}
+        best = {e["layer"]: e["best_seconds"] for e in entries if e["hw"] == hw_name}
+
+        def choose(layer: Layer, tpl: dict[str, Any] = tpl, hwc: HwConfig = hwc) -> tuple[Any, float]:
+            rec = tpl.get(layer.name)
+            if rec is None:
+                raise CodesignError(f"no template record of {layer.name}")
+            return ScheduleSpace(layer, hwc).from_knobs(rec.knobs), float(rec.seconds)
+
+        counts = vta_layer_counts(plan_network(net, hwc, board, choose))
+        layers = [{"layer": layer.name, "count": n, "seconds": tpl[layer.name].seconds,
+                   "best_seconds": best[layer.name]} for layer, n in counts.items()]
+        t = sum(x["count"] * x["seconds"] for x in layers)
+        b = sum(x["count"] * x["best_seconds"] for x in layers)
+        unrecorded = [layer.name for layer in choose_layers(net, hwc, board) if layer.name not in tpl]
+        out.append({"network": net.name, "hw": hw_name, "layers": layers, "template_seconds": t,
+                    "best_seconds": b, "slowdown": t / b if b else None, "unrecorded": unrecorded})
+    return out
+
+
+def request_network(paths: list[str], workload: str | None) -> Any:
+    """The network a per-request total is about: `--workload`, else the one a sweep kept in the
+    sweep.json beside its records.jsonl; None when neither says."""
+    from codesign.sweep.network import network_from_json, timing_network
+
+    if workload:
+        net, why = timing_network(workload)
+        if net is None:
+            raise ConfigError(f"--workload {workload}: {why}")
+        return net
+    dirs = {Path(p).resolve().parent for p in paths}
+    options = next(iter(dirs)) / "sweep.json" if len(dirs) == 1 else None
+    if options is None or not options.is_file():
+        return None
+    try:
+        doc = json.loads(options.read_text()).get("network")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return network_from_json(doc, f"{options} network") if isinstance(doc, dict) else None
 
 
 def read_all_records(paths: list[str]) -> tuple[list[Any], list[str]]:
@@ -134,6 +193,8 @@ def run_autotvm(args: argparse.Namespace) -> int:
         print(f"codesign export: {notice}", file=sys.stderr)
     pairs = export_autotvm_lines(records, args.hw)
     gap = slowdowns(records, [r for r, _ in pairs], args.hw)
+    net = request_network(args.records, args.workload) if pairs else None
+    gap["per_request"] = per_request(net, gap["entries"], [r for r, _ in pairs]) if net is not None else None
     if not pairs:
         other = f" ({len(gap['missing'])} layer(s) have only records of another schedule family, which AutoTVM " \
                 "logs cannot hold)" if gap["missing"] else ""
@@ -156,15 +217,30 @@ def run_autotvm(args: argparse.Namespace) -> int:
 
 
 def _print_gap(gap: dict[str, Any], out: Any) -> None:
-    """Per layer and in total: the exported template schedule vs the best of any family."""
+    """Per layer: the exported template schedule vs the best of any family; then per request of
+    the network (each layer of its plan times its count), or why there is no total."""
     for e in gap["entries"]:
         print(f"  {e['layer']} on {e['hw']}: template {e['seconds'] * 1e3:.4f} ms, best {e['best_seconds'] * 1e3:.4f} ms "
               f"({e['best_family']}): {e['slowdown']:.3f}x", file=out)
     for m in gap["missing"]:
         print(f"  {m['layer']} on {m['hw']}: no template record, not exported (best {m['best_seconds'] * 1e3:.4f} ms, "
               f"{m['best_family']})", file=out)
-    print(f"total of the exported layers: template {gap['template_seconds'] * 1e3:.4f} ms vs best "
-          f"{gap['best_seconds'] * 1e3:.4f} ms of any family: {gap['slowdown']:.3f}x slower", file=out)
+    if gap["per_request"] is None:
+        print("no per-request total: the records do not say which network they tune (pass --workload NET)",
+              file=out)
+        return
+    for r in gap["per_request"]:
+        if not r["layers"]:
+            print(f"no per-request total on {r['hw']}: no exported layer runs on VTA in {r['network']}'s plan",
+                  file=out)
+            continue
+        n = sum(x["count"] for x in r["layers"])
+        print(f"per request of {r['network']} on {r['hw']} ({n} VTA layer runs of {len(r['layers'])} layers, "
+              f"each times its count): template {r['template_seconds'] * 1e3:.4f} ms vs best "
+              f"{r['best_seconds'] * 1e3:.4f} ms of any family: {r['slowdown']:.3f}x slower", file=out)
+        if r["unrecorded"]:
+            print(f"  not counted: {len(r['unrecorded'])} layer(s) of its plan have no template record "
+                  f"({', '.join(r['unrecorded'][:3])}{', ...' if len(r['unrecorded']) > 3 else ''})", file=out)
 
 
 def run_vta_config(args: argparse.Namespace) -> int:

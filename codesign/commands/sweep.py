@@ -42,9 +42,9 @@ checked against the board's resources and clocks (infeasible ones are never simu
 unique layer of the workload is schedule-tuned on it (--tuner auto on the default --schedules vta:
 every valid template schedule when they fit --exhaustive-budget, then --budget measurements per layer
 of local search in the vta family from the template optimum, warm-started from the best schedules
-of earlier trials -- never worse than the template; a stock PYNQ 1x16 ResNet-18 trial took 2.4
-CPU-s against 1.3 on --schedules autotvm, docs/schedules.md), and the trial reports the latency of one request through the whole network
-(the VTA steps with their tuned schedules and the CPU steps on the board's CPU; a BATCH=4 design
+of earlier trials -- never worse than the template, at more cost per trial than --schedules autotvm;
+docs/schedules.md), and the trial reports the latency of one request through the whole network (the
+VTA steps with their tuned schedules and the CPU steps on the board's CPU; a BATCH=4 design
 serves a request in its padded batch's time), images per second at full batches, area (mean
 utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of
 --objectives (default latency, area, power) is kept in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
@@ -63,7 +63,7 @@ examples:
   codesign sweep --resume runs/sweep              # continue an interrupted sweep (Ctrl-C is safe)
   codesign sweep --address 10.0.0.5:6379          # run the trials on an existing Ray cluster
   codesign sweep --trials 8 --json | jq .points   # front as JSON
-  codesign sweep ultra96 --verified-clocks-only   # Ultra96 (ZU3EG) designs at clocks up to 250 MHz only
+  codesign sweep ultra96 --verified-clocks-only   # Ultra96 (ZU3EG) designs at verified clocks only
   codesign calibrate resources --catalog my.yaml -o res.json && codesign sweep --resources res.json
                                                   # score resources with the fit to your own builds
   codesign report runs/sweep                      # print the front of a sweep again
@@ -112,8 +112,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help=f"seconds of measuring per layer up to which --tuner auto searches exhaustively "
                         f"(valid schedules x measured seconds per measurement; default {DEFAULT_EXHAUSTIVE_S:g})")
     p.add_argument("--search", default=None, choices=SEARCHES,
-                   help=f"outer search algorithm (default: {DEFAULT_SEARCH}: on a 256-config PYNQ-Z1 space it reached "
-                        "0.99 of the exhaustive hypervolume in 50 trials, NSGA-II 0.90 — benchmarks/sweep.py)")
+                   help=f"outer search algorithm (default: {DEFAULT_SEARCH}; how the searches compare: "
+                        "docs/results.md, benchmarks/sweep.py)")
     p.add_argument("--objectives", default=None, metavar="A,B[,C]",
                    help="what the Pareto front optimizes, comma-separated (default: "
                         f"{','.join(DEFAULT_OBJECTIVES)}): "
@@ -130,8 +130,8 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                         "(more or fewer) and --max-concurrent may change; the options that define the sweep "
                         "may not")
     p.add_argument("--verified-clocks-only", action="store_true", default=None,
-                   help="search only the clocks at which a VTA build is known to run on the board (PYNQ-Z1: "
-                        "100 MHz, Ultra96: up to 250 MHz; ZCU104/KV260 have none). Without it, designs at "
+                   help="search only the clocks at which a VTA build is known to run on the board "
+                        "(verified_clock_mhz in hw_configs/boards/<board>.yaml). Without it, designs at "
                         "other clocks are explored and marked 'unverified'")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="calibration profile for the simulated measurements (kept in sweep.json for --resume)")

@@ -48,14 +48,14 @@ tuners:  auto    (default) on the vta family: template+local -- the template's s
                  worse than the template; with --budget 64 or more (the default 100) the learned
                  search (the shipped agent where it matches, else xgb) instead of local, seeded
                  with the template's results ("template+xgb"). On autotvm: every valid schedule when valid schedules x
-                 the measured cost of one measurement fit --exhaustive-budget seconds (the
-                 simulator: always for ResNet-18), else the pretrained agent shipped in
+                 the measured cost of one measurement fit --exhaustive-budget seconds, else
+                 the pretrained agent shipped in
                  sim/agents/ (a measurement on a board costs seconds), or xgb, within --budget
          exhaustive  every valid schedule (the exact optimum; --parallel spreads it over cores)
          xgb     XGBoost rank model + simulated annealing (AutoTVM's default)
          bandit  neural contextual bandit (a whole knob vector per action)
-         ppo     PPO, multi-step knob moves (-1/0/+1 per knob, horizon 20)
-         dqn     double DQN with one Q-head per knob, multi-step
+         ppo     PPO, multi-step knob moves (-1/0/+1 per knob, horizon 20; research on the agents)
+         dqn     double DQN with one Q-head per knob, multi-step (research on the agents)
          evo     evolutionary search ranked by the XGBoost model (Ansor's)
          ga      genetic algorithm;  random;  grid (config-index order)
 A workload's layers share --budget x layers measurements, spent where the expected gain is
@@ -71,11 +71,11 @@ A workload on a config with BATCH > 1 is tuned at that batch; seconds_per_image 
 
 EPILOG = """\
 examples:
-  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1                  # auto: exact on the simulator
+  codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1                  # auto: template, then local search
   codesign tune --workload resnet18 --tuner exhaustive --parallel 2
   codesign tune --workload resnet18 --tuner evo --budget 40 --exhaustive-budget 0
   codesign tune --layer conv2d:1,64,56,56,64,3,3,1,1 --tuner xgb --budget 50
-  codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner ppo --budget 100 --plot curve.png
+  codesign tune --layer conv2d:1,256,14,14,512,1,1,2,0 --tuner xgb --budget 100 --plot curve.png
   codesign tune --workload resnet18 --hw pynq_4x8 --tuner bandit --records runs/r18_4x8.jsonl
   codesign tune --workload resnet18 --tuner bandit --save-agent agents/bandit.pt --json
   codesign tune --layer dense:1,256,128 --tuner bandit --agent agents/bandit.pt --budget 20
@@ -142,7 +142,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="calibration profile for the simulated measurements (see `codesign calibrate --profile`)")
     p.add_argument("--json", action="store_true",
                    help="print JSON: one object for --layer, a list of objects for --workload")
-    p.add_argument("--plot", metavar="PNG", help="write the tuning curve (best latency vs measurements)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="write the tuning curve (best latency vs measurements) to this PNG file; takes a path, "
+                        "e.g. --plot curve.png")
     p.set_defaults(func=run)
 
 

@@ -375,6 +375,12 @@ class HwConfig:
         alias = HW_CONFIGS / f"{text}.yaml"
         if alias.exists():
             return cls.load(alias)
+        if not _NAME_RE.match(text.strip()):  # neither a short name nor a full one: say both work
+            short = ", ".join(sorted(p.stem for p in HW_CONFIGS.glob("*.yaml")))
+            raise ConfigError(
+                f"hardware name {text!r} is unknown: give a short name ({short}), a full name "
+                "TARGET_BATCHxBLOCK[xBLOCK_OUT]_i8w8a32_UOP_INP_WGT_ACC[_<MHz>MHz][_axi<bits>] such as "
+                "pynq_1x16_i8w8a32_15_15_18_17, or a YAML/JSON config file")
         return cls.from_name(text)
 
     # -- writers -----------------------------------------------------------------------------
