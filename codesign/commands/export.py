@@ -11,8 +11,11 @@ from typing import Any
 from codesign.autotvm import format_record
 from codesign.errors import CodesignError, ConfigError
 from codesign.fileio import atomic_write_text, check_output_path
+from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.place import choose_layers, plan_network
 from codesign.schedule import ScheduleSpace
+from codesign.sweep.network import network_from_json, timing_network, vta_layer_counts
 from codesign.tune.records import DEFAULT_FAMILY, best_records, describe_skipped, read_records
 from codesign.workloads import parse_layer
 from codesign.workloads.layers import Layer
@@ -118,9 +121,6 @@ def per_request(net: Any, entries: list[dict[str, Any]], exported: list[Any]) ->
     offered to VTA). Each VTA layer of that plan counts once per occurrence in the request, in the
     one form the plan uses (the stem's rewritten forms are alternatives, not a sum); its template
     seconds and the best of any family are the records' own times of that layer."""
-    from codesign.hw.board import Board
-    from codesign.place import choose_layers, plan_network
-    from codesign.sweep.network import vta_layer_counts
 
     out = []
     for hw_name in dict.fromkeys(rec.hw for rec in exported):
@@ -149,7 +149,6 @@ def per_request(net: Any, entries: list[dict[str, Any]], exported: list[Any]) ->
 def request_network(paths: list[str], workload: str | None) -> Any:
     """The network a per-request total is about: `--workload`, else the one a sweep kept in the
     sweep.json beside its records.jsonl; None when neither says."""
-    from codesign.sweep.network import network_from_json, timing_network
 
     if workload:
         net, why = timing_network(workload)
