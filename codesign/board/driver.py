@@ -162,6 +162,23 @@ def relocate(insns: np.ndarray, program: Program, phys: dict[str, int]) -> np.nd
     return out
 
 
+@dataclass
+class Resident:
+    """A program kept in the board's contiguous buffers between runs (`VTADriver.load`): its
+    constant regions (weights, bias, micro-ops) and relocated instructions are copied and flushed
+    once; each run writes only the named input regions and reads the outputs."""
+
+    program: Program
+    bufs: dict[str, Any]
+    insn_phys: int
+    nbytes: int
+
+
+def resident_bytes(program: Program) -> int:
+    """Bytes of contiguous memory `VTADriver.load` takes for `program` (regions + instructions)."""
+    return sum(max(r.nbytes, 1) for r in program.regions) + program.n_insns * isa.INSN_BYTES
+
+
 class VTADriver:
     """Runs programs on the VTA bitstream the FPGA holds. One instance per process (it maps the
     register windows once)."""
@@ -250,6 +267,63 @@ class VTADriver:
                 api.free(buf)
         return RunResult(outputs, device, time.perf_counter() - start, program.n_insns, dict(phys))
 
+    def load(self, program: Program) -> Resident:
+        api, bufs = self.api, {}
+        try:
+            for r in program.regions:
+                buf = bufs[r.name] = api.allocate(r.nbytes)
+                if r.data is not None:
+                    buf[:r.nbytes] = r.data
+                else:
+                    buf[:] = 0
+            phys = {name: api.phys_addr(b) for name, b in bufs.items()}
+            code = np.frombuffer(isa.encode_insns(relocate(program.insns, program, phys), program.hw), dtype=np.uint8)
+            ibuf = bufs["\0insns"] = api.allocate(code.size)
+            ibuf[:code.size] = code
+            insn_phys = api.phys_addr(ibuf)
+            if insn_phys % isa.INSN_BYTES:
+                raise BoardError(f"instruction buffer at {insn_phys:#x} is not {isa.INSN_BYTES}-byte aligned")
+            for buf in bufs.values():
+                if not api.coherent(buf):
+                    buf.flush()
+        except BaseException:
+            for buf in bufs.values():
+                api.free(buf)
+            raise
+        return Resident(program, bufs, insn_phys, resident_bytes(program))
+
+
+    def run_resident(self, res: Resident, inputs: dict[str, np.ndarray],
+                      timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[dict[str, np.ndarray], float]:
+        """Write `inputs` (region name -> bytes) into a resident program's buffers, run it once ->
+        (output bytes per output region, device seconds)."""
+        api = self.api
+        for name, data in inputs.items():
+            buf = res.bufs[name]
+            buf[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+            if not api.coherent(buf):
+                buf.flush()
+        outs = res.program.regions_with_role("output")
+        for r in outs:  # the simulator starts every output at zero: so does each run here
+            buf = res.bufs[r.name]
+            buf[:] = 0
+            if not api.coherent(buf):
+                buf.flush()
+        device_s = self.device_run(res.insn_phys, res.program.n_insns, timeout_s)
+        outputs = {}
+        for r in outs:
+            buf = res.bufs[r.name]
+            if not api.coherent(buf):
+                buf.invalidate()
+            outputs[r.name] = np.array(buf[:r.nbytes], dtype=np.uint8)
+        return outputs, device_s
+
+
+    def unload(self, res: Resident) -> None:
+        for buf in res.bufs.values():
+            self.api.free(buf)
+        res.bufs.clear()
+
 
 def check_hw(program: Program, loaded: HwConfig | str | None) -> None:
     """Refuse a program compiled for another config than the loaded bitstream's."""
@@ -262,5 +336,5 @@ def check_hw(program: Program, loaded: HwConfig | str | None) -> None:
                          "program that config's bitstream first")
 
 
-__all__ = ["PynqApi", "VTADriver", "RunResult", "relocate", "check_hw", "MAX_XFER", "DEFAULT_TIMEOUT_S",
+__all__ = ["PynqApi", "VTADriver", "Resident", "resident_bytes", "RunResult", "relocate", "check_hw", "MAX_XFER", "DEFAULT_TIMEOUT_S",
            "FETCH_BASE", "LOAD_BASE", "COMPUTE_BASE", "STORE_BASE"]

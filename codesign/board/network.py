@@ -1,0 +1,229 @@
+"""A deployed network on the board: `codesign.board.Network("NET.vtanet")` (docs/board.md).
+
+Loads a verified bundle (`codesign.board.bundle`), puts every VTA step's program in the board's
+contiguous buffers once (`VTADriver.load`: weights, bias, micro-ops, relocated instructions), and
+runs the whole network per call: a VTA step gathers its input into its packed layout (one gather
+map: the host rewrite and the packing in one), runs on the device, gathers its output back; a CPU
+step runs the integer reference's kernels (the op kinds' `int_ref`, vectorized NumPy). Imports
+NumPy and codesign's network IR, program and driver only: no torch, no compiler, no simulator.
+
+    net = Network("resnet18.vtanet")            # on a PYNQ board: the real pynq API
+    y, ms = net(x)                              # float output, wall ms per step
+    net.profile()                               # step, unit, measured ms, predicted ms
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.board import bundle as fmt
+from codesign.board.driver import DEFAULT_TIMEOUT_S, PynqApi, Resident, VTADriver, resident_bytes
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.network.graph import Network as Graph
+from codesign.network.graph import Op
+from codesign.network.quantized import QParams, QuantizedNetwork, dequantize, quantize_array
+from codesign.network.reference import int_op
+from codesign.vta.program import DramRegion, Program
+
+
+@dataclass(frozen=True)
+class VtaStep:
+    program: Program
+    input: str
+    input_map: np.ndarray
+    residual: str | None
+    residual_map: np.ndarray | None
+    output: str
+    output_map: np.ndarray
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    name: str
+    unit: str          # vta | cpu | host
+    ops: tuple[str, ...]
+    predicted_ms: float
+    vta: VtaStep | None = None
+
+
+def _gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """append(x.ravel(), 0)[index]: a data move whose -1 entries are zeros."""
+    flat = np.empty(x.size + 1, dtype=np.int8)
+    flat[:-1] = x.reshape(-1)
+    flat[-1] = 0
+    return flat[index]
+
+
+def _program(step: Mapping[str, Any], hw: HwConfig, b: fmt.Bundle) -> Program:
+    p = step["program"]
+    regions = [DramRegion(r["name"], int(r["addr"]), int(r["nbytes"]), r["role"],
+                          None if r["data"] is None else b.array(r["data"])) for r in p["regions"]]
+    return Program(hw, b.array(p["insns"]), b.array(p["uops"]), regions, dict(p["meta"]))
+
+
+def _graph(b: fmt.Bundle) -> QuantizedNetwork:
+    doc = b.doc
+    ops = tuple(Op(o["name"], o["kind"], tuple(o["inputs"]), tuple(o["shape"]), fmt.decode(o["attrs"], b),
+                   fmt.decode(o.get("weight"), b), None, o.get("source", "")) for o in doc["ops"])
+    graph = Graph(doc["network"], tuple((i["tensor"], tuple(i["shape"])) for i in doc["inputs"]), ops,
+                  tuple(o["tensor"] for o in doc["outputs"]))
+    params = {}
+    for name, raw in doc["params"].items():
+        p = fmt.decode(raw, b)
+        params[name] = QParams(weight=p["weight"], weight_frac=int(p["weight_frac"]), bias=p["bias"],
+                               shift=int(p["shift"]), mul=int(p["mul"]), in_shifts=tuple(p["in_shifts"]),
+                               table=p["table"], extra=dict(p["extra"]))
+    return QuantizedNetwork(graph, {k: int(v) for k, v in doc["frac"].items()}, params)
+
+
+class Network:
+    """A bundle loaded on a board. `driver` (or `api`): the board's VTA driver (default: the real
+    pynq API); `bitstream`: (config, sha256) the board runs, checked against the bundle's;
+    `memory_bytes`: the contiguous memory this network may take, checked before anything loads."""
+
+    def __init__(self, source: str | Path | bytes, *, driver: VTADriver | None = None, api: PynqApi | None = None,
+                 bitstream: tuple[str, str] | None = None, memory_bytes: int | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, name: str | None = None) -> None:
+        b = fmt.read(source, name)
+        if b.doc.get("codesign_version") is None or not isinstance(b.doc.get("steps"), list):
+            raise ConfigError(f"{b.source}: network.json lacks its version or steps (not a network bundle)")
+        self.source = b.source
+        self.nbytes = b.nbytes
+        self.doc = b.doc
+        try:
+            self.hw = HwConfig.from_dict(b.doc["hw"], source=b.source)
+            self.qnet = _graph(b)
+            steps = []
+            for s in b.doc["steps"]:
+                vta = None
+                if s["unit"] == "vta":
+                    v = s["vta"]
+                    out_shape = tuple(self.qnet.network.op(v["output"]).shape)
+                    vta = VtaStep(_program(v, self.hw, b), v["input"], b.array(v["input_map"]), v.get("residual"),
+                                  b.array(v["residual_map"]) if v.get("residual") else None, v["output"],
+                                  b.array(v["output_map"]), out_shape)
+                steps.append(StepInfo(s["name"], s["unit"], tuple(s["ops"]), float(s["predicted_ms"]), vta))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{b.source}: network.json is not a network of schema {fmt.SCHEMA} "
+                              f"({type(exc).__name__}: {exc})") from None
+        self.steps = tuple(steps)
+        if bitstream is not None:
+            fmt.check_target(b, bitstream[0], bitstream[1], self.hw.to_dict() if bitstream[0] else None)
+        need = self.resident_bytes
+        if memory_bytes is not None and need > memory_bytes:
+            raise ConfigError(f"{b.source}: the network needs {need} bytes of contiguous board memory, more than the "
+                              f"{memory_bytes} bytes available; nothing was loaded")
+        self.timeout_s = timeout_s
+        self.driver = driver or VTADriver(api or PynqApi.real())
+        self._resident: dict[str, Resident] = {}
+        try:
+            for s in self.steps:
+                if s.vta is not None:
+                    self._resident[s.name] = self.driver.load(s.vta.program)
+        except BaseException:
+            self.close()
+            raise
+        self.last_ms: dict[str, float] = {}
+        self.last_device_ms: dict[str, float] = {}
+
+    # -- facts ------------------------------------------------------------------------------
+    @property
+    def resident_bytes(self) -> int:
+        return sum(resident_bytes(s.vta.program) for s in self.steps if s.vta is not None)
+
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        return list(self.doc["inputs"])
+
+    @property
+    def outputs(self) -> list[dict[str, Any]]:
+        return list(self.doc["outputs"])
+
+    # -- running ----------------------------------------------------------------------------
+    def quantize(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Inputs as int8: float arrays quantized with the bundle's exponents, int8 taken as they are."""
+        if len(xs) != len(self.inputs):
+            raise ConfigError(f"{self.source}: the network takes {len(self.inputs)} input(s), got {len(xs)}")
+        out = []
+        for x, spec in zip(xs, self.inputs):
+            x = np.asarray(x)
+            if tuple(x.shape) != tuple(spec["shape"]):
+                raise ConfigError(f"input {spec['tensor']!r}: shape {tuple(x.shape)}, expected {tuple(spec['shape'])}")
+            if x.dtype == np.int8:
+                out.append(x)
+            elif np.issubdtype(x.dtype, np.floating):
+                out.append(quantize_array(x, int(spec["frac"])))
+            else:
+                raise ConfigError(f"input {spec['tensor']!r}: dtype {x.dtype}; expected float (quantized here) or int8")
+        return out
+
+    def run(self, *xs: np.ndarray) -> tuple[list[np.ndarray], dict[str, float]]:
+        """int8 outputs and wall ms per step (a VTA step: its gathers, copies and device run)."""
+        env: dict[str, np.ndarray] = {spec["tensor"]: q for spec, q in zip(self.inputs, self.quantize(xs))}
+        net, times, device = self.qnet.network, {}, {}
+        for s in self.steps:
+            if s.unit == "host":  # its data effect is inside the VTA steps' gathers
+                continue
+            t0 = time.perf_counter()
+            if s.vta is not None:
+                v = s.vta
+                feed = {"data": _gather(env[v.input], v.input_map)}
+                if v.residual is not None:
+                    feed["residual"] = _gather(env[v.residual], v.residual_map)
+                outs, dev = self.driver.run_resident(self._resident[s.name], feed, self.timeout_s)
+                env[v.output] = outs["output"].view(np.int8)[v.output_map].reshape(v.shape)
+                device[s.name] = dev * 1e3
+            else:
+                for name in s.ops:
+                    op = net.op(name)
+                    env[name] = int_op(self.qnet, op, [env[t] for t in op.inputs])
+            times[s.name] = (time.perf_counter() - t0) * 1e3
+        self.last_ms, self.last_device_ms = times, device
+        return [env[o["tensor"]] for o in self.outputs], times
+
+    def __call__(self, *xs: np.ndarray) -> tuple[np.ndarray | list[np.ndarray], dict[str, float]]:
+        """Float output(s) (dequantized) and wall ms per step."""
+        ys, times = self.run(*xs)
+        fl = [dequantize(y, int(o["frac"])).astype(np.float32) for y, o in zip(ys, self.outputs)]
+        return (fl[0] if len(fl) == 1 else fl), times
+
+    def profile(self, file: Any = None) -> str:
+        """The last run's table: step, unit, measured ms (device ms of VTA steps), predicted ms."""
+        if not self.last_ms:
+            raise ConfigError("profile: run the network first (net(x))")
+        lines = [f"{'step':<28} {'unit':<4} {'measured ms':>11} {'device ms':>10} {'predicted ms':>12}"]
+        for s in self.steps:
+            if s.unit == "host":
+                lines.append(f"{s.name[:28]:<28} {'host':<4} {'(in VTA)':>11} {'':>10} {s.predicted_ms:12.3f}")
+                continue
+            dev = self.last_device_ms.get(s.name)
+            lines.append(f"{s.name[:28]:<28} {s.unit:<4} {self.last_ms[s.name]:11.3f} "
+                         f"{'' if dev is None else f'{dev:10.3f}':>10} {s.predicted_ms:12.3f}")
+        lines.append(f"{'total':<28} {'':<4} {sum(self.last_ms.values()):11.3f} {sum(self.last_device_ms.values()):10.3f} "
+                     f"{sum(s.predicted_ms for s in self.steps):12.3f}")
+        text = "\n".join(lines)
+        print(text, file=file)
+        return text
+
+    def close(self) -> None:
+        """Free the board buffers (a second network can then take them)."""
+        for res in self._resident.values():
+            self.driver.unload(res)
+        self._resident = {}
+
+    def __enter__(self) -> Network:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Network"]

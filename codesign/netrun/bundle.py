@@ -1,0 +1,170 @@
+"""A placed network as a `.vtanet` bundle (`codesign deploy --workload NET -o NET.vtanet`): what
+`codesign.board.Network` needs to run it on a board without torch, the planner or the compiler.
+
+Each VTA step keeps its program (instructions, micro-ops, DRAM regions) compiled once with its
+weights, bias and identity in place; the regions that change per inference (the step's input,
+a fused residual) are left empty. The host rewrite around the layer (zero padding, space-to-depth,
+im2col, zero insertion, tokens as pixels) and VTA's packed layout are both pure data moves, so each
+is stored as one gather map: `packed = append(x.ravel(), 0)[map]` (-1 picks the appended zero), and
+the output's unpacking likewise (`y = region[map]`). The maps are found by running the rewrite and
+the packing on each byte of the source positions' indices (an int8 data move keeps every byte).
+CPU steps keep their ops and integer parameters; the board runs them with the kinds' `int_ref`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign import __version__
+from codesign.board import bundle as fmt
+from codesign.errors import ConfigError
+from codesign.evaluate.fused import compile_fused
+from codesign.evaluate.pool import compile_pool
+from codesign.fileio import json_default_or_str
+from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input
+from codesign.network.layers import layer_of
+from codesign.place import Step
+from codesign.place.transforms import Rewrite, pad_axis
+from codesign.vta.program import Program
+
+RUNTIME_REGIONS = ("data", "residual")  # regions written per inference; the others are constant
+
+
+def gather_map(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """int32 map m with fn(x).ravel() == append(x.ravel(), 0)[m] for every int8 x of `shape`, for
+    a pure data move `fn` (zeros it inserts map to -1). One pass of fn per byte of the indices."""
+    n = math.prod(shape)
+    if n + 1 >= 2 ** 31:
+        raise ConfigError(f"bundle: a tensor of {n} elements is too large for an int32 gather map")
+    codes = np.arange(1, n + 1, dtype=np.int64)
+    acc = None
+    for k in range(max(1, -(-int(n + 1).bit_length() // 8))):
+        digit = ((codes >> (8 * k)) & 0xFF).astype(np.uint8).view(np.int8).reshape(shape)
+        y = np.ascontiguousarray(np.asarray(fn(digit), dtype=np.int8)).reshape(-1).view(np.uint8).astype(np.int64)
+        acc = y << (8 * k) if acc is None else acc | (y << (8 * k))
+    return (acc - 1).astype(np.int32)
+
+
+def _program_doc(program: Program, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
+    regions = []
+    for r in program.regions:
+        runtime = r.name in RUNTIME_REGIONS
+        data = None
+        if r.data is not None and not runtime:
+            arrays[f"{key}.{r.name}"] = r.data
+            data = {"array": f"{key}.{r.name}"}
+        regions.append({"name": r.name, "addr": r.addr, "nbytes": r.nbytes, "role": r.role, "data": data,
+                        "runtime": runtime})
+    arrays[f"{key}.insns"], arrays[f"{key}.uops"] = program.insns, program.uops
+    meta = json.loads(json.dumps(program.meta, default=json_default_or_str))
+    return {"insns": {"array": f"{key}.insns"}, "uops": {"array": f"{key}.uops"}, "regions": regions, "meta": meta}
+
+
+def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
+    net, qnet, hw = prep.network, prep.qnet, prep.plan.hw
+    gemm = net.op(step.ops[0])
+    if gemm.kind == "matmul" or gemm.kind not in GEMM_KINDS or step.layer is None or step.epilogue is None:
+        raise ConfigError(f"bundle: step {step.name} ({gemm.kind} on VTA) cannot be bundled yet (a matmul of two "
+                          "activations changes its weights per inference); run it with codesign run --board")
+    p = qnet.params[gemm.name]
+    epi, layer = step.epilogue, step.layer
+    bias = p.bias if epi.bias else None
+    res_name = step.residual or _residual_input(net, step)
+    rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
+    in_shape = tuple(net.op(gemm.inputs[0]).shape) if gemm.inputs[0] in {o.name for o in net.ops} else \
+        tuple(dict(net.inputs)[gemm.inputs[0]])
+    out_op = net.op(step.ops[-1])
+    res0 = np.zeros(out_op.shape, np.int8) if res_name is not None else None
+    x, w, b, r = rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, res0)
+    config = prep.schedules[step.name].config
+    program = compile_fused(layer, config, hw, epi, x, w, b, r)
+    doc: dict[str, Any] = {"program": _program_doc(program, arrays, key), "input": gemm.inputs[0],
+                           "residual": res_name, "output": out_op.name, "layer": layer.spec,
+                           "rewrite": rewrite.describe(), "schedule": {
+                               "source": prep.schedules[step.name].source, "family": prep.schedules[step.name].family,
+                               "index": int(config.index)}}
+    arrays[f"{key}.input_map"] = gather_map(
+        lambda v: layer.pack_data(rewrite.vta_operands(v, p.weight, bias, res0)[0], hw), in_shape)
+    doc["input_map"] = {"array": f"{key}.input_map"}
+    if res_name is not None:
+        arrays[f"{key}.residual_map"] = gather_map(
+            lambda v: layer.pack_output(rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, v)[3], hw),
+            tuple(out_op.shape))
+        doc["residual_map"] = {"array": f"{key}.residual_map"}
+    nbytes = program.region("output").nbytes
+    arrays[f"{key}.output_map"] = gather_map(
+        lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(out_op.shape), (nbytes,))
+    doc["output_map"] = {"array": f"{key}.output_map"}
+    return doc
+
+
+def _vta_pool(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
+    net, hw, pool = prep.network, prep.plan.hw, step.pool
+    op = net.op(step.ops[0])
+    src = op.inputs[0]
+    in_shape = tuple(net.op(src).shape) if src in {o.name for o in net.ops} else tuple(dict(net.inputs)[src])
+    program = compile_pool(pool, hw, None)
+    n, c = op.shape[:2]
+    arrays[f"{key}.input_map"] = gather_map(
+        lambda v: pool._io().pack_data(pad_axis(pad_axis(v, 0, pool.batch), 1, pool.channels), hw), in_shape)
+    nbytes = program.region("output").nbytes
+    arrays[f"{key}.output_map"] = gather_map(
+        lambda v: np.ascontiguousarray(pool._out().unpack_output(v, hw)[:n, :c]).reshape(op.shape), (nbytes,))
+    return {"program": _program_doc(program, arrays, key), "input": src, "residual": None, "output": op.name,
+            "layer": pool.name, "rewrite": "as is", "schedule": {"source": "pool", "family": "alu", "index": 0},
+            "input_map": {"array": f"{key}.input_map"}, "output_map": {"array": f"{key}.output_map"}}
+
+
+def build(prep: Prepared, bitstream_sha256: str, board: str | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(network.json document, arrays) of the bundle of `prep` for the bitstream `bitstream_sha256`."""
+    qnet, net, plan = prep.qnet, prep.network, prep.plan
+    arrays: dict[str, np.ndarray] = {}
+    ops = []
+    for op in net.ops:
+        d = {"name": op.name, "kind": op.kind, "inputs": list(op.inputs), "shape": list(op.shape),
+             "attrs": fmt.encode(dict(op.attrs), arrays, f"attr.{op.name}"), "source": op.source}
+        if op.kind not in GEMM_KINDS and op.weight is not None:  # a constant operand (small), for int_ref
+            d["weight"] = fmt.encode(op.weight, arrays, f"const.{op.name}")
+        ops.append(d)
+    params = {}
+    for name, p in qnet.params.items():
+        params[name] = fmt.encode({"weight": p.weight, "weight_frac": p.weight_frac, "bias": p.bias, "shift": p.shift,
+                                   "mul": p.mul, "in_shifts": tuple(p.in_shifts), "table": p.table,
+                                   "extra": dict(p.extra)}, arrays, f"param.{name}")
+    steps = []
+    for i, step in enumerate(plan.steps):
+        unit = "host" if step.host else step.placement
+        d: dict[str, Any] = {"name": step.name, "kind": step.kind, "unit": unit, "ops": list(step.ops),
+                             "reason": step.reason, "predicted_ms": step.predicted_s * 1e3,
+                             "transform": step.transform}
+        if unit == "vta":
+            key = f"step{i}"
+            d["vta"] = _vta_pool(prep, step, arrays, key) if step.pool is not None else _vta_gemm(prep, step, arrays, key)
+        steps.append(d)
+    quant = [{"tensor": n, "shape": list(s), "frac": int(qnet.frac[n]), "dtype": "int8"} for n, s in net.inputs]
+    doc = {"codesign_version": __version__, "name": prep.name, "hw_name": plan.hw.name, "hw": plan.hw.to_dict(),
+           "bitstream_sha256": bitstream_sha256, "board": board or getattr(plan.board, "name", str(plan.board)),
+           "batch": plan.batch, "network": net.name, "inputs": quant,
+           "outputs": [{"tensor": t, "shape": list(net.op(t).shape), "frac": int(qnet.frac[t]), "dtype": "int8"}
+                       for t in net.outputs],
+           "frac": {k: int(v) for k, v in qnet.frac.items()}, "ops": ops, "params": params, "steps": steps,
+           "predicted_latency_ms": plan.latency_s * 1e3}
+    return doc, arrays
+
+
+def to_bytes(prep: Prepared, bitstream_sha256: str, board: str | None = None) -> bytes:
+    return fmt.to_bytes(*build(prep, bitstream_sha256, board))
+
+
+def write(prep: Prepared, path: str | Path, bitstream_sha256: str, board: str | None = None) -> int:
+    """Write the bundle; returns its size in bytes."""
+    return fmt.write(path, *build(prep, bitstream_sha256, board))
+
+
+__all__ = ["build", "gather_map", "to_bytes", "write", "RUNTIME_REGIONS"]
