@@ -61,6 +61,16 @@ class RunReply:
         return {o["name"]: o["sha256"] for o in self.header.get("outputs", []) if "sha256" in o}
 
 
+@dataclass(frozen=True)
+class InferReply:
+    outputs: list[np.ndarray]          # the network's int8 outputs
+    step_ms: dict[str, float]          # wall ms per step on the board (host passes folded into VTA steps)
+    device_ms: dict[str, float]        # VTA steps: device ms start to done
+    rpc_s: float                       # the host's whole round trip
+    sent_bytes: int                    # the request blob (input + header)
+    received_bytes: int                # the reply blob (outputs + header)
+
+
 def _within(timeout_s: float, what: str, fn: Any) -> Any:
     """Run a blocking tvm connect in a thread: a tvm server serves one session at a time, so a
     busy (or hung) board would block the caller forever."""
@@ -98,6 +108,7 @@ class BoardClient:
         self.cache = cache
         self._funcs: dict[str, Any] = {}
         self._held: set[str] = set()  # digests this session's board holds (its replies say so)
+        self.network: dict[str, Any] | None = None  # the network load_network put on the board
         # what run_cached sent and named: bytes inline, bytes named by digest, `missing` refusals
         self.stats = {"sent_bytes": 0, "named_bytes": 0, "misses": 0}
         if session is None:
@@ -177,6 +188,44 @@ class BoardClient:
             raise BoardError(f"board {self.name} runs {loaded.get('config') or 'no VTA bitstream'}, not {config}; "
                              "pass --bitstream FILE for that config")
         return loaded
+
+    # -- a deployed network (docs/board.md, "Over RPC") -------------------------------------------
+    def load_network(self, bundle: bytes) -> dict[str, Any]:
+        """Send a .vtanet bundle; the board verifies it against its bitstream and loads it (the
+        session's previous network is freed). Returns the board's description of it."""
+        header, _ = self.call(protocol.LOAD_NETWORK, bytes(bundle))
+        self.network = header
+        return header
+
+    def infer(self, x: np.ndarray) -> InferReply:
+        """One inference of the loaded network: only `x`'s bytes and a small header go out, the
+        int8 outputs' bytes and the per-step times come back."""
+        net = self.network
+        if net is None:
+            raise BoardError(f"board {self.name}: load_network first")
+        x = np.ascontiguousarray(x)
+        dtype = "int8" if x.dtype == np.int8 else "float32"
+        x = x if dtype == "int8" else x.astype(np.float32)
+        request = protocol.encode({"dtype": dtype, "shape": list(x.shape)}, x.tobytes(), protocol.REQUEST_MAGIC)
+        start = time.perf_counter()
+        fn = self._func(protocol.INFER)
+        try:
+            blob = fn(bytearray(request))
+        except Exception as exc:  # noqa: BLE001 - the session or socket broke
+            self._funcs.clear()
+            raise BoardLost(f"board {self.name} lost during infer: {_one_line(exc)}") from None
+        del fn
+        rpc_s = time.perf_counter() - start
+        header, payload = protocol.decode(blob, f"board {self.name}")
+        protocol.check(header, f"board {self.name}")
+        outs, pos = [], 0
+        for shape in header["outputs"]:
+            n = int(np.prod(shape))
+            outs.append(np.frombuffer(payload[pos:pos + n], dtype=np.int8).reshape(shape).copy())
+            pos += n
+        names = [s["name"] for s in net["steps"] if s["unit"] != "host"]
+        return InferReply(outs, dict(zip(names, header["step_ms"])), dict(zip(names, header["device_ms"])),
+                          rpc_s, len(request), len(blob))
 
     def run(self, program_blob: bytes, number: int = 1, repeat: int = 1, timeout_s: float = 10.0,
             outputs: str = "bytes") -> RunReply:

@@ -35,7 +35,13 @@ MAGIC = b"VTARSP\x01"
 REQUEST_MAGIC = b"VTAREQ\x01"
 PREFIX = "codesign.board."
 INFO, PROGRAM, RUN, RUN_CACHED = PREFIX + "info", PREFIX + "program", PREFIX + "run", PREFIX + "run_cached"
-FUNCTIONS = (INFO, PROGRAM, RUN, RUN_CACHED)
+# A deployed network (docs/board.md, "Over RPC"): `load_network(bundle)` verifies and loads a
+# .vtanet bundle for this session; `infer(request)` runs it on one input. An infer request is one
+# blob (REQUEST_MAGIC, header {"dtype", "shape"}, payload the input's bytes); its reply's payload is
+# the int8 outputs' bytes, its header their shapes and the per-step wall and device ms.
+LOAD_NETWORK, INFER = PREFIX + "load_network", PREFIX + "infer"
+FUNCTIONS = (INFO, PROGRAM, RUN, RUN_CACHED, LOAD_NETWORK, INFER)
+INFER_DTYPES = ("int8", "float32")
 # The session constructor the tvm.rpc protocol itself calls when a client connects; the only
 # global function a board session keeps besides FUNCTIONS.
 SESSION_CONSTRUCTOR = "rpc.LocalSession"
@@ -104,4 +110,4 @@ def check(header: dict[str, Any], source: str) -> dict[str, Any]:
 
 __all__ = ["encode", "decode", "error", "check", "is_sha256", "RemoteError", "FUNCTIONS", "INFO", "PROGRAM", "RUN",
            "RUN_CACHED", "MAGIC", "REQUEST_MAGIC", "DEFAULT_PORT", "DEFAULT_MAX_PAYLOAD", "DEFAULT_CACHE_BYTES",
-           "CACHE_MIN_PART", "OUTPUT_MODES", "SESSION_CONSTRUCTOR"]
+           "CACHE_MIN_PART", "OUTPUT_MODES", "SESSION_CONSTRUCTOR", "LOAD_NETWORK", "INFER", "INFER_DTYPES"]

@@ -38,11 +38,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from codesign import __version__
 from codesign.bitstream.bitfile import die_of, parse_header
 from codesign.board import protocol
 from codesign.board.cache import BlobCache
 from codesign.board.driver import DEFAULT_TIMEOUT_S, PynqApi, VTADriver, check_hw
+from codesign.board.network import Network
 from codesign.errors import BoardError, CodesignError
 from codesign.fileio import atomic_write_bytes, atomic_write_json
 from codesign.hw.board import Board
@@ -64,6 +67,8 @@ class ServeOptions:
     emulate: str | None = None  # hardware config of the emulated board (tests and demos)
     max_payload: int = protocol.DEFAULT_MAX_PAYLOAD
     cache_bytes: int = protocol.DEFAULT_CACHE_BYTES  # per session; 0: run_cached keeps nothing
+    # contiguous memory a loaded network may take: PYNQ-Z1's default CMA pool is 128 MB
+    network_bytes: int = 128 << 20
     state_dir: str = ""
     custom_addr: str | None = None  # address reported to the tracker
 
@@ -130,6 +135,7 @@ class BoardService:
         self.state_path = self.state_dir / "state.json"
         self.cache = BlobCache(opts.cache_bytes)
         self.last_cache: dict[str, Any] = {}  # what the last run_cached did (for the log line)
+        self.network: Network | None = None  # this session's deployed network (load_network)
 
     # -- state that outlives a session ----------------------------------------------------------
     def loaded(self) -> dict[str, Any]:
@@ -202,6 +208,51 @@ class BoardService:
         if outputs == "sha256":
             return header, b""
         return header, b"".join(res.outputs[n].tobytes() for n in names)
+
+    def load_network(self, blob: bytes) -> dict[str, Any]:
+        """Verify a .vtanet bundle against the loaded bitstream and load it, replacing this
+        session's network (whose buffers are freed first)."""
+        self._check_size("bundle", blob)
+        state = self.loaded()
+        if not state.get("config") or not state.get("sha256"):
+            raise BoardError("the board's bitstream is unknown (none programmed): program the bundle's bitstream "
+                             "first (codesign deploy HW --board ADDR)")
+        if self.network is not None:
+            self.network.close()
+            self.network = None
+        start = time.perf_counter()
+        net = Network(bytes(blob), driver=self.driver, bitstream=(state["config"], state["sha256"]),
+                      memory_bytes=self.opts.network_bytes, name="bundle")
+        self.network = net
+        return {"network": net.doc["name"], "hw": net.hw.name, "bytes": net.nbytes,
+                "resident_bytes": net.resident_bytes, "load_s": time.perf_counter() - start,
+                "steps": [{"name": s.name, "unit": s.unit, "predicted_ms": s.predicted_ms} for s in net.steps],
+                "inputs": net.inputs, "outputs": net.outputs}
+
+    def infer(self, request: bytes) -> tuple[dict[str, Any], bytes]:
+        """One inference of the loaded network: the input's bytes in, the int8 outputs' out."""
+        net = self.network
+        if net is None:
+            raise BoardError("no network loaded in this session: load_network first")
+        self._check_size("input", request)
+        head, payload = protocol.decode(request, "request", magic=protocol.REQUEST_MAGIC)
+        dtype, shape = head.get("dtype"), head.get("shape")
+        spec = net.inputs[0] if len(net.inputs) == 1 else None
+        if spec is None:
+            raise BoardError(f"the loaded network takes {len(net.inputs)} inputs; infer passes one")
+        if dtype not in protocol.INFER_DTYPES:
+            raise BoardError(f"input dtype {dtype!r}; allowed: {', '.join(protocol.INFER_DTYPES)}")
+        if not isinstance(shape, list) or shape != list(spec["shape"]):
+            raise BoardError(f"input shape {shape}, the network {net.doc['name']!r} takes {list(spec['shape'])}")
+        want = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if len(payload) != want:
+            raise BoardError(f"input of {len(payload)} bytes; a {dtype} {tuple(shape)} input is {want} bytes")
+        x = np.frombuffer(payload, dtype=dtype).reshape(shape)
+        ys, times = net.run(x)
+        ran = [s for s in net.steps if s.unit != "host"]
+        header = {"outputs": [list(y.shape) for y in ys], "step_ms": [round(times[s.name], 6) for s in ran],
+                  "device_ms": [round(net.last_device_ms.get(s.name, 0.0), 6) for s in ran]}
+        return header, b"".join(np.ascontiguousarray(y).tobytes() for y in ys)
 
     def run_cached(self, request: bytes) -> tuple[dict[str, Any], bytes]:
         """`run` of a program blob sent as parts, some named by sha256 only (`protocol`)."""
@@ -312,6 +363,11 @@ def handle(service: BoardService, name: str, *args: Any) -> bytes:
             reply = protocol.encode({"ok": True, **service.info()})
         elif name == protocol.PROGRAM:
             reply = protocol.encode({"ok": True, **service.program(bytes(args[0]), str(args[1]), str(args[2]))})
+        elif name == protocol.LOAD_NETWORK:
+            reply = protocol.encode({"ok": True, **service.load_network(args[0])})
+        elif name == protocol.INFER:
+            header, payload = service.infer(args[0])
+            reply = protocol.encode({"ok": True, **header}, payload)
         else:
             if name == protocol.RUN_CACHED:
                 header, payload = service.run_cached(args[0])

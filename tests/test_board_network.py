@@ -1,0 +1,217 @@
+"""A network deployed on a board (docs/board.md): the .vtanet bundle of the trained small CNN runs on
+an emulated board behind a real board server on 127.0.0.1 with outputs identical to the simulator
+path; per inference only the input, the output and a small header cross the wire; a flipped byte,
+a wrong bitstream and a truncated file are each refused in one line; two networks loaded one after
+the other both run; the board runtime imports and runs without torch."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from codesign.board import Network
+from codesign.board import bundle as fmt
+from codesign.board.client import BoardClient
+from codesign.board.driver import PynqApi, VTADriver
+from codesign.board.emulated import EmulatedPynq
+from codesign.board.local import local_board
+from codesign.board.protocol import RemoteError
+from codesign.cli import main
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.netrun import bundle
+from codesign.netrun import network as whole
+
+HW = HwConfig.resolve("pynq_1x16")
+BATCH = 16  # the exported graph's batch: enough rows for the residual block's convs to go to VTA
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def digits(small_cnn):
+    """The small CNN trained on scikit-learn's 8x8 digits (as tests/test_netrun_network.py)."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x = (data.images / 16.0).astype(np.float32)[:, None]
+    y = data.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(x))
+    train, test = order[:1500], order[1500:]
+    torch.manual_seed(0)
+    net = small_cnn()
+    opt = torch.optim.Adam(net.parameters(), 1e-2)
+    net.train()
+    xtr, ytr = torch.from_numpy(x[train]), torch.from_numpy(y[train])
+    for _ in range(2):
+        for i in range(0, len(train), 50):
+            loss = nn.functional.cross_entropy(net(xtr[i:i + 50]), ytr[i:i + 50])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    prep = whole.prepare(net, (torch.from_numpy(x[test[:BATCH]]),), "digits", HW, calibration=x[train[:256]])
+    assert any(s.placement == "vta" for s in prep.plan.steps)
+    return prep, x[test]
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """A second network: conv + ReLU + linear (16x16 input, its conv on VTA)."""
+    torch.manual_seed(1)
+    module = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 16 * 16, 16))
+    rng = np.random.default_rng(1)
+    cal = rng.standard_normal((8, 16, 16, 16)).astype(np.float32)
+    prep = whole.prepare(module, (torch.from_numpy(cal[:1]),), "plain", HW, calibration=cal)
+    return prep, rng.standard_normal((1, 16, 16, 16)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def bit():
+    """A small valid .bit for pynq_1x16 on PYNQ-Z1 and its sha256."""
+    from codesign.bitstream.bitfile import make_header
+
+    body = bytes(range(256)) * 8
+    data = make_header("vta_wrapper", "7z020clg484", "2026/11/22", "13:00:00", len(body)) + body
+    return data, hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def board(bit):
+    with local_board("pynq_1x16") as b, BoardClient(b.addr) as client:
+        client.program(bit[0], bit[1], HW.name)
+        yield client
+
+
+def simulated(prep, x) -> list[np.ndarray]:
+    return whole.execute(prep, x, whole.simulator_executor()).outputs(prep.qnet)
+
+
+def test_bundle_runs_in_process_bit_exact_and_profiles(digits, bit, capsys) -> None:
+    prep, x = digits
+    blob = bundle.to_bytes(prep, bit[1])
+    net = Network(blob, driver=VTADriver(PynqApi(EmulatedPynq(HW))), bitstream=(HW.name, bit[1]))
+    ys, times = net.run(x[:BATCH])
+    assert all(np.array_equal(a, b) for a, b in zip(ys, simulated(prep, x[:BATCH])))
+    ran = [s.name for s in prep.plan.steps if not s.host]
+    assert list(times) == ran and all(t > 0 for t in times.values())
+    vta = [s.name for s in prep.plan.steps if s.placement == "vta"]
+    assert vta and set(net.last_device_ms) == set(vta)
+    table = net.profile()
+    assert table in capsys.readouterr().out and all(name[:28] in table for name in ran)
+    with pytest.raises(ConfigError, match=r"input 'x': shape \(1, 1, 8, 8\), expected \(16, 1, 8, 8\)"):
+        net.run(x[:1])
+    net.close()
+
+
+def test_bundle_over_rpc_equals_simulator_with_bounded_wire_bytes(digits, board, bit) -> None:
+    prep, x = digits
+    info = board.load_network(bundle.to_bytes(prep, bit[1]))
+    assert info["resident_bytes"] > 0 and [s["name"] for s in info["steps"]] == [s.name for s in prep.plan.steps]
+    for k in range(2):
+        batch = x[k * BATCH:(k + 1) * BATCH]
+        reply = board.infer(batch)
+        assert all(np.array_equal(a, b) for a, b in zip(reply.outputs, simulated(prep, batch)))
+        n_steps = sum(not s.host for s in prep.plan.steps)
+        # the input (float32) + a header; the int8 output + a header of two numbers per step
+        assert reply.sent_bytes <= batch.nbytes + 128
+        assert reply.received_bytes <= sum(o.nbytes for o in reply.outputs) + 128 + 48 * n_steps
+        assert set(reply.step_ms) == {s.name for s in prep.plan.steps if not s.host}
+    with pytest.raises(RemoteError) as err:
+        board.infer(x[:1])
+    assert len(str(err.value).splitlines()) == 1 and "input shape [1, 1, 8, 8]" in str(err.value)
+
+
+def test_two_networks_loaded_one_after_the_other(digits, plain, board, bit) -> None:
+    for prep, x in (plain, (digits[0], digits[1][:BATCH])):
+        board.load_network(bundle.to_bytes(prep, bit[1]))
+        reply = board.infer(x)
+        assert all(np.array_equal(a, b) for a, b in zip(reply.outputs, simulated(prep, x)))
+
+
+def test_tampered_truncated_and_mismatched_bundles_refused_in_one_line(plain, board, bit, tmp_path) -> None:
+    prep, _ = plain
+    blob = bundle.to_bytes(prep, bit[1])
+    flipped = bytearray(blob)
+    flipped[len(blob) // 3] ^= 0x01
+    cases = [(bytes(flipped), r"tampered or corrupt|corrupt"), (blob[:len(blob) // 2], "truncated"),
+             (bundle.to_bytes(prep, "f" * 64), "compiled for the bitstream with sha256 ffffffffffffffff")]
+    for data, why in cases:
+        with pytest.raises(RemoteError, match=why) as err:
+            board.load_network(data)
+        assert len(str(err.value).splitlines()) == 1
+    doc, arrays = bundle.build(prep, bit[1])
+    other = fmt.to_bytes({**doc, "hw_name": "pynq_4x8_i8w8a32_15_15_18_17"}, arrays)
+    with pytest.raises(RemoteError, match="compiled for hw config pynq_4x8"):
+        board.load_network(other)
+    # an unknown schema version, in process
+    import io
+    import json
+    import zipfile
+    src = zipfile.ZipFile(io.BytesIO(blob))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for i in src.infolist():
+            data = src.read(i.filename)
+            if i.filename == "manifest.json":
+                data = json.dumps({**json.loads(data), "schema": 99}).encode()
+            z.writestr(i.filename, data)
+    with pytest.raises(ConfigError, match="schema version 99"):
+        fmt.read(out.getvalue())
+    # too big for the board's memory: refused before anything is loaded
+    with pytest.raises(ConfigError, match="more than the 1000 bytes available; nothing was loaded"):
+        Network(blob, driver=VTADriver(PynqApi(EmulatedPynq(HW))), memory_bytes=1000)
+
+
+NET_PY = """
+import torch
+from torch import nn
+
+def small():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 16 * 16, 16)), \\
+        (torch.randn(1, 16, 16, 16),)
+"""
+
+
+def test_deploy_cli_writes_a_bundle_and_refuses_one_line(bit, tmp_path, capsys) -> None:
+    (tmp_path / "vta.bit").write_bytes(bit[0])
+    (tmp_path / "nets.py").write_text(NET_PY)
+    spec = f"{tmp_path / 'nets.py'}:small"
+    out = tmp_path / "net.vtanet"
+    assert main(["deploy", "--workload", spec, "--hw", "pynq_1x16", "--bitstream", str(tmp_path / "vta.bit"),
+                 "-o", str(out), "--json"]) == 0
+    b = fmt.read(out)
+    assert b.doc["bitstream_sha256"] == bit[1] and b.doc["hw_name"] == HW.name
+    capsys.readouterr()
+    assert main(["deploy", "--workload", spec, "--hw", "pynq_1x16", "-o", str(tmp_path / "x.zip")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ".vtanet" in err
+
+
+def test_board_runtime_imports_and_runs_without_torch(plain, bit, tmp_path) -> None:
+    prep, x = plain
+    path = tmp_path / "plain.vtanet"
+    bundle.write(prep, path, bit[1])
+    np.save(tmp_path / "x.npy", x)
+    want = simulated(prep, x)[0]
+    np.save(tmp_path / "want.npy", want)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np\n"
+        "from codesign.board import Network\n"
+        "from codesign.board.driver import PynqApi, VTADriver\n"
+        "from codesign.board.emulated import EmulatedPynq\n"
+        f"net = Network({str(path)!r}, driver=VTADriver(PynqApi(EmulatedPynq('pynq_1x16'))))\n"
+        f"ys, _ = net.run(np.load({str(tmp_path / 'x.npy')!r}))\n"
+        f"assert np.array_equal(ys[0], np.load({str(tmp_path / 'want.npy')!r}))\n"
+        "print('ran without torch')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0 and "ran without torch" in res.stdout, res.stderr[-800:]
