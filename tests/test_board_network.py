@@ -7,6 +7,7 @@ the other both run; the board runtime imports and runs without torch."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -83,9 +84,16 @@ def bit():
 
 
 @pytest.fixture(scope="module")
-def board(bit):
-    with local_board("pynq_1x16") as b, BoardClient(b.addr) as client:
-        client.program(bit[0], bit[1], HW.name)
+def board_addr(bit):
+    with local_board("pynq_1x16") as b:
+        with BoardClient(b.addr) as client:  # the loaded bitstream outlives the session
+            client.program(bit[0], bit[1], HW.name)
+        yield b.addr
+
+
+@pytest.fixture()
+def board(board_addr):
+    with BoardClient(board_addr) as client:  # a network lives as long as its session
         yield client
 
 
@@ -152,7 +160,6 @@ def test_tampered_truncated_and_mismatched_bundles_refused_in_one_line(plain, bo
         board.load_network(other)
     # an unknown schema version, in process
     import io
-    import json
     import zipfile
     src = zipfile.ZipFile(io.BytesIO(blob))
     out = io.BytesIO()
@@ -215,3 +222,18 @@ def test_board_runtime_imports_and_runs_without_torch(plain, bit, tmp_path) -> N
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 0 and "ran without torch" in res.stdout, res.stderr[-800:]
+
+
+def test_run_board_uses_the_deployed_bundle_and_reports_measured_ms(board_addr, tmp_path, capsys) -> None:
+    (tmp_path / "nets.py").write_text(NET_PY)
+    args = ["run", "--workload", f"{tmp_path / 'nets.py'}:small", "--hw", "pynq_1x16"]
+    assert main([*args, "--board", board_addr, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["bit_exact"] and "deployed bundle" in res["executor"] and res["measured_ms"] > 0
+    ran = [r for r in res["ops"] if not r.get("host") and r["name"] == r["step"]]
+    assert ran and all(r["measured_ms"] > 0 for r in ran)
+    assert res["measured_ms"] == pytest.approx(sum(r["measured_ms"] for r in ran))
+    assert all("measured_device_ms" in r for r in ran if r["placement"] == "vta")
+    assert main([*args, "--simulate", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["latency_ms"] == pytest.approx(res["latency_ms"])  # the same plan, predicted alike

@@ -7,18 +7,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
+import numpy as np
 from tqdm import tqdm
 
+from codesign.board import protocol
 from codesign.calibrate.profiles import resolve_params
 from codesign.commands.replay import _clean
 from codesign.deploy import board_executor, check_loaded, connect, fused_board_executor
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
 from codesign.hw.config import HwConfig
-from codesign.netrun import load_schedule_records, plot, run_network
+from codesign.netrun import bundle, load_schedule_records, plot, run_network
 from codesign.netrun import network as whole
 from codesign.netrun.schedules import FAMILIES
+from codesign.network.reference import run_int
 from codesign.tune.records import skipped_line
 
 DESCRIPTION = """\
@@ -106,8 +110,13 @@ def run(args: argparse.Namespace) -> int:
         with connect(args.board, args.tracker, args.key) as client:  # a board problem before the import
             info = check_loaded(client, hw)
             prep = prepare()
-            result = whole.run(prep, fused_board_executor(client), f"board {client.name} ({info.get('board')}"
-                               f"{', emulated' if info.get('emulated') else ''})", progress(prep))
+            where = f"board {client.name} ({info.get('board')}{', emulated' if info.get('emulated') else ''})"
+            why = deployable(prep, info)
+            if why is None:
+                result = run_deployed(prep, client, where)
+            else:  # the old path: each VTA step's tensors cross the wire, CPU steps run here
+                result = whole.run(prep, fused_board_executor(client), where, progress(prep))
+                result["notes"].append(f"per-step run (not a deployed bundle): {why}")
     if bar is not None:
         bar.close()
     if prep.chooser.stale:  # vta records are matched by knobs; those no longer in the space are counted
@@ -125,16 +134,76 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result["bit_exact"] else 1
 
 
+def deployable(prep: whole.Prepared, info: dict) -> str | None:
+    """Why `prep` cannot run on the board as a deployed bundle (then each step goes over RPC), or None."""
+    if protocol.INFER not in (info.get("functions") or []):
+        return "the board server has no load_network/infer (an older codesign)"
+    if not (info.get("bitstream") or {}).get("sha256"):
+        return "the board's bitstream is unknown (deploy HW first)"
+    if isinstance(prep.example, tuple):
+        return "the network takes several inputs"
+    if any(s.placement == "vta" and s.pool is None and prep.network.op(s.ops[0]).kind == "matmul"
+           for s in prep.plan.steps):
+        return "a matmul of two activations on VTA"
+    return None
+
+
+def run_deployed(prep: whole.Prepared, client, where: str) -> dict:
+    """The network as a bundle on the board: loaded once, one inference (only the input and the
+    output cross the wire), every step measured there; the output checked against run_int."""
+    start = time.perf_counter()
+    blob = bundle.to_bytes(prep, client.info()["bitstream"]["sha256"])
+    client.load_network(blob)
+    reply = client.infer(prep.example)
+    reference = run_int(prep.qnet, prep.example)
+    env = dict(reference)
+    bad = 0
+    for t, y in zip(prep.network.outputs, reply.outputs):
+        env[t] = y
+        bad += int(np.count_nonzero(y != reference[t])) if y.shape == reference[t].shape else int(reference[t].size)
+    exe = whole.Execution(env, reference)
+    for step in prep.plan.steps:
+        chosen = prep.schedules.get(step.name)
+        sched = None
+        if step.placement == "vta" and step.pool is not None:
+            sched = {"source": "pool", "family": "alu", "index": 0, "layer": step.pool.name}
+        elif chosen is not None:
+            sched = {"source": chosen.source, "family": chosen.family, "index": int(chosen.config.index),
+                     "layer": step.layer.name}
+        for k, name in enumerate(step.ops):
+            kind = step.kind if step.host else prep.network.op(name).kind
+            row = whole.OpRow(name, kind, step.placement, step.name, step.predicted_s * 1e3 if k == 0 else 0.0,
+                              bad == 0, bad, step.reason if k == 0 else f"fused into {step.name}",
+                              step.transform if k == 0 else None, sched if k == 0 else None, host=step.host)
+            if k == 0 and step.name in reply.step_ms:
+                row.measured_ms = reply.step_ms[step.name]
+                if step.placement == "vta":
+                    row.measured_device_ms = reply.device_ms[step.name]
+            exe.rows.append(row)
+    result = whole.summary(prep, exe, where + ", deployed bundle", time.perf_counter() - start)
+    result["measured_ms"] = sum(reply.step_ms.values())
+    result["measured_rpc_ms"] = reply.rpc_s * 1e3
+    result["bundle_bytes"] = len(blob)
+    result["wire_bytes"] = {"sent": reply.sent_bytes, "received": reply.received_bytes}
+    result["bit_exact_scope"] = "network outputs (intermediate tensors stay on the board)"
+    return result
+
+
 def _print_whole(result: dict, source: str) -> None:
     print(f"{result['network']} (batch {result['batch']}) on {result['hw']} + {result['board']} CPU; VTA steps on the "
           f"{result['executor']}; predicted with {source}")
     board = "measured_vta_device_ms" in result
-    print(f"{'op':<24} {'kind':<20} {'on':<4} {'pred ms':>8}" + (f" {'meas dev':>8} {'meas call':>9}" if board else "")
+    deployed = "measured_ms" in result
+    print(f"{'op':<24} {'kind':<20} {'on':<4} {'pred ms':>8}"
+          + (f" {'meas ms':>8} {'meas dev':>8}" if deployed else f" {'meas dev':>8} {'meas call':>9}" if board else "")
           + f" {'output':<10} schedule / transform")
     for r in result["ops"]:
         pred = f"{r['predicted_ms']:8.3f}" if r["predicted_ms"] or r["name"] == r["step"] else f"{'(fused)':>8}"
         meas = ""
-        if board:
+        if deployed:
+            meas = (f" {r['measured_ms']:8.3f}" if "measured_ms" in r else f" {'-':>8}") + (
+                f" {r['measured_device_ms']:8.3f}" if "measured_device_ms" in r else f" {'-':>8}")
+        elif board:
             meas = (f" {r['measured_device_ms']:8.3f} {r.get('measured_call_ms', float('nan')):9.3f}"
                     if "measured_device_ms" in r else f" {'-':>8} {'-':>9}")
         out = "-" if r.get("host") else "bit-exact" if r["bit_exact"] else f"{r['mismatches']} DIFFER"
@@ -148,7 +217,11 @@ def _print_whole(result: dict, source: str) -> None:
     print(f"total per image: {result['latency_ms']:.3f} ms predicted (VTA {result['vta_ms']:.3f} ms + CPU "
           f"{result['cpu_ms']:.3f} ms + host passes {result['host_ms']:.3f} ms), {result['throughput_ips']:.2f} images/s; outputs "
           f"{'bit-exact' if result['bit_exact'] else 'NOT bit-exact: ' + ', '.join(result['mismatched_ops'][:5])}")
-    if board:
+    if deployed:
+        print(f"measured on the board (deployed bundle, every step there): {result['measured_ms']:.3f} ms per "
+              f"inference ({result['measured_rpc_ms']:.3f} ms with the RPC round trip); outputs checked against "
+              "the integer reference")
+    elif board:
         calls = result.get("measured_vta_call_ms")
         print(f"measured on the board: VTA device {result['measured_vta_device_ms']:.3f} ms"
               + (f", VTA calls {calls:.3f} ms" if calls is not None else "") + " (CPU steps run on this host: predicted only)")

@@ -202,6 +202,7 @@ class OpRow:
     host: bool = False                  # a host data pass of the plan (not an op of the network)
     measured_device_ms: float | None = None
     measured_call_ms: float | None = None
+    measured_ms: float | None = None    # a deployed network's step, wall ms on the board (on its first op)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
