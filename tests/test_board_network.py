@@ -237,3 +237,34 @@ def test_run_board_uses_the_deployed_bundle_and_reports_measured_ms(board_addr, 
     assert main([*args, "--simulate", "--json"]) == 0
     sim = json.loads(capsys.readouterr().out)
     assert sim["latency_ms"] == pytest.approx(res["latency_ms"])  # the same plan, predicted alike
+
+
+CPU_NET_PY = """
+import torch
+from torch import nn
+
+def cpu_only():  # 8x8 digits-sized, batch 1: every op stays on the CPU
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(16, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 8 * 8, 10)), \\
+        (torch.randn(1, 1, 8, 8),)
+"""
+
+
+def test_board_run_json_feeds_calibrate_cpu(board_addr, tmp_path, capsys) -> None:
+    (tmp_path / "nets.py").write_text(CPU_NET_PY)
+    runs = []
+    for k in range(2):  # two runs: 8 measured CPU GEMMs for 4 parameters
+        assert main(["run", "--workload", f"{tmp_path / 'nets.py'}:cpu_only", "--hw", "pynq_1x16", "--board",
+                     board_addr, "--json"]) == 0
+        runs.append(tmp_path / f"run{k}.json")
+        runs[-1].write_text(capsys.readouterr().out)
+    res = json.loads(runs[0].read_text())
+    works = [r for r in res["ops"] if "cpu_work" in r]
+    assert {r["cpu_work"]["kind"] for r in works} == {"spatial_pack", "dense"} and len(works) == 4
+    assert all(r["measured_ms"] > 0 for r in works)
+    out = tmp_path / "cpu.json"
+    assert main(["calibrate", "cpu", *map(str, runs), "-o", str(out), "--no-loo", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    params = fit["cpus"][res["cpu"]]
+    assert set(params["gmacs"]) == {"spatial_pack/int8", "dense/int8"} and all(v > 0 for v in params["gmacs"].values())

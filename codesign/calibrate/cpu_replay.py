@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.autotvm import ERROR_NAMES, ArmCpuOp, Record, arm_cpu_op, is_arm_cpu, parse_log
+from codesign.calibrate.cpu_board import is_board_run, load_board_cases
 from codesign.calibrate.metrics import mape, spearman
 from codesign.calibrate.replay import Skip
 from codesign.cpu import CpuModel, CpuWork, conv_work, predict
@@ -93,6 +94,11 @@ def load_cpu_cases(sources: Sequence[str | Path] | str | Path) -> tuple[list[Cpu
     skipped: list[Skip] = []
     for src in sources:
         name = str(src)
+        if is_board_run(src):  # `codesign run --board --json` of a deployed network
+            got, bad_rows = load_board_cases(src)
+            cases += got  # type: ignore[arg-type] - BoardCase reads as a CpuCase
+            skipped += bad_rows
+            continue
         records, bad = parse_log(src)
         skipped += [Skip(name, s.line, s.reason) for s in bad]
         for rec in records:

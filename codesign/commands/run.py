@@ -15,6 +15,8 @@ from tqdm import tqdm
 from codesign.board import protocol
 from codesign.calibrate.profiles import resolve_params
 from codesign.commands.replay import _clean
+from codesign.cpu import ConvShape, conv_work, cpu_of, dense_work
+from codesign.cpu.work import SPATIAL_PACK
 from codesign.deploy import board_executor, check_loaded, connect, fused_board_executor
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
@@ -22,8 +24,11 @@ from codesign.hw.config import HwConfig
 from codesign.netrun import bundle, load_schedule_records, plot, run_network
 from codesign.netrun import network as whole
 from codesign.netrun.schedules import FAMILIES
+from codesign.network import kinds
 from codesign.network.reference import run_int
+from codesign.place.plan import CPU_DTYPE
 from codesign.tune.records import skipped_line
+from codesign.workloads import Dense
 
 DESCRIPTION = """\
 Run a quantized network end to end on one hardware config: import the model with its weights
@@ -148,6 +153,18 @@ def deployable(prep: whole.Prepared, info: dict) -> str | None:
     return None
 
 
+def cpu_work(prep: whole.Prepared, op) -> dict | None:
+    """A CPU GEMM step's work as the CPU model counts it (the runtime's one NumPy kernel per kind
+    is fitted as spatial_pack, a dense as dense), at the run's batch; None for other kinds."""
+    if op.kind not in ("conv2d", "linear"):
+        return None
+    rows = int(prep.network.inputs[0][1][0])
+    shape = kinds.get(op.kind).cpu(prep.network, op, rows, 0, 0)
+    work = dense_work(shape, CPU_DTYPE) if isinstance(shape, Dense) else \
+        conv_work(shape, CPU_DTYPE, SPATIAL_PACK) if isinstance(shape, ConvShape) else shape
+    return {"name": work.name, "kind": work.kind, "dtype": work.dtype, "macs": int(work.macs), "bytes": int(work.bytes)}
+
+
 def run_deployed(prep: whole.Prepared, client, where: str) -> dict:
     """The network as a bundle on the board: loaded once, one inference (only the input and the
     output cross the wire), every step measured there; the output checked against run_int."""
@@ -162,6 +179,7 @@ def run_deployed(prep: whole.Prepared, client, where: str) -> dict:
         env[t] = y
         bad += int(np.count_nonzero(y != reference[t])) if y.shape == reference[t].shape else int(reference[t].size)
     exe = whole.Execution(env, reference)
+    works: dict[str, dict] = {}
     for step in prep.plan.steps:
         chosen = prep.schedules.get(step.name)
         sched = None
@@ -180,7 +198,15 @@ def run_deployed(prep: whole.Prepared, client, where: str) -> dict:
                 if step.placement == "vta":
                     row.measured_device_ms = reply.device_ms[step.name]
             exe.rows.append(row)
+            if k == 0 and step.placement == "cpu" and not step.host and row.measured_ms is not None:
+                work = cpu_work(prep, prep.network.op(name))
+                if work is not None:  # what `codesign calibrate cpu RUN.json` fits the CPU model to
+                    works[name] = work
     result = whole.summary(prep, exe, where + ", deployed bundle", time.perf_counter() - start)
+    for r in result["ops"]:
+        if r["name"] in works:
+            r["cpu_work"] = works[r["name"]]
+    result["cpu"] = cpu_of(prep.plan.board)
     result["measured_ms"] = sum(reply.step_ms.values())
     result["measured_rpc_ms"] = reply.rpc_s * 1e3
     result["bundle_bytes"] = len(blob)
