@@ -127,8 +127,8 @@ def test_bundle_over_rpc_equals_simulator_with_bounded_wire_bytes(digits, board,
         reply = board.infer(batch)
         assert all(np.array_equal(a, b) for a, b in zip(reply.outputs, simulated(prep, batch)))
         n_steps = sum(not s.host for s in prep.plan.steps)
-        # the input (float32) + a header; the int8 output + a header of two numbers per step
-        assert reply.sent_bytes <= batch.nbytes + 128
+        # the input (quantized to int8 on the host) + a header; the int8 output + two numbers per step
+        assert reply.sent_bytes <= batch.size + 128
         assert reply.received_bytes <= sum(o.nbytes for o in reply.outputs) + 128 + 48 * n_steps
         assert set(reply.step_ms) == {s.name for s in prep.plan.steps if not s.host}
     with pytest.raises(RemoteError) as err:

@@ -34,6 +34,7 @@ import numpy as np
 from codesign.board import protocol
 from codesign.board.server import parse_addr
 from codesign.errors import BoardError
+from codesign.network.quantized import quantize_array
 from codesign.vta.program import Program
 
 
@@ -69,6 +70,7 @@ class InferReply:
     rpc_s: float                       # the host's whole round trip
     sent_bytes: int                    # the request blob (input + header)
     received_bytes: int                # the reply blob (outputs + header)
+    run_ms: float = 0.0                # the board's whole `Network.run` (the in-process path)
 
 
 def _within(timeout_s: float, what: str, fn: Any) -> Any:
@@ -204,6 +206,9 @@ class BoardClient:
         if net is None:
             raise BoardError(f"board {self.name}: load_network first")
         x = np.ascontiguousarray(x)
+        if x.dtype != np.int8 and len(net["inputs"]) == 1 and list(x.shape) == list(net["inputs"][0]["shape"]):
+            # quantized here with the bundle's exponent (what the board would do): a quarter of the bytes
+            x = quantize_array(x, int(net["inputs"][0]["frac"]))
         dtype = "int8" if x.dtype == np.int8 else "float32"
         x = x if dtype == "int8" else x.astype(np.float32)
         request = protocol.encode({"dtype": dtype, "shape": list(x.shape)}, x.tobytes(), protocol.REQUEST_MAGIC)
@@ -225,7 +230,7 @@ class BoardClient:
             pos += n
         names = [s["name"] for s in net["steps"] if s["unit"] != "host"]
         return InferReply(outs, dict(zip(names, header["step_ms"])), dict(zip(names, header["device_ms"])),
-                          rpc_s, len(request), len(blob))
+                          rpc_s, len(request), len(blob), float(header.get("run_ms", 0.0)))
 
     def run(self, program_blob: bytes, number: int = 1, repeat: int = 1, timeout_s: float = 10.0,
             outputs: str = "bytes") -> RunReply:

@@ -248,9 +248,11 @@ class BoardService:
         if len(payload) != want:
             raise BoardError(f"input of {len(payload)} bytes; a {dtype} {tuple(shape)} input is {want} bytes")
         x = np.frombuffer(payload, dtype=dtype).reshape(shape)
+        start = time.perf_counter()
         ys, times = net.run(x)
+        run_ms = (time.perf_counter() - start) * 1e3
         ran = [s for s in net.steps if s.unit != "host"]
-        header = {"outputs": [list(y.shape) for y in ys], "step_ms": [round(times[s.name], 6) for s in ran],
+        header = {"outputs": [list(y.shape) for y in ys], "run_ms": round(run_ms, 6), "step_ms": [round(times[s.name], 6) for s in ran],
                   "device_ms": [round(net.last_device_ms.get(s.name, 0.0), 6) for s in ran]}
         return header, b"".join(np.ascontiguousarray(y).tobytes() for y in ys)
 
