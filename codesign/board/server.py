@@ -1,4 +1,4 @@
-"""The board server: apache-tvm's `tvm.rpc` server whose sessions expose this project's three
+"""The board server: apache-tvm's `tvm.rpc` server whose sessions expose this project's
 functions and nothing else (`codesign board serve`).
 
 - `codesign.board.info()`: board, FPGA part, pynq version, loaded bitstream (config, sha256),
@@ -11,9 +11,12 @@ functions and nothing else (`codesign board serve`).
   weights, instructions) named by sha256 once the session holds them (`protocol`, `cache`): every
   part received is checked against its sha256 before it is kept or used, the cache is bounded in
   bytes, and a part the session does not hold is a `missing` refusal, never a guess.
+- `codesign.board.load_network(bundle)` / `codesign.board.infer(request)`: a deployed network
+  (`.vtanet`, `codesign.board.network`): verified against the loaded bitstream, held by the session;
+  one inference per `infer`, only its input and output on the wire (docs/board.md).
 
 Security: tvm's server would let any client upload and load shared libraries (arbitrary code).
-Here every session removes ALL global functions except the four above and the session
+Here every session removes ALL global functions except those above and the session
 constructor the RPC protocol needs, before serving -- so `upload`, `load_module`, remote device
 memory and every other TVM function are unknown to clients. Requests above `max_payload` bytes are
 refused, replies are JSON + raw bytes (`protocol`), nothing is unpickled, and the server binds
