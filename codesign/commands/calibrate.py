@@ -23,6 +23,7 @@ from codesign.calibrate.profiles import (
     write_path,
 )
 from codesign.calibrate.resources_fit import calibrate_resources
+from codesign.calibrate.sessions import calibrate_default
 from codesign.commands.replay import _clean
 from codesign.cpu import SHIPPED_PARAMS as SHIPPED_CPU_PARAMS
 from codesign.errors import ConfigError
@@ -48,6 +49,11 @@ rule: docs/calibration-profiles.md). --device refits the device parameters too. 
 to $CODESIGN_PROFILE_DIR (default ~/.local/share/vta-codesign/profiles); the shipped ones in
 sim/profiles/ (tophub-2019) and sim/timing_params.json are never overwritten.
 
+`codesign calibrate default -o FILE` refits the shipped default (sim/timing_params.json) on every
+shipped VTA log (or the LOGs given after `default`): device and call/instruction terms shared,
+the output-byte host cost per session, the value for an unseen session chosen by
+leave-one-session-out error; leave-one-network-out error is reported too (docs/calibration-profiles.md).
+
 `codesign calibrate resources` fits the resource model's fixed terms and the boards' verified
 clocks to the builds in the bitstream catalog (`codesign bitstream add --utilization --timing`);
 `codesign sweep --resources FILE` scores a sweep with the file it writes (docs/resources.md).
@@ -68,6 +74,7 @@ examples:
   codesign calibrate --profile lab-pynq session.log --terms host_call_s,host_per_out_byte_s
   codesign replay session.log --profile lab-pynq                 # use it (also tune/sweep/run)
   codesign calibrate a.log b.log -o /tmp/params.json --no-loo
+  codesign calibrate default -o /tmp/timing_params.json   # the shipped default, from every shipped log
   codesign calibrate resources -o /tmp/resources.json   # resource model + verified clocks vs builds
   codesign calibrate sim/calibration/pynq_resnet18.log --fit host_call_s,host_per_insn_s --json
   codesign replay my.log --params /tmp/params.json                # use the new parameters
@@ -113,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_resources(args)
     if args.log[0] == "cpu":
         return _run_cpu(args)
+    if args.log[0] == "default":
+        return _run_default(args)
     if args.hw and args.profile:
         raise ConfigError("--hw goes with a device fit (-o FILE) or replay; a profile fit takes the config its "
                           "records' -model= names")
@@ -183,6 +192,52 @@ def _run_device(args: argparse.Namespace) -> int:
     for n in report["fitted"]:
         print(f"  {n:<32} {getattr(params, n):.6g}")
     print(f"wrote {out}")
+    return 0
+
+
+def _run_default(args: argparse.Namespace) -> int:
+    logs = args.log[1:] or None
+    if not args.output:
+        raise ConfigError("calibrate default: say where to write the fit: -o FILE (then copy it over "
+                          "sim/timing_params.json; calibrate never writes shipped files)")
+    if is_protected(Path(args.output)):
+        raise ConfigError(f"-o {args.output}: a shipped file is never overwritten; write elsewhere and copy it")
+    if args.profile or args.terms or args.device or args.params or args.hw or args.no_loo or args.fit != _default_fit():
+        raise ConfigError("calibrate default takes [LOG...] -o FILE [--json]; the fit, its starting point and its "
+                          "held-out errors are fixed so the shipped default is reproducible")
+    say = None if args.json else (lambda m: print(m + " ...", file=sys.stderr, flush=True))
+    params, prov = calibrate_default(logs, progress=say)
+    prov["command"] = "codesign calibrate default" + ("" if logs is None else " " + " ".join(logs)) + " -o FILE"
+    params.save(args.output, _clean(prov))
+    if args.json:
+        print(json.dumps(_clean({"output": str(args.output), "params": params.to_dict(), "provenance": prov})))
+        return 0
+    print(f"records used: {prov['records_used']}  skipped: {len(prov['records_skipped'])}")
+    for s, info in prov["sessions"].items():
+        terms = ", ".join(f"{k} {v:.3g}" for k, v in info["session_terms"].items())
+        print(f"  session {s}: {info['records']} records, {', '.join(info['networks'])} on {', '.join(info['hw'])}"
+              + (f"; {terms}" if terms else ""))
+    print("candidates by leave-one-session-out MAPE (mean over sessions):")
+    for c in prov["candidates"]:
+        mark = "  <- chosen" if c["rule"] == prov["chosen_rule"] else ""
+        per = ", ".join(f"{g} {v:.1f}%" for g, v in c["loso_per_session"].items())
+        print(f"  {c['rule']:<8} {c['loso_mape_mean']:6.2f}%  ({per}){mark}")
+    ins = prov["in_sample"]
+    print(f"in sample (shipped values): MAPE {ins['mape']:6.2f}%  rho {ins['spearman']:.3f}"
+          + (f"   with each session's own terms: {ins['with_session_terms']['mape']:.2f}%"
+             if ins.get("with_session_terms") else ""))
+    for key, title in (("leave_one_session_out", "session"), ("leave_one_network_out", "network")):
+        d = prov[key]
+        print(f"leave-one-{title}-out: MAPE {d['mape_mean_over_groups']:6.2f}% (mean over {title}s)")
+        for g, v in d["per_group"].items():
+            own = (f"   (with its session's own terms {v['mape_with_own_session_terms']:.2f}%)"
+                   if "mape_with_own_session_terms" in v else "")
+            print(f"  {g:<12} {v['records']:>3} records  MAPE {v['mape']:7.2f}%  max |err| "
+                  f"{v['max_abs_error_pct']:6.1f}%{own}")
+    print("fitted parameters:")
+    for n in prov["fitted"]:
+        print(f"  {n:<32} {getattr(params, n):.6g}")
+    print(f"wrote {args.output}")
     return 0
 
 
