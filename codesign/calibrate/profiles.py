@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -105,6 +106,7 @@ class Observation:
     device_s: float  # measured device time if the record has it, else the device model's
     measured_s: float
     device_measured: bool
+    timestamp: float | None = None  # when it was measured (sessions: codesign.calibrate.sessions)
 
     def features(self) -> np.ndarray:
         return np.array([1.0, self.n_insns, self.in_bytes, self.out_bytes], dtype=np.float64)
@@ -150,7 +152,7 @@ def _from_autotvm(path: Path, params: TimingParams, skipped: list[dict[str, Any]
             continue
         i, o = layer_io_bytes(c.layer)
         out.append(Observation(c.file, c.record.line, f"{c.record.model} {c.layer.name}", c.hw, n, i, o,
-                               dev, c.measured_s, False))
+                               dev, c.measured_s, False, c.record.timestamp))
     return out
 
 
@@ -183,7 +185,8 @@ def _from_records(path: Path, params: TimingParams, skipped: list[dict[str, Any]
         has_dev = measured_dev is not None and 0 < measured_dev <= rec.seconds
         i, o = layer_io_bytes(layer)
         out.append(Observation(str(path), lineno, f"{rec.hw} {rec.layer}", hw, n, i, o,
-                               float(measured_dev) if has_dev else dev, float(rec.seconds), bool(has_dev)))
+                               float(measured_dev) if has_dev else dev, float(rec.seconds), bool(has_dev),
+                               float(rec.timestamp)))
     return out
 
 
@@ -451,12 +454,17 @@ def load_profile(name: str) -> tuple[TimingParams, dict[str, Any]]:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def resolve_params(profile: str | None, params_file: str | None = None) -> tuple[TimingParams, str]:
-    """The timing parameters a command should use and a label saying where they came from."""
+def resolve_params(profile: str | None, params_file: str | None = None, hw: str | None = None,
+                   ) -> tuple[TimingParams, str]:
+    """The timing parameters a command should use and a label saying where they came from. With `hw`
+    (the config the command runs), a profile fitted on another config prints `hw_warning` on stderr."""
     if profile and params_file:
         raise ConfigError("--profile and --params both given; use one")
     if profile:
         params, doc = load_profile(profile)
+        warning = hw_warning(doc, [hw]) if hw else None
+        if warning:
+            print(warning, file=sys.stderr)
         return params, f"profile {doc.get('name', profile)} ({profile_path(profile)})"
     if params_file:
         return TimingParams.load(params_file), str(params_file)
@@ -541,6 +549,11 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
                      "loo_mape": s.loo_mape, "chosen": s.terms == chosen,
                      "best_single": best1 is not None and s.terms == best1.terms} for s in scores],
     }
+    from codesign.calibrate.sessions import shipped_transfer
+
+    on = fitted_on(obs)
+    used = {(str(Path(shipped(o.file)).resolve()), o.line) for o in obs}
+    transfer = shipped_transfer(params, used, [o.timestamp for o in obs if o.timestamp is not None])
     doc: dict[str, Any] = {
         "kind": "profile",
         "name": Path(name).stem if _is_path(name) else name,
@@ -556,6 +569,8 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
             "data": [{"file": str(p), "sha256": _sha256(Path(p)),
                       "records_used": sum(1 for o in obs if o.file == str(p))} for p in paths],
             "records_used": len(obs),
+            "fitted_on": on,
+            "shipped_sessions": transfer,
             "records_with_device_time": sum(1 for o in obs if o.device_measured),
             "records_skipped": skipped,
             "fitted": list(chosen),
@@ -577,6 +592,52 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
     return params, doc
 
 
+def fitted_on(obs: Sequence[Observation]) -> dict[str, Any]:
+    """The hardware configs and sessions (codesign.calibrate.sessions) a profile's records come from."""
+    from codesign.calibrate.sessions import session_labels
+
+    stamps = [o.timestamp for o in obs if o.timestamp is not None]
+    return {"hw": sorted({o.hw.vta_model for o in obs}),
+            "sessions": sorted(set(session_labels(stamps))) if stamps else []}
+
+
+def _fitted_hw(doc: dict[str, Any]) -> list[str]:
+    on = doc.get("fitted_on") or doc.get("provenance", {}).get("fitted_on")
+    if on:
+        return list(on.get("hw", []))
+    # Profiles written before fitted_on existed: the config names the labels of their records start with.
+    return sorted({str(r.get("what", "")).split(" ")[0] for r in doc.get("provenance", {}).get("per_record", [])} - {""})
+
+
+def transfer_line(doc: dict[str, Any]) -> str:
+    """`fit MAPE a% on N records (session S, hw H); other shipped sessions: S2 b% (default c%) ...`"""
+    prov = doc.get("provenance", {})
+    on = prov.get("fitted_on", {})
+    parts = [f"fit MAPE {prov['after']['mape']:.2f}% on its {prov.get('records_used', '?')} records "
+             f"(session {', '.join(on.get('sessions', [])) or '?'}; hw {', '.join(_fitted_hw(doc)) or '?'})"]
+    for s, t in prov.get("shipped_sessions", {}).items():
+        where = "same session, not fitted" if t["own"] else "other session"
+        parts.append(f"{s} {'/'.join(t['networks'])} on {'/'.join(h.split('_i8')[0] for h in t['hw'])} ({where}) "
+                     f"{t['mape']:.1f}% (shipped default {t['default_mape']:.1f}%)")
+    return "; ".join(parts)
+
+
+def hw_warning(doc: dict[str, Any], hw: Sequence[str]) -> str | None:
+    """One line when a profile is applied to a hardware config it was not fitted on (None if it was).
+    Warned, not refused: the device parameters of a profile are the shipped ones, valid on every config;
+    its host terms were measured on one config in one session, and the line states how far they carried
+    to the other shipped sessions."""
+    fitted = _fitted_hw(doc)
+    other = sorted(set(hw) - set(fitted))
+    if not fitted or not other:
+        return None
+    worst = [t for t in doc.get("provenance", {}).get("shipped_sessions", {}).values() if not t["own"]]
+    far = (f"; on the shipped records of other sessions it errs up to {max(t['mape'] for t in worst):.0f}% "
+           f"(the shipped default {max(t['default_mape'] for t in worst):.0f}%)") if worst else ""
+    return (f"warning: profile {doc.get('name', '?')} was fitted on {', '.join(fitted)}, not {', '.join(other)}: "
+            f"its host terms may not hold here{far}")
+
+
 def save_profile(doc: dict[str, Any], name: str) -> Path:
     path = write_path(name)
     atomic_write_json(path, doc)
@@ -585,5 +646,5 @@ def save_profile(doc: dict[str, Any], name: str) -> Path:
 
 __all__ = ["ENV_TERMS", "ENV_PRIORS", "Observation", "load_observations", "fit_env", "pin_analysis",
            "check_pinned", "leave_one_out", "SubsetScore", "compare_subsets", "choose_subset", "selection_lines",
-           "calibrate_profile", "save_profile", "load_profile",
+           "calibrate_profile", "save_profile", "load_profile", "fitted_on", "hw_warning", "transfer_line",
            "resolve_params", "profile_path", "write_path", "is_protected", "user_dir", "SHIPPED_DIR"]

@@ -307,3 +307,34 @@ def session_mape(fcases: Sequence[FitCase], sessions: Sequence[str], params: Tim
 
 __all__ = ["SESSION_GAP_S", "SESSION_TERMS", "DEFAULT_RULES", "shipped_vta_logs", "session_labels", "network_label",
            "GroupedFit", "fit_grouped", "leave_group_out", "calibrate_default", "session_mape"]
+
+
+def shipped_transfer(params: TimingParams, used: set[tuple[str, int]], timestamps: Sequence[float],
+                     default: TimingParams | None = None) -> dict[str, dict[str, Any]]:
+    """Error of `params` (a profile) on every shipped session's records it was not fitted on (`used`:
+    (resolved file, line) pairs), next to the shipped default's. A session is the profile's own
+    (`own: True`) when one of its fit `timestamps` falls in it."""
+    from codesign.vta.timing import default_params
+
+    default = default_params() if default is None else default
+    cases, _skipped = load_cases(shipped_vta_logs())
+    fcases, _bad = prepare(cases)
+    stamps = [fc.case.record.timestamp for fc in fcases] + [float(t) for t in timestamps]
+    labels = session_labels(stamps)
+    shipped_labels, own = labels[:len(fcases)], set(labels[len(fcases):])
+    out: dict[str, dict[str, Any]] = {}
+    for s in sorted(set(shipped_labels)):
+        test = [fc for fc, x in zip(fcases, shipped_labels)
+                if x == s and (str(Path(fc.case.file).resolve()), fc.case.record.line) not in used]
+        if not test:
+            continue
+        pred, meas = _err(test, params)
+        dpred, _ = _err(test, default)
+        out[s] = {"own": s in own, "records": len(test),
+                  "hw": sorted({fc.case.record.model or "" for fc in test}),
+                  "networks": sorted({network_label(fc.case.file, fc.case.record.line) for fc in test}),
+                  "mape": mape(pred, meas), "default_mape": mape(dpred, meas)}
+    return out
+
+
+__all__ += ["shipped_transfer"]

@@ -20,6 +20,7 @@ from codesign.calibrate.profiles import (
     is_protected,
     save_profile,
     selection_lines,
+    transfer_line,
     write_path,
 )
 from codesign.calibrate.resources_fit import calibrate_resources
@@ -276,6 +277,7 @@ def _run_profile(args: argparse.Namespace) -> int:
     if "leave_one_out" in prov:
         lo = prov["leave_one_out"]
         print(f"leave-one-out:               MAPE {lo['mape']:6.2f}%  max |err| {lo['max_abs_error_pct']:.1f}%")
+    print("where it holds: " + transfer_line(doc))
     print(f"wrote profile {doc['name']} to {path}")
     return 0
 

@@ -11,7 +11,7 @@ from typing import Any
 from tqdm import tqdm
 
 from codesign.calibrate.cpu_replay import is_arm_cpu_log, replay_cpu
-from codesign.calibrate.profiles import resolve_params
+from codesign.calibrate.profiles import hw_warning, load_profile, resolve_params, transfer_line
 from codesign.calibrate.replay import replay
 from codesign.cpu import CpuModel
 from codesign.errors import ConfigError
@@ -119,6 +119,13 @@ def run(args: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     summary["params"] = source
+    doc = load_profile(args.profile)[1] if args.profile else None
+    warning = hw_warning(doc, sorted({r.model for r in rows if r.model})) if doc else None
+    if warning:
+        print(warning, file=sys.stderr)
+        summary["profile_warning"] = warning
+    if doc:
+        summary["profile_transfer"] = transfer_line(doc)
     if not summary["replayed"] and args.json:
         raise ConfigError(_nothing_replayed(args.log, skipped))
     if args.json:
@@ -147,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(_nothing_replayed(args.log, skipped) + " (every line's reason above)")
     print(f"MAPE {summary['mape']:.2f}%   Spearman rho {summary['spearman']:.3f}   "
           f"(params: {summary['params']})")
+    if doc:
+        print(f"profile {doc.get('name', args.profile)}: {summary['profile_transfer']}")
     if summary["ranking"]:
         k = summary["ranking"]
         print(f"ranking: recorded config predicted fastest for {k['ranked_first']}/{k['records']} layers, "
