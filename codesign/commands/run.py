@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "PNG")  # before the run, not after it
     hw = HwConfig.resolve(args.hw)
-    params, source = resolve_params(args.profile, args.params)
+    params, source = resolve_params(args.profile, args.params, hw=hw.vta_model)
     records = load_schedule_records(args.records) if args.records else []
 
     def prepare():
@@ -259,7 +259,7 @@ def run_layers(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "PNG")  # before the run, not after it
     hw = HwConfig.resolve(args.hw)
-    params, source = resolve_params(args.profile, args.params)
+    params, source = resolve_params(args.profile, args.params, hw=hw.vta_model)
     records = load_schedule_records(args.records) if args.records else []
     bar = tqdm(desc="layers", unit="layer", file=sys.stderr, leave=False) if not args.json and sys.stderr.isatty() else None
     on_layer = (lambda _r: bar.update(1)) if bar is not None else None

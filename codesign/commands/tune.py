@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     agent: Any = args.agent
     results = []
     searched: dict[str, str] = {}
-    params, _source = resolve_params(args.profile)
+    params, _source = resolve_params(args.profile, hw=hw.vta_model)
     if args.board or args.tracker:
         runner: Any = RPCRunner(args.board, args.tracker, args.key, bitstream=args.bitstream, number=args.number,
                                 repeat=args.repeat, timeout_s=args.timeout, max_failures=args.max_failures,
