@@ -78,27 +78,36 @@ def test_calibrate_cli_writes_params_with_provenance(tmp_path) -> None:
 
 
 def test_shipped_params_come_from_the_calibration_log() -> None:
+    # Issue 35 §5: the shipped default is fitted to every shipped VTA log (`codesign calibrate default`),
+    # no longer to pynq_resnet18.log alone; the fields pinned here moved with it (tests/test_default_fit.py
+    # checks the rest of its provenance).
     doc = json.loads(DEFAULT_PARAMS_PATH.read_text())
     prov = doc["provenance"]
-    assert prov["data"][0]["file"] == "sim/calibration/pynq_resnet18.log"
-    assert prov["data"][0]["sha256"] == hashlib.sha256(LOG.read_bytes()).hexdigest()
-    assert prov["records_used"] == 20
-    assert set(prov["fitted"]) == set(FIT_PARAMS)
+    data = {d["file"]: d for d in prov["data"]}
+    assert data["sim/calibration/pynq_resnet18.log"]["sha256"] == hashlib.sha256(LOG.read_bytes()).hexdigest()
+    assert data["sim/calibration/pynq_resnet18.log"]["records_used"] == 20
+    assert set(FIT_PARAMS) <= set(prov["fitted"])
     assert set(PRIORS) <= set(prov["priors"])
-    assert prov["after"]["mape"] <= 10 and prov["after"]["spearman"] >= 0.95
-    loo = prov["leave_one_out"]
-    assert len(loo["per_record"]) == 20 and loo["mape"] <= 10
-    # Generalization to an unseen hardware config is measured too (fit on one, predict the other).
-    assert set(prov["leave_one_config_out"]) == {"pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18"}
-    assert all(m["records"] == 10 for m in prov["leave_one_config_out"].values())
+    # Fit quality on the ResNet-18 records (the July sessions, one per hardware config) and generalization
+    # to an unseen config: each of them held out (leave-one-session-out) is predicted within 10%.
+    rows = [r for r in prov["per_record"] if r["file"] == "sim/calibration/pynq_resnet18.log"]
+    assert len(rows) == 20 and np.mean([abs(r["error_pct"]) for r in rows]) <= 10
+    held = prov["leave_one_session_out"]["per_group"]
+    r18 = {s["hw"][0]: k for k, s in prov["sessions"].items() if s["networks"] == ["Resnet-18"]}
+    assert set(r18) == {"pynq_1x16_i8w8a32_15_15_18_17", "pynq_4x8_i8w8a32_15_16_16_18"}
+    for session in r18.values():
+        assert held[session]["records"] == 10 and held[session]["mape"] <= 10
 
 
 def test_shipped_params_are_current(fcases) -> None:
     # The recorded fit quality must still hold with today's compiler (otherwise re-run
-    # `codesign calibrate sim/calibration/pynq_resnet18.log`).
+    # `codesign calibrate default -o FILE`). Issue 35 §5: the default's provenance keeps per-record
+    # errors of every shipped log; compared here on this log's 20 records.
     prov = json.loads(DEFAULT_PARAMS_PATH.read_text())["provenance"]
+    rows = [r for r in prov["per_record"] if r["file"] == "sim/calibration/pynq_resnet18.log"]
+    recorded = mape([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows])
     pred = predict_all(fcases, TimingParams.load())
-    assert mape(pred, [fc.measured_s for fc in fcases]) == pytest.approx(prov["after"]["mape"], abs=1.0)
+    assert mape(pred, [fc.measured_s for fc in fcases]) == pytest.approx(recorded, abs=1.0)
 
 
 def test_metrics() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from codesign.calibrate import profiles
 from codesign.cli import main
+from codesign.evaluate.compiler import compile_insns
 from codesign.evaluate.run import layer_io_bytes, measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.paths import SIM_DATA
@@ -92,7 +93,8 @@ def _synthetic_records(path, inject: TimingParams, with_device_time: bool, sampl
         for (_s, cycles), _i, config in timed[:2]:  # good schedules, as a tuner would keep
             device_s = cycles / hw.clock_hz
             i, o = layer_io_bytes(layer)
-            host = (inject.host_call_s + inject.host_per_insn_s * 0 + inject.host_per_in_byte_s * i
+            n = int(compile_insns(layer, config, hw).insns.shape[0])
+            host = (inject.host_call_s + inject.host_per_insn_s * n + inject.host_per_in_byte_s * i
                     + inject.host_per_out_byte_s * o)
             rec = json.loads(MeasureRecord.make(layer, hw, config, device_s + host, cycles, None, "board", 0).to_json())
             if with_device_time:  # a board record: device time measured apart from the call
@@ -105,8 +107,11 @@ def _synthetic_records(path, inject: TimingParams, with_device_time: bool, sampl
 @pytest.mark.parametrize("with_device_time", [False, True])
 def test_profile_recovers_injected_per_byte_host_cost(tmp_path, capsys, with_device_time,
                                                      resnet18_schedule_sample) -> None:
-    truth = TimingParams().with_(host_call_s=2.0e-4, host_per_insn_s=0.0, host_per_in_byte_s=0.0,
-                                 host_per_out_byte_s=4.0e-9)
+    # The profile holds the terms it does not fit at the shipped values, so the emulated host has the
+    # shipped per-instruction cost (issue 35 §5: 0.2 us with the default fitted to every shipped log; it
+    # was 1.9 ns, and ignored here, when the default was fitted to the ResNet-18 records alone).
+    truth = TimingParams().with_(host_call_s=2.0e-4, host_per_insn_s=TimingParams.load().host_per_insn_s,
+                                 host_per_in_byte_s=0.0, host_per_out_byte_s=4.0e-9)
     recs = tmp_path / "board.jsonl"
     n = _synthetic_records(recs, truth, with_device_time, resnet18_schedule_sample)
     assert n >= 20
