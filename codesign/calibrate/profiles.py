@@ -47,6 +47,7 @@ import numpy as np
 from codesign.calibrate.fit import DATA_SIGMA, FIT_PARAMS, calibrate, metrics
 from codesign.calibrate.metrics import mape
 from codesign.calibrate.replay import load_cases
+from codesign.calibrate.sessions import session_labels, shipped_transfer
 from codesign.errors import CodesignError, ConfigError
 from codesign.evaluate.compiler import compile_insns
 from codesign.evaluate.run import layer_io_bytes
@@ -549,8 +550,6 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
                      "loo_mape": s.loo_mape, "chosen": s.terms == chosen,
                      "best_single": best1 is not None and s.terms == best1.terms} for s in scores],
     }
-    from codesign.calibrate.sessions import shipped_transfer
-
     on = fitted_on(obs)
     used = {(str(Path(shipped(o.file)).resolve()), o.line) for o in obs}
     transfer = shipped_transfer(params, used, [o.timestamp for o in obs if o.timestamp is not None])
@@ -594,8 +593,6 @@ def calibrate_profile(paths: Sequence[str | Path], name: str, terms: Sequence[st
 
 def fitted_on(obs: Sequence[Observation]) -> dict[str, Any]:
     """The hardware configs and sessions (codesign.calibrate.sessions) a profile's records come from."""
-    from codesign.calibrate.sessions import session_labels
-
     stamps = [o.timestamp for o in obs if o.timestamp is not None]
     return {"hw": sorted({o.hw.vta_model for o in obs}),
             "sessions": sorted(set(session_labels(stamps))) if stamps else []}

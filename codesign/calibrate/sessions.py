@@ -31,7 +31,7 @@ from codesign.calibrate.metrics import mape
 from codesign.calibrate.replay import load_cases
 from codesign.errors import ConfigError
 from codesign.paths import ROOT, SIM_DATA, shipped
-from codesign.vta.timing import TimingParams
+from codesign.vta.timing import TimingParams, default_params
 
 SESSION_GAP_S = 2 * 86400.0  # a tuning run on one board measures continuously; days apart = another session
 SESSION_TERMS: tuple[str, ...] = ("host_per_out_byte_s",)
@@ -314,8 +314,6 @@ def shipped_transfer(params: TimingParams, used: set[tuple[str, int]], timestamp
     """Error of `params` (a profile) on every shipped session's records it was not fitted on (`used`:
     (resolved file, line) pairs), next to the shipped default's. A session is the profile's own
     (`own: True`) when one of its fit `timestamps` falls in it."""
-    from codesign.vta.timing import default_params
-
     default = default_params() if default is None else default
     cases, _skipped = load_cases(shipped_vta_logs())
     fcases, _bad = prepare(cases)
