@@ -123,3 +123,9 @@ def test_replay_with_a_profile_of_another_config_warns_once(capsys) -> None:
     warnings = [ln for ln in err.splitlines() if ln.startswith("warning: profile")]
     assert len(warnings) == 1 and R4x8 in warnings[0]
     assert "profile tophub-2019-08: fit MAPE" in out
+
+
+def test_a_hand_written_profile_has_no_transfer_claims() -> None:
+    doc = {"kind": "profile", "name": "slowhost", "params": {"host_call_s": 1e-3}}
+    assert hw_warning(doc, [R4x8]) is None
+    assert transfer_line(doc).startswith("no fit provenance")

@@ -609,6 +609,8 @@ def _fitted_hw(doc: dict[str, Any]) -> list[str]:
 def transfer_line(doc: dict[str, Any]) -> str:
     """`fit MAPE a% on N records (session S, hw H); other shipped sessions: S2 b% (default c%) ...`"""
     prov = doc.get("provenance", {})
+    if "after" not in prov:
+        return "no fit provenance (not written by codesign calibrate --profile): where it holds is unknown"
     on = prov.get("fitted_on", {})
     parts = [f"fit MAPE {prov['after']['mape']:.2f}% on its {prov.get('records_used', '?')} records "
              f"(session {', '.join(on.get('sessions', [])) or '?'}; hw {', '.join(_fitted_hw(doc)) or '?'})"]
