@@ -129,3 +129,29 @@ def test_a_hand_written_profile_has_no_transfer_claims() -> None:
     doc = {"kind": "profile", "name": "slowhost", "params": {"host_call_s": 1e-3}}
     assert hw_warning(doc, [R4x8]) is None
     assert transfer_line(doc).startswith("no fit provenance")
+
+
+def test_calibrate_default_on_a_subset_matches_a_recomputation(tmp_path, capsys) -> None:
+    # `codesign calibrate default LOG -o FILE` on the ResNet-18 log alone (two sessions, one per config):
+    # its leave-one-session-out error per session is a fit on the other session, predicted at the rule's value.
+    from codesign.cli import main
+
+    log = "sim/calibration/pynq_resnet18.log"
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "default", log, "-o", str(out), "--json"]) == 0
+    prov = json.loads(out.read_text())["provenance"]
+    assert prov["records_used"] == 20 and set(prov["sessions"]) == {"2019-07-11", "2019-07-30"}
+    assert prov["command"] == f"codesign calibrate default {log} -o FILE"
+    fcases, _ = prepare(load_cases([ROOT / log])[0])
+    sessions = session_labels([fc.case.record.timestamp for fc in fcases])
+    rule = prov["chosen_rule"]
+    assert rule != "pooled"
+    for held, got in prov["leave_one_session_out"]["per_group"].items():
+        train = [fc for fc, s in zip(fcases, sessions) if s != held]
+        test = [fc for fc, s in zip(fcases, sessions) if s == held]
+        res = fit_grouped(train, [s for s in sessions if s != held], TimingParams(), starts=[TimingParams()])
+        pred = [fc.predict(res.default(rule)) for fc in test]
+        assert got["mape"] == pytest.approx(mape(pred, [fc.measured_s for fc in test]), rel=0.05, abs=0.2)
+    # One network only: no leave-one-network-out fold can be fitted, and none is claimed.
+    assert prov["leave_one_network_out"]["per_group"] == {}
+    assert main(["calibrate", "default", log, "-o", str(DEFAULT_PARAMS_PATH)]) == 2

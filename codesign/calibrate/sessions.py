@@ -161,6 +161,8 @@ def leave_group_out(fcases: Sequence[FitCase], sessions: Sequence[str], groups: 
         train = [i for i, x in enumerate(groups) if x != g]
         test = [i for i, x in enumerate(groups) if x == g]
         tr = [fcases[i] for i in train]
+        if not tr:
+            continue  # one group only: nothing to fit on without it
         if rule is None:
             res = fit_grouped(tr, ["all"] * len(tr), base, FIT_PARAMS, (), starts=[start])
             params = res.params
@@ -226,14 +228,15 @@ def calibrate_default(paths: Sequence[str | Path] | None = None, base: TimingPar
     candidates = []
     for rule in rules:
         say(f"leave-one-session-out, rule {rule or 'pooled'}")
-        start = full.params if rule else pooled.params
-        loso = leave_group_out(fcases, sessions, sessions, base, rule, start)
+        # Every fold starts where the full fit started: starting at the full fit's solution would leak
+        # the held-out records into a fold that does not pin every parameter (10 records, 9 parameters).
+        loso = leave_group_out(fcases, sessions, sessions, base, rule, base)
         candidates.append({"rule": rule or "pooled", "loso": loso})
     chosen = min(candidates, key=lambda c: c["loso"]["mape_mean_over_groups"])
     rule = None if chosen["rule"] == "pooled" else chosen["rule"]
     params = full.default(rule) if rule else pooled.params
     say("leave-one-network-out")
-    lono = leave_group_out(fcases, sessions, networks, base, rule, full.params if rule else pooled.params)
+    lono = leave_group_out(fcases, sessions, networks, base, rule, base)
     pred, meas = _err(fcases, params)
     pred_before, _ = _err(fcases, base)
     fitted = list(FIT_PARAMS) + ([t for t in SESSION_TERMS if t not in FIT_PARAMS] if rule else [])
