@@ -27,6 +27,18 @@ def windows(x: np.ndarray, kernel: Sequence[int], stride: Sequence[int], padding
     return win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
 
 
+def window_max(x: np.ndarray, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+               dilation: Sequence[int], out_hw: Sequence[int], pad_value: float) -> np.ndarray:
+    """The max of every window of `windows(...)`, as (N, C, OH, OW): one elementwise maximum per
+    kernel offset over strided slices (a max over the 6-D window view is ~10x slower in NumPy)."""
+    win = windows(x, kernel, stride, padding, dilation, out_hw, pad_value)
+    out = win[..., 0, 0].copy()
+    for i in range(win.shape[4]):
+        for j in range(win.shape[5]):
+            np.maximum(out, win[..., i, j], out=out)
+    return out
+
+
 def conv2d_sums(x: np.ndarray, w: np.ndarray, stride: Sequence[int], padding: Sequence[int],
                 dilation: Sequence[int], groups: int) -> np.ndarray:
     """Convolution sums in float64 (NCHW x OIHW). For int8 operands they are exact integers:

@@ -11,7 +11,7 @@ import numpy as np
 
 from codesign.network.fx import Walk, arg, ints, shape_of
 from codesign.network.graph import Op
-from codesign.network.kernels import clip8, out_size, round_shift, windows
+from codesign.network.kernels import clip8, out_size, round_shift, window_max, windows
 from codesign.network.kinds.base import POOL, OpKind, QuantContext, always, register, register_builder
 from codesign.network.kinds.layout import add_reduction
 from codesign.network.quantized import QParams, pool_factors
@@ -155,13 +155,13 @@ def _reshape(op: Op, x: np.ndarray) -> np.ndarray:
 
 def max_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
     a = op.attrs
-    win = windows(xs[0], a["kernel"], a["stride"], a["padding"], a["dilation"], out_hw(op, xs[0]), -128)
-    return win.max(axis=(4, 5)).astype(np.int8)
+    return window_max(xs[0], a["kernel"], a["stride"], a["padding"], a["dilation"], out_hw(op, xs[0]),
+                      -128).astype(np.int8)
 
 
 def max_float(op: Op, xs: list[np.ndarray]) -> np.ndarray:
     a = op.attrs
-    return windows(xs[0], a["kernel"], a["stride"], a["padding"], a["dilation"], out_hw(op, xs[0]), -np.inf).max(axis=(4, 5))
+    return window_max(xs[0], a["kernel"], a["stride"], a["padding"], a["dilation"], out_hw(op, xs[0]), -np.inf)
 
 
 def avg_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
