@@ -21,6 +21,7 @@ from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
 from codesign.pareto.io import PARETO_FILE
 from codesign.pareto.objectives import OBJECTIVES, describe
+from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
 from codesign.sweep.rows import TRIALS_FILE, TrialRow, read_trials
 from codesign.sweep.state import RecordsLog, unpack_lines
@@ -106,6 +107,9 @@ class SweepCallback(tune.Callback):
         self._rows: list[TrialRow] | None = None
         self._bar: Any = None
         self._log: RecordsLog | None = None
+        self._lines = False  # progress as one stderr line per finished trial (stderr is not a terminal)
+        self._start = 0.0  # when this run's first trial could start (monotonic)
+        self._done_at_start = 0  # trials finished by earlier runs of this sweep (a resume)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -113,15 +117,25 @@ class SweepCallback(tune.Callback):
         state["_bar"] = None
         state["_hub"] = None
         state["_log"] = None
+        state["_lines"] = False
         return state
 
     # -- lifecycle ---------------------------------------------------------------------------
     def setup(self, **info: Any) -> None:
         self._rows = read_trials(self.out_dir)
-        if self.progress:
+        self._start = time.monotonic()
+        self._done_at_start = sum(1 for r in self._rows if r.ok)
+        if not self.progress:
+            return
+        if sys.stderr.isatty():
             self._bar = tqdm(total=self.total, initial=min(len(self._rows), self.total), desc="sweep",
                              unit="trial", file=sys.stderr, dynamic_ncols=True)
             self._refresh_bar(None)
+        else:
+            # A log or a pipe: a line per finished trial (a bar's carriage returns would pile up).
+            self._lines = True
+            print(f"codesign sweep: {self._done_at_start}/{self.total} trials done; Ray Tune is starting the "
+                  "trials, one line per finished trial follows", file=sys.stderr, flush=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         result = trial.last_result or {}
@@ -180,6 +194,9 @@ class SweepCallback(tune.Callback):
         if self._bar is not None:
             self._bar.update(1)
             self._refresh_bar(summary)
+        if self._lines:
+            print(progress_line(row, self._rows, self.total, summary, time.monotonic() - self._start,
+                                self._done_at_start, skipped_count(self.out_dir)), file=sys.stderr, flush=True)
         return row
 
     def _refresh_bar(self, summary: dict[str, Any] | None) -> None:
@@ -190,8 +207,50 @@ class SweepCallback(tune.Callback):
                 return
             summary = write_pareto(self.out_dir, self._rows, stock_names=self.stock_names,
                                    power_bound=self.power_bound, objectives=self.objectives)
-        best = min((p["latency_ms"] for p in summary["points"]), default=math.inf)
-        text = f"front {len(summary['points'])}, hv {summary['hypervolume']:.4g}"
-        if math.isfinite(best):
-            text = f"best {best:.2f} ms/request, " + text
+        text = _best_text(summary)
+        skipped = skipped_count(self.out_dir)
+        if skipped:
+            text += f", {skipped} infeasible proposals skipped"
         self._bar.set_postfix_str(text)
+
+
+def _best_text(summary: dict[str, Any] | None) -> str:
+    if summary is None:
+        return "no feasible design yet"
+    best = min((p["latency_ms"] for p in summary["points"]), default=math.inf)
+    text = f"front {len(summary['points'])}, hv {summary['hypervolume']:.4g}"
+    return f"best {best:.2f} ms/request, " + text if math.isfinite(best) else text
+
+
+def skipped_count(out_dir: str | Path) -> int:
+    """Lines of skipped.jsonl: infeasible configs the searcher proposed, answered without a trial."""
+    path = Path(out_dir) / SKIPPED_FILE
+    try:
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def progress_line(row: TrialRow, rows: list[TrialRow], total: int, summary: dict[str, Any] | None,
+                  elapsed_s: float, done_before: int, skipped: int = 0) -> str:
+    """'sweep: 3/48 trials (CONFIG: 12.34 ms/request), best 11.20 ms/request, front 2, hv ..; 40 s
+    elapsed, ETA 10 min' — one finished trial, for a log. ETA: this run's mean time per trial."""
+    done = sum(1 for r in rows if r.ok)
+    if row.ok and row.feasible and row.latency_ms is not None:
+        what = f"{row.config}: {row.latency_ms:.2f} ms/request"
+    elif row.ok:
+        what = f"{row.config}: infeasible ({row.reason})" if row.reason else f"{row.config}: infeasible"
+    else:
+        what = f"failed: {row.error}"
+    text = f"sweep: {min(done, total)}/{total} trials ({what}); {_best_text(summary)}"
+    if skipped:
+        text += f"; {skipped} infeasible proposals skipped (skipped.jsonl)"
+    text += f"; {_duration(elapsed_s)} elapsed"
+    ran = done - done_before
+    if 0 < ran and done < total:
+        text += f", ETA {_duration(elapsed_s / ran * (total - done))}"
+    return text
