@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--confirm-tracker {args.confirm_tracker} needs --confirm-key (the board type, e.g. pynq)")
     if (args.confirm_top is not None and args.confirm_top < 1) or args.confirm_retune < 1:
         raise ConfigError(f"--confirm-top {args.confirm_top} / --confirm-retune {args.confirm_retune}: must be >= 1")
-    progress = not args.json and sys.stderr.isatty()
+    progress = True  # on stderr (stdout stays the table or --json): a bar on a terminal, else a line per trial
     from codesign.sweep.runner import run_sweep  # Ray Tune (~1 s of import) only when a sweep runs
 
     result = run_sweep(space, args.workload or DEFAULT_WORKLOAD, out, _options(args, resume), resume=resume,
