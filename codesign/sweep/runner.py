@@ -4,7 +4,9 @@ Experiment directory layout (everything appended or replaced atomically while th
     sweep.json      options of the sweep (resume reads them)
     space.yaml      copy of the hardware space file the sweep started with
     trials.jsonl    one line per finished trial (objectives, resources, per-layer results)
-    records.jsonl   every schedule measurement of the inner tuners (`codesign.tune` records)
+    records.jsonl   the inner tuners' schedule measurements (`codesign.tune` records) that resume, warm
+                    starts, export, run and confirm read: the fastest of each (config, layer, family)
+                    and a sample (`codesign.sweep.state.kept_records`)
     pareto.json     the current Pareto front, its hypervolume and reference point
     skipped.jsonl   infeasible configs the searcher proposed (answered without a trial), with the reason
     sweep.lock      held while a sweep runs here (`codesign.sweep.lock`): one sweep per directory
@@ -43,7 +45,7 @@ from codesign.sweep.plots import write_plots
 from codesign.sweep.results import SweepCallback, design_points, read_trials, write_pareto
 from codesign.sweep.rows import TRIALS_FILE, TrialRow
 from codesign.sweep.search import build_search
-from codesign.sweep.state import RecordsLog, SweepState
+from codesign.sweep.state import KEEP_BEST, SAMPLE_EVERY, RecordsLog, SweepState
 from codesign.sweep.trial import RECORDS_FILE, InnerTuning, TrialContext, sweep_trial
 from codesign.tune.records import best_records
 from codesign.tune.registry import TUNERS, tuner_class
@@ -74,6 +76,19 @@ class SweepResult:
         """Infeasible configs the searcher proposed, answered without a trial (skipped.jsonl)."""
         path = self.out_dir / SKIPPED_FILE
         return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+    @property
+    def records_note(self) -> str:
+        """'2.1 MB, 3,007 records: the 8 fastest schedules of each (config, layer, family) and 1 in
+        32 of the rest' -- what records.jsonl holds (`codesign.sweep.state.kept_records`)."""
+        path = self.out_dir / RECORDS_FILE
+        if not path.exists():
+            return "no records"
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            lines = sum(1 for line in f if line.strip())
+        return (f"{size / 1e6:.1f} MB, {lines:,} records: the {KEEP_BEST} fastest schedules of each (config, layer, "
+                f"schedule family) and every {SAMPLE_EVERY}th schedule index of the rest")
 
     @property
     def complete(self) -> bool:
