@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if result.skipped:
         line += f"; {result.skipped} infeasible configs proposed by the search were skipped (skipped.jsonl)"
     print(line)
-    print(f"results: {result.out_dir}/pareto.json, trials.jsonl, records.jsonl")
+    print(f"results: {result.out_dir}/pareto.json, trials.jsonl, records.jsonl ({result.records_note})")
     for path in result.plots:
         print(f"plot: {path}")
     if confirming and result.complete:
