@@ -80,6 +80,14 @@ def _why_epilogue(epi: Epilogue) -> str | None:
     return None
 
 
+# The epilogues a layer's schedule must carry, most demanding first (shift amounts >= 1 so the
+# rounding and shift steps are in the program; their values change no SRAM footprint): what
+# `codesign run` asks a stored schedule to fit (`netrun.schedules`) and so what a sweep's
+# records.jsonl must keep the fastest fitting record of (`sweep.state.kept_records`).
+DEMANDS = (Epilogue(shift=1, bias=True, relu=True, residual=(1, 1, 1)), Epilogue(shift=1, bias=True, relu=True),
+           Epilogue(shift=0))
+
+
 def fused_reason(layer: Layer, epi: Epilogue, hw: HwConfig) -> str | None:
     """Why VTA cannot run `layer` with `epi` on `hw` (one line), or None when it can (with some
     schedule; `fused_invalid` checks a given one)."""
@@ -257,5 +265,5 @@ def reference_fused(layer: Layer, epi: Epilogue, x: np.ndarray, w: np.ndarray, b
     return np.clip(y, lo, hi).astype(np.int8)
 
 
-__all__ = ["Epilogue", "fused_reason", "fused_invalid", "epilogue_steps", "fused_mapping", "compile_fused",
+__all__ = ["DEMANDS", "Epilogue", "fused_reason", "fused_invalid", "epilogue_steps", "fused_mapping", "compile_fused",
            "compile_fused_blocks", "run_fused", "measure_fused", "reference_fused", "fused_io_bytes"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import CodesignError
-from codesign.evaluate.fused import Epilogue, fused_invalid, fused_reason, measure_fused
+from codesign.evaluate.fused import DEMANDS, Epilogue, fused_invalid, fused_reason, measure_fused
 from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.netrun.layers import TOPHUB_LOG, record_family
@@ -35,10 +35,6 @@ from codesign.vta import timing
 from codesign.workloads.layers import Layer
 
 FAMILIES = tuple(SPACES)  # schedule families: "autotvm" (the templates), "vta"
-# The epilogues a layer's schedule must carry, most demanding first (shift amounts >= 1 so the
-# rounding and shift steps are in the program; their values change no SRAM footprint).
-DEMANDS = (Epilogue(shift=1, bias=True, relu=True, residual=(1, 1, 1)), Epilogue(shift=1, bias=True, relu=True),
-           Epilogue(shift=0))
 
 
 def _ranked(records: Sequence[MeasureRecord]) -> dict[tuple[str, str], list[MeasureRecord]]:
