@@ -52,7 +52,10 @@ def test_the_fastest_per_family_and_a_sample_are_kept_and_the_file_is_smaller(fu
     assert pruned.stat().st_size < full.stat().st_size / 4
 
 
-def test_a_small_group_is_kept_whole_and_the_choice_is_deterministic():
+def test_a_small_group_is_kept_whole_and_the_choice_is_deterministic(monkeypatch):
+    import codesign.sweep.state as state
+
+    monkeypatch.setattr(state, "_fitting_prefix", lambda ranked: 0)  # the fastest record fits every epilogue
     recs = [{"hw": "h", "layer": "l", "index": i, "seconds": None if i == 2 else 1.0 / (i + 1), "error": None}
             for i in range(KEEP_BEST)]
     assert kept_records(recs) == [True] * KEEP_BEST
@@ -74,6 +77,15 @@ def test_resume_warm_start_export_run_and_confirm_read_the_same_from_pruned_reco
     # run --records: the fastest valid record of any family and its config
     a, b = best_any_family(records), best_any_family(kept)
     assert {k: (r, c.index) for k, (r, c) in a.items()} == {k: (r, c.index) for k, (r, c) in b.items()}
+    # run (whole network): the fastest record that fits each fused epilogue the layer's ops need
+    from codesign.evaluate.fused import DEMANDS
+    from codesign.netrun.schedules import ScheduleChooser
+    from codesign.workloads import parse_layer
+
+    layer = parse_layer(SPEC)
+    for epi in DEMANDS:
+        got = [ScheduleChooser(HW, recs).for_epilogue(layer, epi) for recs in (records, kept)]
+        assert got[0].config.index == got[1].config.index and got[0].source == got[1].source == "records"
     # --confirm: the retune fastest simulated schedules of each layer
     for n in (1, 4, KEEP_BEST):
         assert _ranked(records, HW.name, records[0].layer, None, n) == _ranked(kept, HW.name, records[0].layer, None, n)

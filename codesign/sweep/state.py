@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.sweep.rows import TrialRow
-from codesign.tune.records import DEFAULT_FAMILY, MeasureRecord, best_records, load_records
+from codesign.tune.records import DEFAULT_FAMILY, MeasureRecord, best_records, load_records, resolve_config
 
 RecordKey = tuple[str, str, str, int]  # (config, layer, schedule family, index): measured once per sweep
 KEEP_BEST = 8  # fastest schedules kept per (config, layer, family): >= --confirm-retune's default 4, with room
@@ -87,12 +87,45 @@ def kept_records(records: list[dict[str, Any]], keep_best: int = KEEP_BEST,
             continue
         ok = [i for i in members if records[i].get("error") is None and records[i].get("seconds") is not None]
         ok.sort(key=lambda i: (records[i]["seconds"], int(records[i]["index"])))
-        for i in ok[:keep_best]:
+        for i in ok[:max(keep_best, _fitting_prefix([records[i] for i in ok]))]:
             keep[i] = True
         for i in members:
             if int(records[i]["index"]) % sample_every == 0:
                 keep[i] = True
     return keep
+
+
+def _fitting_prefix(ranked: list[dict[str, Any]]) -> int:
+    """How many of one (config, layer, family)'s records, fastest first, `codesign run` may walk:
+    it takes the fastest whose knobs are still a valid schedule that fits the fused epilogue the
+    layer's op needs (`netrun.schedules`), so every record up to the first that fits each of
+    `DEMANDS` is kept. All of them when the layer or config cannot be rebuilt here."""
+    from codesign.evaluate.fused import DEMANDS, fused_invalid, fused_reason
+    from codesign.hw.config import HwConfig
+    from codesign.schedule import get_space
+    from codesign.workloads.layers import parse_layer
+
+    if not ranked:
+        return 0
+    first = ranked[0]
+    try:
+        layer, hw = parse_layer(first["layer_spec"]), HwConfig.from_name(first["hw"])
+        space = get_space(layer, hw, first.get("family", DEFAULT_FAMILY))
+        wanted = [epi for epi in DEMANDS if fused_reason(layer, epi, hw) is None]
+    except Exception:  # noqa: BLE001 - not rebuildable here: keep the whole group
+        return len(ranked)
+    depth = 0
+    for n, d in enumerate(ranked, 1):
+        config = resolve_config(space, d["knobs"])
+        if config is None:
+            continue
+        fits = [epi for epi in wanted if fused_invalid(layer, config, hw, epi) is None]
+        if fits:
+            depth = n
+            wanted = [epi for epi in wanted if epi not in fits]
+        if not wanted:
+            return depth
+    return len(ranked)  # an epilogue no record fits: `run` walks them all
 
 
 class SweepState:
