@@ -411,4 +411,29 @@ def _check_fields_cover_keys() -> None:
 
 _check_fields_cover_keys()
 DEFAULT = HwConfig()
-__all__ = ["HwConfig", "DEFAULT", "TARGET_DEFAULTS", "VTA_JSON_KEYS", "asdict"]
+# Every value a LOG_* key can take in some valid config: the instruction fields cap each SRAM depth
+# at 2^16 and each element is at most 2^(2 + LOG_BATCH + LOG_BLOCK) bytes, so 40 is beyond any.
+LOG_KEY_RANGE = range(0, 41)
+LOG_KEYS = ("LOG_INP_WIDTH", "LOG_WGT_WIDTH", "LOG_ACC_WIDTH", "LOG_BATCH", "LOG_BLOCK", "LOG_BLOCK_IN",
+            "LOG_BLOCK_OUT", "LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE", "LOG_WGT_BUFF_SIZE", "LOG_ACC_BUFF_SIZE")
+
+
+def why_invalid(**kw: Any) -> str | None:
+    """The ConfigError `HwConfig(**kw)` raises (its message), or None for a valid config."""
+    try:
+        HwConfig(**kw)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def allowed_values(key: str, **others: Any) -> list[int]:
+    """The values of LOG_* `key` that make a valid HwConfig with `others` (the other keys): the
+    same checks as `HwConfig`, tried over `LOG_KEY_RANGE` (what error messages list)."""
+    if key not in LOG_KEYS:
+        raise ValueError(f"{key} is not one of {', '.join(LOG_KEYS)}")
+    return [v for v in LOG_KEY_RANGE if why_invalid(**{**others, key: v}) is None]
+
+
+__all__ = ["HwConfig", "DEFAULT", "LOG_KEYS", "LOG_KEY_RANGE", "TARGET_DEFAULTS", "VTA_JSON_KEYS", "allowed_values",
+           "asdict", "why_invalid"]

@@ -28,6 +28,7 @@ import ast
 import itertools
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 from codesign.errors import ConfigError
 from codesign.fileio import read_document
 from codesign.hw.board import Board
-from codesign.hw.config import HwConfig
+from codesign.hw.config import LOG_KEYS, HwConfig, allowed_values, why_invalid
 from codesign.hw.resource_model import SHIPPED, ResourceModel
 from codesign.hw.resources import RESOURCES, Resources, estimate, infeasible_reason
 from codesign.paths import SPACES, shipped
@@ -124,6 +125,79 @@ def _eval(node: ast.AST, env: dict[str, float]) -> Any:
     if isinstance(node, ast.Call):
         return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))  # type: ignore[attr-defined]
     raise ConfigError(f"unsupported expression node {type(node).__name__}")  # parse() rejects these
+
+
+def _base_kw(board: Board, fixed: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """HwConfig keywords of a point (what `HwSpace.to_hw` builds)."""
+    kw: dict[str, Any] = {"TARGET": board.target, "axi_bits": board.axi_bits, **fixed, **point}
+    if "LOG_BLOCK" in kw:
+        kw["LOG_BLOCK_IN"] = kw["LOG_BLOCK_OUT"] = kw.pop("LOG_BLOCK")
+    return kw
+
+
+def _spans(values: list[int]) -> str:
+    """'0-12, 14' for sorted integers."""
+    out: list[str] = []
+    for v in values:
+        if out and out[-1].split("-")[-1] == str(v - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{v}"
+        else:
+            out.append(str(v))
+    return ", ".join(out)
+
+
+def _check_reachable(where: str, board: Board, params: dict[str, tuple[Any, ...]], fixed: dict[str, Any]) -> None:
+    """ConfigError for a LOG_* choice (params) or value (fixed) that no combination of the other
+    choices makes a valid VTA config (`codesign.hw.config`'s rules): such a choice can only
+    produce skipped points. The message names the key, why, and the values that could work."""
+    keys = [(f"fixed.{k}", k, v) for k, v in fixed.items() if k in LOG_KEYS]  # a fixed value spoils every choice
+    keys += [(f"params.{k}", k, c) for k, cs in params.items() if k in LOG_KEYS for c in cs]
+    for label, key, value in keys:
+        others = {k: cs for k, cs in params.items() if k != key}
+        names = list(others)
+        combos = [dict(zip(names, combo)) for combo in itertools.product(*(others[k] for k in names))]
+        first = None
+        for combo in combos:
+            why = why_invalid(**_base_kw(board, {**fixed, key: value} if key in fixed else fixed, {**combo, key: value}))
+            if why is None:
+                break
+            first = first or why
+        else:
+            rest = {k: v for k, v in fixed.items() if k != key}
+            ok = sorted({v for combo in combos for v in _allowed(board, rest, combo, key)})
+            allowed = (f"allowed with the space's other {'choices' if params else 'values'}: {_spans(ok)}" if ok
+                       else "no value is valid with the space's other choices; change those")
+            raise ConfigError(f"{where}: {label}: {value!r} is never a valid VTA config, whatever the other "
+                              f"choices ({first or 'invalid'}; codesign/hw/config.py); {allowed}")
+
+
+def _allowed(board: Board, fixed: dict[str, Any], point: dict[str, Any], key: str) -> list[int]:
+    kw = _base_kw(board, fixed, point)
+    if key == "LOG_BLOCK":  # the square core: both sides move together
+        kw.pop("LOG_BLOCK_IN", None)
+        kw.pop("LOG_BLOCK_OUT", None)
+    return allowed_values(key, **kw)
+
+
+def exclusion_kind(reason: str) -> str:
+    """What kind of rule an excluded point broke (`HwSpace.check`'s reason without the point's own
+    numbers), so that reasons can be counted: 'need more LUT than pynq-z1 has', 'break the
+    constraint ...', 'are invalid VTA configs (LOG_INP_BUFF_SIZE)', ..."""
+    m = re.search(r" needs \d+ (\w+) but (\S+) has", reason)
+    if m:
+        return f"need more {m.group(1)} than {m.group(2)} has"
+    m = re.match(r"constraint ('.*'|\".*\") is false", reason)
+    if m:
+        return f"break the constraint {m.group(1)}"
+    if "exceeds max_area" in reason:
+        return "exceed max_area" + reason.rsplit("max_area", 1)[1]
+    if reason.startswith("invalid point "):
+        keys = re.findall(r"\b(LOG_\w+|clock_mhz|axi_bits|TARGET)=", reason.split("}", 1)[-1])
+        return f"are invalid VTA configs ({keys[0]})" if keys else "are invalid VTA configs"
+    m = re.match(r"(clock_mhz|axi_bits|TARGET)=", reason)
+    if m:
+        return f"have a {m.group(1)} the board cannot build"
+    return reason
 
 
 def resolve_space_path(spec: str | Path) -> Path:
@@ -222,6 +296,7 @@ class HwSpace:
             if w not in board.axi_bits_choices:
                 raise ConfigError(f"{where}: axi_bits {w} is not buildable on {board.name}; allowed: "
                                   + ", ".join(map(str, board.axi_bits_choices)))
+        _check_reachable(where, board, params, dict(fixed))
         allowed_names = set(PARAM_KEYS) | set(FIXED_KEYS) - {"HW_VER"} | set(DERIVED_NAMES) | set(RESOURCE_NAMES)
         raw_constraints = data.get("constraints") or []
         if not isinstance(raw_constraints, list):
@@ -378,6 +453,23 @@ class HwSpace:
             return None, str(exc)
         return hw, self.excluded_reason(hw)
 
+    def exclusion_counts(self) -> dict[str, int]:
+        """Raw grid points by why they are not usable (`exclusion_kind`), most common first;
+        "usable" counts the usable ones (a config reached by two points is counted twice)."""
+        counts: dict[str, int] = {}
+        for point in self._raw_points():
+            _hw, reason = self.check(point)
+            kind = "usable" if reason is None else exclusion_kind(reason)
+            counts[kind] = counts.get(kind, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    def why_empty(self) -> str:
+        """'SOURCE: the space has no usable config: of its N grid points, 2,000 need more LUT
+        than pynq-z1 has, 1,072 break the constraint ...' -- the message when `enumerate()` is empty."""
+        counts = self.exclusion_counts()
+        parts = "; ".join(f"{n:,} {kind}" for kind, n in counts.items() if kind != "usable")
+        return f"{self.source}: the space has no usable config: of its {self.size:,} grid points, {parts}"
+
     @cached_property
     def _enumerated(self) -> tuple[tuple[dict[str, Any], HwConfig], ...]:
         out = []
@@ -417,5 +509,5 @@ class HwSpace:
         return f"HwSpace({self.source!r}, board={self.board.name}, size={self.size})"
 
 
-__all__ = ["Constraint", "DERIVED_NAMES", "FIXED_KEYS", "HwSpace", "PARAM_KEYS", "RESOURCE_NAMES", "TOP_KEYS",
+__all__ = ["Constraint", "DERIVED_NAMES", "exclusion_kind", "FIXED_KEYS", "HwSpace", "PARAM_KEYS", "RESOURCE_NAMES", "TOP_KEYS",
            "resolve_space_path"]

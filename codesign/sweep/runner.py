@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -35,7 +36,7 @@ from typing import Any
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.fileio import count_unreadable
-from codesign.hw.space import HwSpace
+from codesign.hw.space import HwSpace, exclusion_kind
 from codesign.pareto import space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.lock import SweepLock
@@ -228,8 +229,9 @@ def _quiet_ray() -> None:
 def validate_new(space: str | Path, workload: Any, options: SweepOptions) -> HwSpace:
     """Check a new sweep's inputs without creating anything; returns the parsed space."""
     hw_space = load_space(space, options.resources)
-    if options.verified_clocks_only:
-        hw_space.verified_clocks_only()  # raises if the board has no verified clock in the space
+    searched = hw_space.verified_clocks_only() if options.verified_clocks_only else hw_space  # raises if none
+    if not searched.enumerate():
+        raise ConfigError(searched.why_empty())  # which rule removed how many points
     _validate_tuner(options.tuner, options.hparams)
     if isinstance(workload, str):
         get_workload(workload)
@@ -481,6 +483,27 @@ def _validate_tuner(name: str, hparams: dict[str, str] | None = None) -> None:
         resolve_hparams(name, cls.HPARAMS, hparams, cls.HPARAM_RANGES)  # one line for a bad key or value
 
 
+def skipped_note(out: Path, space: HwSpace) -> str | None:
+    """'the search proposed 5 configs outside the usable space, answered without a trial
+    (DIR/skipped.jsonl): 3 need more LUT than pynq-z1 has; 2 ...' (None when it proposed none)."""
+    path = out / SKIPPED_FILE
+    if not path.exists():
+        return None
+    kinds: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        try:
+            kind = exclusion_kind(str(json.loads(line)["reason"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if not kinds:
+        return None
+    why = "; ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    total = sum(kinds.values())
+    return (f"the search proposed {total} config{'s' if total != 1 else ''} outside the usable space of "
+            f"{space.source}, answered without a trial ({path}): {why}")
+
+
 def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_names: tuple[str, ...],
            power_bound: float, space: HwSpace) -> SweepResult:
     """Final pareto.json and plots from the trials on disk."""
@@ -489,6 +512,9 @@ def finish(out: Path, opts: SweepOptions, planned: int, wall_s: float, *, stock_
     if unreadable:
         print(f"codesign sweep: note: {out / TRIALS_FILE}: skipped {unreadable} unreadable line(s) (cut by an "
               f"interrupted write); the front uses the {len(rows)} readable trial(s)", file=sys.stderr)
+    note = skipped_note(out, space)
+    if note:
+        print(f"codesign sweep: note: {note}", file=sys.stderr)
     doc = write_pareto(out, rows, stock_names=stock_names, power_bound=power_bound, objectives=opts.objectives)
     plots = write_plots(out, rows, doc)
     result = SweepResult(out, opts, rows, doc, plots, planned, wall_s)
