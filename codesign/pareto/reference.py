@@ -28,7 +28,7 @@ def space_power_bound(space: Any, power_model: Any = None) -> float:
     full = {"load": 1.0, "compute": 1.0, "store": 1.0}
     configs = space.enumerate()
     if not configs:
-        raise ConfigError(f"{space.source}: the space has no usable config")
+        raise ConfigError(space.why_empty())  # which rule removed how many points
     # The space's resource model (`HwSpace.estimate`): the same numbers its feasibility used.
     return max(model.power_w(hw, space.board, space.estimate(hw), full) for hw in configs)
 
