@@ -24,6 +24,8 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     fig.tight_layout()
     # An explicit format: otherwise matplotlib writes `curve` as `curve.png`, not where we say we wrote.
     fmt = path.suffix[1:].lower()
-    fig.savefig(path, dpi=dpi, format=fmt if fmt in fig.canvas.get_supported_filetypes() else "png")
+    # bbox_inches="tight": a legend placed beside or below the axes is in the file, not clipped.
+    fig.savefig(path, dpi=dpi, format=fmt if fmt in fig.canvas.get_supported_filetypes() else "png",
+                bbox_inches="tight")
     pyplot().close(fig)
     return path

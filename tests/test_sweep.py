@@ -275,8 +275,9 @@ def test_clock_flag_reaches_pareto_json_report_and_plots(grid_sweep, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [p["clock_verified"] for p in doc["points"]] == [p["clock_verified"] for p in pareto["points"]]
     fig = front_figure(pareto["points"], stock_points=pareto["stock"])
-    labels = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
-    assert {"Pareto front, verified clock", "Pareto front, unverified clock"} <= labels
+    labels = {t.get_text() for t in fig.legends[0].get_texts()}  # one legend below the panels
+    assert {"Pareto front, verified clock", "Pareto front, unverified clock (latency optimistic)"} <= labels
+    assert {f"stock {s['config'].replace('_i8w8a32', '')}" for s in pareto["stock"]} <= labels
 
 
 def test_verified_clocks_only_sweep(ray_session, space_file, workload, tmp_path):

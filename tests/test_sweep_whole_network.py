@@ -90,7 +90,11 @@ def test_report_and_layer_plot_show_cpu_steps_beside_vta_steps(trial_1x16):
     cpu_bars = [n for n in names if n.startswith("CPU ")]
     assert cpu_bars and any(n.startswith("VTA ") for n in names)
     cpu_kinds = {s.kind for s in plan.steps if s.placement != VTA}
-    assert {n[4:] for n in cpu_bars} == cpu_kinds
+    # each CPU op kind has its bar, or is one of the tiny ones summed into "CPU other (N kinds)"
+    other = [n for n in cpu_bars if n.startswith("CPU other (")]
+    grouped = int(other[0].split("(")[1].split()[0]) if other else 0
+    named = {n[4:] for n in cpu_bars if n not in other}
+    assert named <= cpu_kinds and len(cpu_kinds - named) == grouped
     assert sum(per_design[0].values()) == pytest.approx(r["latency_ms"], rel=1e-9)  # nothing lost
     doc = {"points": [point], "hypervolume": 1.0, "reference_point": {"latency_ms": 1e3, "area": 1.1, "power_w": 9.0},
            "stock_comparison": {}}

@@ -339,20 +339,27 @@ def _template_then_local(args: argparse.Namespace, layers: list[tuple[Any, int]]
 
 
 def _plot(results: list[tuple[Any, int, Any]], path: str, hw: Any, tuner: str) -> None:
+    """Best latency so far vs measurements, in ms, one curve per layer (absolute: each curve
+    normalized to its own final best would end at 1.0 and hide which layer costs what); a log
+    axis when the layers' latencies span more than 20x."""
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    single = len(results) == 1
-    for layer, _count, res in results:
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    finals = []
+    for layer, count, res in results:
         curve = res.curve()
         if curve.size == 0 or not (curve < math.inf).any():
             continue
         x = range(1, curve.size + 1)
-        y = curve * 1e3 if single else res.best_seconds / curve  # several layers: fraction of best
-        ax.step(x, y, where="post", label=layer.name)
+        ms = curve * 1e3
+        finals.append(float(ms[ms < math.inf].min()))
+        times = f" x{count}" if count > 1 else ""
+        ax.step(x, ms, where="post", label=f"{layer.name}{times}: {finals[-1]:.3f} ms")
+    if finals and max(finals) > 20 * min(finals):
+        ax.set_yscale("log")
     ax.set_xlabel("measurements")
-    ax.set_ylabel("best latency so far (ms)" if single else "best so far / final best (speed)")
+    ax.set_ylabel("best latency so far (ms, one call of the layer)")
     ax.set_title(f"{tuner} on {hw.name}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
     save_figure(fig, path, dpi=120)

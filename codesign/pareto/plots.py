@@ -37,9 +37,11 @@ def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable
     fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4.2), squeeze=False)
     others = list(all_points)
     stock = list(stock_points)
+    # One colour per stock config, named in the legend: labels beside the stars overlapped.
+    stock_colors = ["tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:olive"]
     for ax, (x, y) in zip(axes[0], pairs):
         if others:
-            ax.scatter([p[x] for p in others], [p[y] for p in others], s=12, c="0.75", label="evaluated")
+            ax.scatter([p[x] for p in others], [p[y] for p in others], s=12, c="0.75", label="evaluated design")
         pts = sorted(front_points, key=lambda p: p[x])
         ok = [p for p in pts if p.get("clock_verified") is not False]
         bad = [p for p in pts if p.get("clock_verified") is False]
@@ -48,36 +50,65 @@ def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable
                        label="Pareto front, verified clock" if bad else f"Pareto front ({len(objectives)}-D)")
         if bad:
             ax.scatter([p[x] for p in bad], [p[y] for p in bad], s=28, facecolors="none", edgecolors="tab:blue",
-                       zorder=3, label="Pareto front, unverified clock")
-        for s in stock:
-            ax.scatter([s[x]], [s[y]], marker="*", s=160, c="tab:red", zorder=4)
-            ax.annotate(str(s.get("config", "stock")).replace("_i8w8a32", ""), (s[x], s[y]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+                       zorder=3, label="Pareto front, unverified clock (latency optimistic)")
+        for k, s in enumerate(stock):
+            name = str(s.get("config", "stock")).replace("_i8w8a32", "")
+            ax.scatter([s[x]], [s[y]], marker="*", s=160, c=stock_colors[k % len(stock_colors)], zorder=4,
+                       edgecolors="black", linewidths=0.4, label=f"stock {name}")
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="best")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    # One legend for all panels, below them, so it covers no point.
+    # (outside the figure's box: `save_figure` writes it with bbox_inches="tight")
+    fig.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=min(len(labels), 3), frameon=False)
     if title:
         fig.suptitle(title)
     return fig
 
 
+def hypervolume_unit(objectives: Sequence[str]) -> str:
+    """'ms x W' -- the unit of a hypervolume over `objectives` (unitless ones left out)."""
+    units = [BY_KEY[k].unit for k in objectives if k in BY_KEY and BY_KEY[k].unit]
+    return " x ".join(units) if units else "unitless"
+
+
 def plot_hypervolume(history: Sequence[float], path: str | Path, *, reference_hv: float | None = None,
-                     title: str = "") -> Path:
-    """Hypervolume after each hardware evaluation; optional horizontal line for a reference
-    (e.g. the exhaustive front's hypervolume)."""
+                     title: str = "", reference_point: dict[str, float] | None = None,
+                     objectives: Sequence[str] = ()) -> Path:
+    """Hypervolume after each hardware evaluation, from 0 (a y-axis cut near the final value
+    would exaggerate the rise); the reference point and the unit in the labels; an optional
+    horizontal line for a reference (e.g. the exhaustive front's hypervolume)."""
+    return save_figure(hypervolume_figure(history, reference_hv=reference_hv, title=title,
+                                          reference_point=reference_point, objectives=objectives), path)
+
+
+def hypervolume_figure(history: Sequence[float], *, reference_hv: float | None = None, title: str = "",
+                       reference_point: dict[str, float] | None = None, objectives: Sequence[str] = ()) -> Any:
+    """The figure of `plot_hypervolume`."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(range(1, len(history) + 1), list(history), marker="o", ms=3, label="search")
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    ax.plot(range(1, len(history) + 1), list(history), marker="o", ms=3, label="front found so far")
     if reference_hv is not None:
         ax.axhline(reference_hv, color="tab:red", ls="--", label="reference front")
-    ax.set_xlabel("hardware configs evaluated")
-    ax.set_ylabel("hypervolume")
+    ax.set_ylim(bottom=0, top=max([*history, reference_hv or 0.0, 0.0]) * 1.08 or 1.0)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("trials finished (hardware configs evaluated)")
+    objectives = tuple(objectives or (reference_point or {}))
+    ax.set_ylabel(f"hypervolume ({hypervolume_unit(objectives)})" if objectives else "hypervolume")
+    if reference_point:
+        ref = ", ".join(f"{BY_KEY[k].name if k in BY_KEY else k} {v:.4g}"
+                        + (f" {BY_KEY[k].unit}" if k in BY_KEY and BY_KEY[k].unit else "")
+                        for k, v in reference_point.items())
+        ax.text(0.99, 0.03, f"volume dominated by the front, up to the\nreference point: {ref}",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     if title:
         ax.set_title(title)
-    return save_figure(fig, path)
+    return fig
 
 
-__all__ = ["axis_label", "front_figure", "plot_front", "plot_hypervolume"]
+__all__ = ["axis_label", "front_figure", "hypervolume_figure", "hypervolume_unit", "plot_front", "plot_hypervolume"]

@@ -24,16 +24,30 @@ def write_plots(out: Path, rows: list[TrialRow], doc: dict[str, Any]) -> list[Pa
         plot_front(doc["points"], out / "pareto_front.png", all_points=points, stock_points=doc.get("stock", ()),
                    objectives=tuple(doc.get("objectives") or OBJECTIVES), title=f"Pareto front: {len(doc['points'])} of {len(points)} feasible designs ({n_ok} trials)"),
         plot_hypervolume(doc.get("hypervolume_history", []), out / "hypervolume.png",
-                         title="hypervolume vs trials"),
+                         title="how the front grew: hypervolume after each trial",
+                         reference_point=doc.get("reference_point"),
+                         objectives=tuple(doc.get("objectives") or OBJECTIVES)),
     ]
     paths.append(plot_layers(doc["points"], out / "layers.png"))
     return paths
 
 
-def _shape(layer_name: str) -> str:
-    """`conv2d_4x64x56x56_64_3x3_s1_p1` -> `conv2d 64x56x56_64_3x3_s1_p1` (the batch prefix dropped)."""
-    m = re.match(r"^([a-z0-9_]+?)_\d+x(.*)$", layer_name)
-    return f"{m.group(1)} {m.group(2)}" if m else layer_name
+_LAYER_RE = re.compile(r"^conv2d_\d+x(\d+)x(\d+)x(\d+)_(\d+)_(\d+)x(\d+)_s(\d+)_p(\d+)$")
+
+
+def _shape(layer_name: str, transform: str | None = None) -> str:
+    """A layer's name for a reader: `conv2d_1x64x56x56_128_3x3_s2_p1` -> `conv 3x3/2 64->128 @56x56`
+    (the batch dropped: designs with BATCH > 1 run it padded); a host rewrite in brackets
+    (`(space-to-depth)`: the stem runs as a 4x4 conv on 16 channels). Other layers: the name
+    without its batch."""
+    m = _LAYER_RE.match(layer_name)
+    if m:
+        cin, h, w, cout, kh, kw, stride, _pad = m.groups()
+        text = f"conv {kh}x{kw}{'/' + stride if stride != '1' else ''} {cin}->{cout} @{h}x{w}"
+    else:
+        m = re.match(r"^([a-z0-9_]+?)_\d+x(.*)$", layer_name)
+        text = f"{m.group(1)} {m.group(2)}" if m else layer_name
+    return f"{text} ({transform.replace('_', '-')})" if transform else text
 
 
 MAX_LAYER_BARS = 16  # beyond this many unique layers the smallest are grouped into one bar
@@ -47,7 +61,7 @@ def step_bars(point: dict[str, Any]) -> dict[str, float]:
     if point.get("steps"):
         for st in point["steps"]:
             if st.get("placement") == "vta" and st.get("layer"):
-                key = f"VTA {_shape(st['layer'])}"
+                key = f"VTA {_shape(st['layer'], st.get('transform'))}"
             else:
                 key = f"{str(st.get('placement', 'cpu')).upper()} {st.get('kind', st.get('name'))}"
             ms[key] = ms.get(key, 0.0) + float(st["ms"])
@@ -64,7 +78,8 @@ def layer_bars(points: list[dict[str, Any]], max_designs: int = 8, max_layers: i
     by layer, then CPU steps by kind (`step_bars`). Beyond `max_layers` bars the VTA layers with
     the least time (in any shown design) are summed into one "other (N layers)" bar (the note says
     so); the CPU bars are always kept."""
-    pts = sorted(points, key=lambda p: p["latency_ms"])[:max_designs]
+    # Designs at a verified clock first (what a build is known to reach), then the unverified ones.
+    pts = sorted(points, key=lambda p: (p.get("clock_verified") is False, p["latency_ms"]))[:max_designs]
     per_design: list[dict[str, float]] = []
     names: list[str] = []  # layer shapes without the batch (designs with BATCH > 1 run batch 2, 4)
     for p in pts:
@@ -85,6 +100,15 @@ def layer_bars(points: list[dict[str, Any]], max_designs: int = 8, max_layers: i
             ms[other] = sum(ms.pop(n, 0.0) for n in rest)
         note = f"; the {len(rest)} smallest of {len(vta)} VTA layers summed as 'other'"
         vta = [n for n in vta if n in top] + [other]
+    # CPU steps too small to see beside the largest bar (< 2% of it in every design): one bar.
+    largest = max((v for ms in per_design for v in ms.values()), default=0.0)
+    tiny = [n for n in cpu if max(ms.get(n, 0.0) for ms in per_design) < 0.02 * largest]
+    if len(tiny) > 1:
+        small = f"CPU other ({len(tiny)} kinds)"
+        for ms in per_design:
+            ms[small] = sum(ms.pop(n, 0.0) for n in tiny)
+        cpu = [n for n in cpu if n not in tiny] + [small]
+        note += f"; {len(tiny)} CPU step kinds under 2% of the largest bar summed as '{small}'"
     return pts, vta + cpu, per_design, note
 
 
@@ -95,19 +119,28 @@ def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
     plt = pyplot()
 
     pts, names, per_design, note = layer_bars(points, max_designs, max_layers)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(11.0, 0.8 * len(names) + 7), 5.0))  # + the legend beside
     width = 0.8 / max(1, len(pts))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, (p, ms) in enumerate(zip(pts, per_design)):
+        unverified = p.get("clock_verified") is False
+        # Unverified clock: hatched, and said in the legend (its latency assumes timing closure).
         ax.bar([i + k * width for i in range(len(names))], [ms.get(n, 0.0) for n in names], width,
-               label=f"{p['config']} ({p['latency_ms']:.2f} ms/request)")
+               color=colors[k % len(colors)], hatch="///" if unverified else None,
+               edgecolor="white" if unverified else None, linewidth=0,
+               label=f"{p['config'].replace('_i8w8a32', '')}: {p['latency_ms']:.1f} ms/request"
+                     + (", unverified clock (optimistic)" if unverified else ", verified clock"))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
-    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("ms per request (x multiplicity)")
-    shown = (f"the {len(pts)} fastest of {len(points)} Pareto designs" if len(points) > len(pts)
-             else "the Pareto designs, fastest first")
-    what = ("VTA and CPU steps of one request" if any(p.get("steps") for p in pts)
+    ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
+    ax.set_ylabel("ms per request (every occurrence)")
+    n_ok = sum(1 for p in points if p.get("clock_verified") is not False)
+    shown = (f"{len(pts)} of {len(points)} Pareto designs" if len(points) > len(pts) else f"the {len(pts)} Pareto designs")
+    order = (f"; {n_ok} at a verified clock first" if n_ok and n_ok < len(points)
+             else "; none at a verified clock" if not n_ok else "")
+    what = ("where one request's time goes, VTA and CPU steps" if any(p.get("steps") for p in pts)
             else "offloaded layers of one request (CPU ops not costed)")
-    ax.set_title(f"{what}: {shown}{note}", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside, not on, the bars
+    ax.set_title(f"{what}\n{shown}{order}{note}", fontsize=9)
+    # Beside the bars; save_figure writes the whole legend (it used to be cut off at the edge).
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
     return save_figure(fig, path)
