@@ -167,6 +167,7 @@ def test_resume_with_more_trials_applies_them_and_refuses_fixed_flags(ray_sessio
     first = run_sweep(space_file, workload, out,
                       SweepOptions(trials=2, budget=2, tuner="random", search="random", seed=0), progress=False)
     assert first.complete and len(first.trials) == 2
+    capsys.readouterr()  # the first sweep's notes (skipped proposals)
     code = main(["sweep", "--resume", str(out), "--trials", "4", "--budget", "3", "--tuner", "xgb"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1

@@ -152,19 +152,20 @@ def _check_reachable(where: str, board: Board, params: dict[str, tuple[Any, ...]
     produce skipped points. The message names the key, why, and the values that could work."""
     keys = [(f"fixed.{k}", k, v) for k, v in fixed.items() if k in LOG_KEYS]  # a fixed value spoils every choice
     keys += [(f"params.{k}", k, c) for k, cs in params.items() if k in LOG_KEYS for c in cs]
-    for label, key, value in keys:
+    def combos(key: str) -> Any:  # the points of the other parameters
         others = {k: cs for k, cs in params.items() if k != key}
-        names = list(others)
-        combos = [dict(zip(names, combo)) for combo in itertools.product(*(others[k] for k in names))]
+        return (dict(zip(others, combo)) for combo in itertools.product(*others.values()))
+
+    for label, key, value in keys:
         first = None
-        for combo in combos:
+        for combo in combos(key):
             why = why_invalid(**_base_kw(board, {**fixed, key: value} if key in fixed else fixed, {**combo, key: value}))
             if why is None:
                 break
             first = first or why
         else:
             rest = {k: v for k, v in fixed.items() if k != key}
-            ok = sorted({v for combo in combos for v in _allowed(board, rest, combo, key)})
+            ok = sorted({v for combo in combos(key) for v in _allowed(board, rest, combo, key)})
             allowed = (f"allowed with the space's other {'choices' if params else 'values'}: {_spans(ok)}" if ok
                        else "no value is valid with the space's other choices; change those")
             raise ConfigError(f"{where}: {label}: {value!r} is never a valid VTA config, whatever the other "
