@@ -210,7 +210,7 @@ class SweepCallback(tune.Callback):
         text = _best_text(summary)
         skipped = skipped_count(self.out_dir)
         if skipped:
-            text += f", {skipped} infeasible proposals skipped"
+            text += f", {skipped} infeasible proposal{'s' if skipped != 1 else ''} skipped"
         self._bar.set_postfix_str(text)
 
 
@@ -248,7 +248,7 @@ def progress_line(row: TrialRow, rows: list[TrialRow], total: int, summary: dict
         what = f"failed: {row.error}"
     text = f"sweep: {min(done, total)}/{total} trials ({what}); {_best_text(summary)}"
     if skipped:
-        text += f"; {skipped} infeasible proposals skipped (skipped.jsonl)"
+        text += f"; {skipped} infeasible proposal{'s' if skipped != 1 else ''} skipped (skipped.jsonl)"
     text += f"; {_duration(elapsed_s)} elapsed"
     ran = done - done_before
     if 0 < ran and done < total:

@@ -80,8 +80,8 @@ class SweepResult:
 
     @property
     def records_note(self) -> str:
-        """'2.1 MB, 3,007 records: the 8 fastest schedules of each (config, layer, family) and 1 in
-        32 of the rest' -- what records.jsonl holds (`codesign.sweep.state.kept_records`)."""
+        """'1.4 MB, 3,019 records: the 8 fastest schedules of each (config, layer, schedule family) and
+        1 in 32 of the rest (...)' -- what records.jsonl holds (`codesign.sweep.state.kept_records`)."""
         path = self.out_dir / RECORDS_FILE
         if not path.exists():
             return "no records"
@@ -89,7 +89,7 @@ class SweepResult:
         with open(path, "rb") as f:
             lines = sum(1 for line in f if line.strip())
         return (f"{size / 1e6:.1f} MB, {lines:,} records: the {KEEP_BEST} fastest schedules of each (config, layer, "
-                f"schedule family) and every {SAMPLE_EVERY}th schedule index of the rest")
+                f"schedule family) and 1 in {SAMPLE_EVERY} of the rest (schedule index a multiple of {SAMPLE_EVERY})")
 
     @property
     def complete(self) -> bool:
