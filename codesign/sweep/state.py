@@ -27,8 +27,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from codesign.evaluate.fused import DEMANDS, fused_invalid, fused_reason
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
 from codesign.sweep.rows import TrialRow
 from codesign.tune.records import DEFAULT_FAMILY, MeasureRecord, best_records, load_records, resolve_config
+from codesign.workloads.layers import parse_layer
 
 RecordKey = tuple[str, str, str, int]  # (config, layer, schedule family, index): measured once per sweep
 KEEP_BEST = 8  # fastest schedules kept per (config, layer, family): >= --confirm-retune's default 4, with room
@@ -100,11 +104,6 @@ def _fitting_prefix(ranked: list[dict[str, Any]]) -> int:
     it takes the fastest whose knobs are still a valid schedule that fits the fused epilogue the
     layer's op needs (`netrun.schedules`), so every record up to the first that fits each of
     `DEMANDS` is kept. All of them when the layer or config cannot be rebuilt here."""
-    from codesign.evaluate.fused import DEMANDS, fused_invalid, fused_reason
-    from codesign.hw.config import HwConfig
-    from codesign.schedule import get_space
-    from codesign.workloads.layers import parse_layer
-
     if not ranked:
         return 0
     first = ranked[0]
