@@ -10,7 +10,9 @@ from codesign.cli import main
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.schedule import partition
+from codesign.sweep.network import timing_network
 from codesign.tune import load_records
+from codesign.tune.search import network_layers
 from codesign.workloads import get_workload
 
 SMALL = "conv2d:1,32,8,8,32,3,3,1,1"
@@ -36,9 +38,13 @@ def test_workload_on_batch4_config_is_a_list(capsys):
     assert main(["tune", "--workload", "resnet18", "--hw", "pynq_4x8", "--tuner", "random", "--trials", "2",
                  "--task-scheduler", "even", "--json"]) == 0
     objs = json.loads(capsys.readouterr().out)
-    wl = get_workload("resnet18").for_hw(HwConfig.resolve("pynq_4x8"))
-    assert isinstance(objs, list) and len(objs) == len(partition(wl, HwConfig.resolve("pynq_4x8"))[0])
-    # the 3-channel stem stays on the CPU; the 512 -> 1000 classifier fits BLOCK_OUT=8
+    # exactly the layers the network plan asks VTA about, as a sweep trial tunes them: the stem in
+    # its VTA forms (channels padded, space-to-depth, im2col) beside the plain offloaded layers
+    hw = HwConfig.resolve("pynq_4x8")
+    asked = network_layers(timing_network("resnet18")[0], hw)
+    assert isinstance(objs, list) and [(o["layer"], o["count"]) for o in objs] == [(la.name, c) for la, c in asked]
+    plain = {la.name for la, _c in partition(get_workload("resnet18").for_hw(hw), hw)[0]}
+    assert plain < {o["layer"] for o in objs}  # the stem forms are tuned too
     assert all(o["measurements"] == 2 and o["layer"].startswith(("conv2d_4x", "dense_4x")) for o in objs)
     assert all(abs(o["seconds_per_image"] - o["best"]["seconds"] / 4) < 1e-15 for o in objs)
     # the default task scheduler shares the same total over the layers, every layer measured

@@ -17,22 +17,29 @@ from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason
-from codesign.sweep.options import DEFAULT_SCHEDULES, default_schedules
 from codesign.tune import template_local
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
-from codesign.tune.loop import ProgressCallback, RecordCallback, TaskRun, tune_layer
+from codesign.tune.loop import RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import RecordWriter, describe_skipped, read_autotvm_log, read_records, skipped_line
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
-from codesign.tune.scheduler import POLICIES, TaskScheduler
-from codesign.tune.task import make_task
+from codesign.tune.scheduler import POLICIES
+from codesign.tune.search import (
+    DEFAULT_SCHEDULES,
+    DEFAULT_TUNER,
+    RL_TUNERS,
+    TUNE_BUDGET,
+    Search,
+    default_schedules,
+    network_layers,
+)
+from codesign.tune.task import TuneTask
 from codesign.tune.tuner import parse_hparams
 from codesign.workloads import get_workload, parse_layer
 
 DEFAULT_HW = "pynq_1x16_i8w8a32_15_15_18_17"
-LEARNED_TRIALS = 100  # --budget default of the sampling tuners
-RL_TUNERS = ("bandit", "ppo", "dqn")  # one agent learns layer after layer: not interleaved by the task scheduler
+LEARNED_TRIALS = TUNE_BUDGET  # --budget default (codesign.tune.search: the default search's defaults)
 
 DESCRIPTION = """\
 Find the fastest valid schedule (of the vta family by default, --schedules; the AutoTVM knobs of
@@ -96,7 +103,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                       help="zoo name (codesign workloads), path/to/file.py:factory, a .pt2 or an .onnx, e.g. resnet18")
     p.add_argument("--hw", default=DEFAULT_HW, metavar="NAME",
                    help=f"hardware config name, alias (pynq_1x16, pynq_4x8) or YAML/JSON path (default {DEFAULT_HW})")
-    p.add_argument("--tuner", default="auto", choices=TUNERS, help="search algorithm (default auto)")
+    p.add_argument("--tuner", default=DEFAULT_TUNER, choices=TUNERS, help=f"search algorithm (default {DEFAULT_TUNER})")
     p.add_argument("--schedules", default=None, choices=FAMILIES,
                    help=f"schedule family: vta (the larger family that contains the templates' schedules; "
                         f"auto there: template+local) or autotvm (the VTA templates' knobs) (default {DEFAULT_SCHEDULES} "
@@ -176,16 +183,30 @@ def _warm_records(paths: list[str], hw: HwConfig | None = None) -> list[Any]:
 
 
 def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str]]:
-    """[(layer, count)], batch, notes about layers left on the CPU."""
+    """[(layer, count)], batch, notes. A `--workload` is tuned as its network plan asks: the layers
+    `codesign.place.choose_layers` names (the stem through space-to-depth, the padded dense, every
+    fused epilogue's layer), exactly what a sweep trial tunes and `codesign run` then looks up."""
     if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
         layer = parse_layer(args.layer)
         reason = unsupported_reason(layer, hw)
         if reason:
             raise ConfigError(f"--layer {args.layer}: cannot run on {hw.name}: {reason}")
         return [(layer, 1)], layer.batch, []
+    from codesign.sweep.network import timing_network  # torch: only for a workload
+
+    net, why = timing_network(args.workload)
+    if net is not None:
+        layers = network_layers(net, hw)
+        if not layers:
+            raise ConfigError(f"--workload {args.workload}: nothing to tune, the network plan on {hw.name} asks "
+                              "VTA about no layer (every conv/linear stays on the CPU)")
+        batch = int(net.inputs[0][1][0]) if net.inputs and net.inputs[0][1] else 1
+        return layers, batch, [f"the {len(layers)} layers the network plan of {net.name} asks VTA about on {hw.name} "
+                               "(host rewrites included), as a sweep trial tunes them"]
     wl = get_workload(args.workload).for_hw(hw)
     vta, cpu = partition(wl, hw)
-    notes = [f"{layer.name} x{count} stays on the CPU: {reason}" for layer, count, reason in cpu]
+    notes = [f"{why}: tuning the workload's offloaded layers only"]
+    notes += [f"{layer.name} x{count} stays on the CPU: {reason}" for layer, count, reason in cpu]
     if not vta:
         raise ConfigError(f"--workload {args.workload}: nothing to tune, no layer runs on {hw.name} "
                           f"({len(cpu)} layer(s) stay on the CPU, e.g. {cpu[0][0].name}: {cpu[0][2]})")
@@ -221,26 +242,21 @@ def run(args: argparse.Namespace) -> int:
                                 check_correctness=args.check_correctness)
     else:
         runner = SimulatorRunner(hw, n_parallel=args.parallel, timeout_s=args.timeout, params=params)
+    search = Search(tuner=args.tuner, family=args.schedules, budget=trials, seed=args.seed,
+                    exhaustive_s=args.exhaustive_budget, hparams=hparams, policy=args.task_scheduler,
+                    cap=args.budget is not None)
     try:
-        extra: dict[str, Any] = {"time_budget_s": args.exhaustive_budget, "learned_budget": trials} \
-            if args.tuner == "auto" else {}
-        if hparams:
-            extra["hparams"] = hparams
-        if args.tuner == "auto" and args.schedules == template_local.FAMILY:
-            results = _template_then_local(args, layers, hw, runner, trials, warm, progress, searched)
-        elif len(layers) > 1 and args.task_scheduler == "gain" and args.tuner not in RL_TUNERS:
-            results = _scheduled(args, layers, hw, runner, budget, warm, progress, extra, searched)
-        else:
+        if args.tuner in RL_TUNERS:  # one agent learns layer after layer
             for k, (layer, _count) in enumerate(layers):
-                task = make_task(layer, hw, args.tuner, args.seed + k, agent=agent, family=args.schedules, **extra)
+                task = search.task(layer, hw, k, agent=agent)
                 res = tune_layer(layer, hw, tuner=task.tuner, budget=budget, seed=args.seed + k,
                                  records=args.records, warm_start=warm, progress=progress, runner=runner,
                                  patience=args.patience)
-                if isinstance(task.tuner, AutoTuner):
-                    searched[layer.name] = f", auto: {task.tuner.choice['search']}"
                 if task.tuner.agent is not None:
                     agent = task.tuner.agent  # one agent keeps learning across the layers
                 results.append((layer, _count, res))
+        else:
+            results = _search(args, search, layers, hw, runner, warm, progress, searched)
     finally:
         runner.close()
     stale = sum(res.warm_skipped for _layer, _count, res in results)
@@ -277,64 +293,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scheduled(args: argparse.Namespace, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
-               budget: int | None, warm: Any, progress: bool, extra: dict[str, Any],
-               searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
-    """The layers of a workload tuned by the task scheduler (`codesign.tune.scheduler`): the
-    learned ones share their budgets, spent where the expected gain is largest."""
+def _search(args: argparse.Namespace, search: Search, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
+            warm: Any, progress: bool, searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
+    """The layers tuned by the default search's one loop (`codesign.tune.search.Search.tune`, as a
+    sweep trial): `auto` on the vta family is template+local (template+learned from 64 per layer),
+    any other tuner one task per layer under the task scheduler."""
     writer = RecordWriter(args.records) if args.records else None
-    runs = []
-    try:
-        for k, (layer, _count) in enumerate(layers):
-            task = make_task(layer, hw, args.tuner, args.seed + k, family=args.schedules, **extra)
-            cbs = [RecordCallback(writer, layer, hw, task.tuner.name, args.seed + k)] if writer else []
-            runs.append(TaskRun(task, budget=budget, seed=args.seed + k, runner=runner, warm_start_records=warm,
-                                patience=args.patience, callbacks=cbs))
-        bar = ProgressCallback(sum(r.budget for r in runs), f"{args.tuner} {len(runs)} layers") if progress else None
-        sched = TaskScheduler(runs, [count for _layer, count in layers],
-                              on_round=(lambda _k, made: bar.bar.update(made)) if bar else None)
-        try:
-            done = sched.run()
-        finally:
-            if bar:
-                bar.close()
-    finally:
-        if writer:
-            writer.close()
-    for (layer, _count), run in zip(layers, runs):
-        tuner = run.task.tuner
-        if isinstance(tuner, AutoTuner):
-            searched[layer.name] = f", auto: {tuner.choice['search']}"
-    return [(layer, count, res) for (layer, count), res in zip(layers, done)]
+    bar = tqdm(desc=f"{search.tuner} ({search.label}) {len(layers)} layers", unit="meas", leave=False) \
+        if progress else None
+    tasks: dict[int, TuneTask] = {}
 
-
-def _template_then_local(args: argparse.Namespace, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
-                         budget: int, warm: Any, progress: bool, searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
-    """`auto` on the vta family (`codesign.tune.template_local`): the template's schedules by
-    `auto`, then `local` from each template optimum with `budget` measurements per layer."""
-    writer = RecordWriter(args.records) if args.records else None
-    learned = template_local.family_search(budget)
-    label = template_local.search_name(learned if learned != "auto" else "learned")
-    bar = tqdm(desc=f"auto ({label}) {len(layers)} layers", unit="meas", leave=False) if progress else None
-
-    def make_run(layer: Any, k: int, family: str, tuner: Any, b: int | None, first: Any) -> TaskRun:
-        extra = {"time_budget_s": args.exhaustive_budget, "learned_budget": budget} if tuner == "auto" else {}
-        task = make_task(layer, hw, tuner, args.seed + k, family=family, **extra)
-        cbs = [RecordCallback(writer, layer, hw, task.tuner.name, args.seed + k)] if writer else []
-        return TaskRun(task, budget=b, seed=args.seed + k, runner=runner, warm_start_records=warm, seeds=first,
+    def make_run(task: TuneTask, k: int, budget: int | None, first: Any) -> TaskRun:
+        tasks[k] = task
+        seed = int(task.tuner.seed)
+        cbs = [RecordCallback(writer, task.layer, hw, task.tuner.name, seed)] if writer else []
+        return TaskRun(task, budget=budget, seed=seed, runner=runner, warm_start_records=warm, seeds=first,
                        patience=args.patience, callbacks=cbs)
 
     try:
-        done = template_local.tune_template_then_local(
-            layers, hw, make_run, budget=budget, seed=args.seed, policy=args.task_scheduler,
-            on_round=(lambda _k, made: bar.update(made)) if bar is not None else None, learned=learned)
+        done = search.tune(layers, hw, make_run, on_round=(lambda _k, made: bar.update(made)) if bar else None)
     finally:
         if bar is not None:
             bar.close()
         if writer:
             writer.close()
-    for (layer, _count), res in zip(layers, done):
-        searched[layer.name] = f", auto: {template_local.search_name(None if res.tuner == 'local' else res.tuner)}"
+    for k, ((layer, _count), res) in enumerate(zip(layers, done)):
+        if search.two_stage:
+            label = template_local.search_name(None if res.tuner == "local" else res.tuner)
+            searched[layer.name] = f", auto: {label}"
+        elif isinstance(tasks[k].tuner, AutoTuner):
+            searched[layer.name] = f", auto: {tasks[k].tuner.choice['search']}"
     return [(layer, count, res) for (layer, count), res in zip(layers, done)]
 
 

@@ -14,36 +14,22 @@ from codesign.hw.space import HwSpace
 from codesign.pareto.objectives import OBJECTIVES, parse_objectives
 from codesign.schedule.knobs import FAMILIES
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
+from codesign.tune.search import DEFAULT_SCHEDULES as DEFAULT_SCHEDULES  # re-exported (`codesign space`)
+from codesign.tune.search import DEFAULT_TUNER, SWEEP_BUDGET, TEMPLATE_SCHEDULES, default_schedules
 
 SEARCHES = ("nsga2", "motpe", "random", "grid", "exhaustive")
 OPTIONS_FILE = "sweep.json"
 SPACE_COPY = "space.yaml"  # the space file as it was when the sweep started (resume reads this copy)
 # Defaults of `codesign sweep` (and of `SweepOptions`, `run_sweep`, `evaluate_hw`): a ResNet-18
-# sweep of a few minutes on 2 cores (README main job). The one place they are written.
+# sweep of a few minutes on 2 cores (README main job).
 DEFAULT_WORKLOAD = "resnet18"
 DEFAULT_TRIALS = 48
-DEFAULT_BUDGET = 16
-DEFAULT_TUNER = "auto"  # exhaustive where the simulator makes it cheap (codesign.tune.auto)
+# The inner search's defaults are the default search's (codesign.tune.search): one place.
+DEFAULT_BUDGET = SWEEP_BUDGET
 # motpe: on a 256-config PYNQ-Z1 space it reached 0.99 of the exhaustive hypervolume in 50 trials,
 # NSGA-II 0.90 (benchmarks/sweep.py).
 DEFAULT_SEARCH = "motpe"
 DEFAULT_SEED = 0
-# The vta family (it contains the templates' schedules), whose `auto` is template+local
-# (template+learned from 64 measurements per layer; codesign.tune.template_local): at least as good as the template optimum on every zoo layer, for
-# the template's measurements plus --budget per layer (benchmarks/family_check.py,
-# benchmarks/sweep_families.py; docs/schedules.md "The default family").
-DEFAULT_SCHEDULES = "vta"
-# The family of every other tuner without --schedules, and of sweep.json files written before
-# `schedules` was saved (a resume keeps what it started with).
-TEMPLATE_SCHEDULES = "autotvm"
-
-
-def default_schedules(tuner: str | None) -> str:
-    """The schedule family of `--tuner` when `--schedules` is not given: vta for `auto` (there
-    template+local, about twice a template search), the templates' for the others — on the vta
-    family they would enumerate its 10^5-10^6 valid schedules per layer (exhaustive: time them
-    all), and ppo/dqn act on the template's 7 knobs only."""
-    return DEFAULT_SCHEDULES if tuner in (None, DEFAULT_TUNER) else TEMPLATE_SCHEDULES
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,12 @@ from codesign.schedule.support import partition
 from codesign.sweep.network import cpu_gemms, step_rows, vta_layer_counts
 from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT_TUNER, default_schedules
 from codesign.sweep.state import pack_records
-from codesign.tune import RecordWriter, template_local
+from codesign.tune import RecordWriter
 from codesign.tune.loop import RecordCallback, TaskRun, TuneResult
 from codesign.tune.measure import SimulatorRunner
 from codesign.tune.records import MeasureRecord
-from codesign.tune.scheduler import TaskScheduler
-from codesign.tune.task import make_task
+from codesign.tune.search import Search
+from codesign.tune.task import TuneTask
 from codesign.vta.timing import TimingParams
 from codesign.workloads.layers import Layer
 from codesign.workloads.networks import Workload
@@ -78,6 +78,11 @@ class InnerTuning:
     def __post_init__(self) -> None:
         if self.schedules is None:
             object.__setattr__(self, "schedules", default_schedules(self.tuner))
+
+    def search(self) -> Search:
+        """The default search's value of this tuning (`codesign.tune.search`)."""
+        return Search(tuner=self.tuner, family=self.schedules, budget=self.budget, seed=self.seed,
+                      exhaustive_s=self.exhaustive_s, hparams=self.hparams, policy=self.scheduler)
 
 
 @dataclass(frozen=True)
@@ -172,64 +177,48 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
 
 def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTuning, *, writer: Any,
               records: list[MeasureRecord]) -> list[TuneResult]:
-    """Inner tuning of the offloaded layers (with their counts): the task scheduler spends the
-    learned layers' budgets where the expected gain is largest (`codesign.tune.scheduler`).
-    `auto` on the vta family: the template's schedules first, then `local` (the learned search from
-    `LEARNED_MIN_BUDGET` on) from the template optimum with `budget` measurements per layer
-    (`codesign.tune.template_local`)."""
-    if tuning.tuner == "auto" and tuning.schedules == template_local.FAMILY:
-        made: list[int] = []
+    """Inner tuning of the layers (with their counts) by the default search's one loop
+    (`codesign.tune.search.Search.tune`: `auto` on the vta family is template+local, every other
+    tuner one task per layer under the task scheduler); each layer's run gets the transfer from
+    earlier trials' records and counts the measurements an interrupted run of this trial made."""
+    done: dict[int, int] = {}
 
-        def make_run(layer: Layer, _k: int, family: str, tuner: Any, budget: int | None,
-                     first: Sequence[Config]) -> TaskRun:
-            run, done = _task_run(layer, hw, tuning, writer=writer, records=records, family=family, tuner=tuner,
-                                  budget=budget, first=first)
-            made.append(done)
-            return run
+    def make_run(task: TuneTask, k: int, budget: int | None, first: Sequence[Config]) -> TaskRun:
+        run, made = _task_run(task, tuning, writer=writer, records=records, budget=budget, first=first)
+        done[k] = done.get(k, 0) + made
+        return run
 
-        results = template_local.tune_template_then_local(layers, hw, make_run, budget=tuning.budget,
-                                                          seed=tuning.seed, policy=tuning.scheduler,
-                                                          learned=template_local.family_search(tuning.budget))
-        n = len(layers)
-        for k, res in enumerate(results):
-            res.measurements += made[k] + made[n + k]
-        return results
-    runs = [_task_run(layer, hw, tuning, writer=writer, records=records) for layer, _count in layers]
-    results = TaskScheduler([run for run, _done in runs], [count for _layer, count in layers],
-                            policy=tuning.scheduler).run()
-    for res, (_run, done) in zip(results, runs):
-        res.measurements += done
+    results = tuning.search().tune(layers, hw, make_run)
+    for k, res in enumerate(results):
+        res.measurements += done.get(k, 0)
     return results
 
 
-def _task_run(layer: Layer, hw: HwConfig, tuning: InnerTuning, *, writer: Any, records: list[MeasureRecord],
-              family: str | None = None, tuner: Any = None, budget: int | None = None,
-              first: Sequence[Config] = ()) -> tuple[TaskRun, int]:
-    """(The tuning of one layer with transfer from earlier trials' records, its measurements
-    made by an interrupted run of this trial). `family`, `tuner` (a name or a Tuner), `budget`
-    and `first` (configs measured before the transferred ones) override the trial's tuning."""
-    family = family or tuning.schedules
-    name = tuner if isinstance(tuner, str) else tuning.tuner if tuner is None else tuner.name
-    budget, seed = tuning.budget if budget is None else budget, tuning.seed
-    extra: dict[str, Any] = {"time_budget_s": tuning.exhaustive_s, "learned_budget": budget} if name == "auto" else {}
-    if tuning.hparams and tuner is None:
-        extra["hparams"] = tuning.hparams
-    task = make_task(layer, hw, tuner if tuner is not None else name, seed, family=family, **extra)
+def _task_run(task: TuneTask, tuning: InnerTuning, *, writer: Any, records: list[MeasureRecord],
+              budget: int | None, first: Sequence[Config] = ()) -> tuple[TaskRun, int]:
+    """(The run of one task with transfer from earlier trials' records, the measurements made by
+    an interrupted run of this trial). `budget`: the run's cap (None: the tuner plans it);
+    `first`: configs measured before the transferred ones."""
+    layer, hw = task.layer, task.hw
+    family = task.view.family
     lname, hname = layer.name, hw.name
     mine = [r for r in records if r.family == family]  # another family's knobs mean nothing here
     # A quarter of the budget at most goes to transferred configs: the tuner still explores.
-    seeds = list(first) + transfer_configs(layer, hw, task.space, mine, limit=min(WARM_START_MAX, max(1, budget // 4)))
+    per_layer = tuning.budget if budget is None else budget
+    seeds = list(first) + transfer_configs(layer, hw, task.space, mine,
+                                           limit=min(WARM_START_MAX, max(1, per_layer // 4)))
     own = [r for r in mine if r.layer == lname and r.hw == hname]  # an interrupted run
     # Its measurements count toward the budget: a resumed trial measures only what is missing, so
     # records.jsonl holds `budget` measurements per (config, layer) however often it was interrupted.
     # auto and exhaustive plan their own budget (every valid config when exhaustive; the cache of
     # earlier records keeps them from measuring a config twice).
-    done = len({r.index for r in own})
+    made = len({r.index for r in own})
     runner = SimulatorRunner(hw, params=tuning.params)
-    return TaskRun(task, budget=None if name in ("auto", "exhaustive") else max(0, budget - done), seed=seed,
+    seed = int(task.tuner.seed)
+    return TaskRun(task, budget=None if budget is None else max(0, budget - made), seed=seed,
                    runner=runner, warm_start_records=own or None, seeds=seeds,
                    callbacks=[RecordCallback(writer, layer, hw, task.tuner.name, seed), _Closing(runner)]
-                   if writer is not None else [_Closing(runner)]), done
+                   if writer is not None else [_Closing(runner)]), made
 
 
 class _Closing:
