@@ -124,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
                 result["notes"].append(f"per-step run (not a deployed bundle): {why}")
     if bar is not None:
         bar.close()
+    untuned = _untuned(prep)
+    if records and untuned:  # the user path: `codesign tune --workload` tunes exactly the plan's layers
+        print(f"codesign run: {len(untuned)} VTA layer(s) of the plan have no usable record in --records "
+              f"(e.g. {untuned[0]}); `codesign tune --workload {args.workload} --hw {args.hw} --records FILE` tunes "
+              "every layer the plan asks VTA about", file=sys.stderr)
     if prep.chooser.stale:  # vta records are matched by knobs; those no longer in the space are counted
         print(skipped_line("codesign run: --records", len(prep.chooser.stale), prep.chooser.n_records),
               file=sys.stderr)
@@ -213,6 +218,13 @@ def run_deployed(prep: whole.Prepared, client, where: str) -> dict:
     result["wire_bytes"] = {"sent": reply.sent_bytes, "received": reply.received_bytes}
     result["bit_exact_scope"] = "network outputs (intermediate tensors stay on the board)"
     return result
+
+
+def _untuned(prep: whole.Prepared) -> list[str]:
+    """Names of the plan's VTA layers whose schedule came from no --records record."""
+    return sorted({step.layer.name for step in prep.plan.steps
+                   if step.placement == "vta" and step.layer is not None
+                   and getattr(prep.schedules.get(step.name), "source", "records") != "records"})
 
 
 def _print_whole(result: dict, source: str) -> None:

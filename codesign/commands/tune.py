@@ -17,6 +17,7 @@ from codesign.hw.config import HwConfig
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason
+from codesign.sweep.network import timing_network
 from codesign.tune import template_local
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import RecordCallback, TaskRun, tune_layer
@@ -192,8 +193,6 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
         if reason:
             raise ConfigError(f"--layer {args.layer}: cannot run on {hw.name}: {reason}")
         return [(layer, 1)], layer.batch, []
-    from codesign.sweep.network import timing_network  # torch: only for a workload
-
     net, why = timing_network(args.workload)
     if net is not None:
         layers = network_layers(net, hw)
