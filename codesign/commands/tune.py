@@ -13,7 +13,10 @@ from tqdm import tqdm
 from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
+from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.network.graph import Network
+from codesign.place import plan_network
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason
@@ -183,8 +186,8 @@ def _warm_records(paths: list[str], hw: HwConfig | None = None) -> list[Any]:
     return out
 
 
-def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str]]:
-    """[(layer, count)], batch, notes. A `--workload` is tuned as its network plan asks: the layers
+def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], int, list[str], Network | None]:
+    """[(layer, count)], batch, notes, the workload's graph (None: a layer, or layers only). A `--workload` is tuned as its network plan asks: the layers
     `codesign.place.choose_layers` names (the stem through space-to-depth, the padded dense, every
     fused epilogue's layer), exactly what a sweep trial tunes and `codesign run` then looks up."""
     if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
@@ -192,7 +195,7 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
         reason = unsupported_reason(layer, hw)
         if reason:
             raise ConfigError(f"--layer {args.layer}: cannot run on {hw.name}: {reason}")
-        return [(layer, 1)], layer.batch, []
+        return [(layer, 1)], layer.batch, [], None
     net, why = timing_network(args.workload)
     if net is not None:
         layers = network_layers(net, hw)
@@ -201,7 +204,7 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
                               "VTA about no layer (every conv/linear stays on the CPU)")
         batch = int(net.inputs[0][1][0]) if net.inputs and net.inputs[0][1] else 1
         return layers, batch, [f"the {len(layers)} layers the network plan of {net.name} asks VTA about on {hw.name} "
-                               "(host rewrites included), as a sweep trial tunes them"]
+                               "(host rewrites included), as a sweep trial tunes them"], net
     wl = get_workload(args.workload).for_hw(hw)
     vta, cpu = partition(wl, hw)
     notes = [f"{why}: tuning the workload's offloaded layers only"]
@@ -209,7 +212,7 @@ def _layers(args: argparse.Namespace, hw: Any) -> tuple[list[tuple[Any, int]], i
     if not vta:
         raise ConfigError(f"--workload {args.workload}: nothing to tune, no layer runs on {hw.name} "
                           f"({len(cpu)} layer(s) stay on the CPU, e.g. {cpu[0][0].name}: {cpu[0][2]})")
-    return vta, wl.batch, notes
+    return vta, wl.batch, notes, None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -228,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "PNG")  # before the tuning, not after it
     hw = HwConfig.resolve(args.hw)
-    layers, batch, notes = _layers(args, hw)
+    layers, batch, notes, net = _layers(args, hw)
     warm = _warm_records(args.warm_start, hw) if args.warm_start else None
     progress = not args.json and sys.stderr.isatty()
     agent: Any = args.agent
@@ -282,7 +285,9 @@ def run(args: argparse.Namespace) -> int:
         knobs = " ".join(f"{k}={v}" for k, v in res.best.knobs.items())
         print(f"{layer.name} x{count}: {res.best_seconds * 1e3:.4f} ms  index {res.best.index}  "
               f"[{knobs}]  after {res.measurements} measurements ({res.stopped}{searched.get(layer.name, '')})")
-    if len(results) > 1:
+    if net is not None and not math.isnan(total):
+        print(_whole(net, hw, results))
+    elif len(results) > 1:
         print(f"total offloaded latency: {total * 1e3:.3f} ms per image (batch {batch}, {hw.name}, "
               f"tuner {args.tuner})")
     if args.save_agent:
@@ -290,6 +295,15 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"tuning curve written to {args.plot}")
     return 0
+
+
+def _whole(net: Network, hw: HwConfig, results: list[tuple[Any, int, Any]]) -> str:
+    """The network plan with the tuned schedules (what a sweep trial reports, `codesign run` runs):
+    its stem forms are alternatives, so the plan's latency, not the layers' sum."""
+    best = {layer: (res.best, float(res.best_seconds)) for layer, _count, res in results}
+    plan = plan_network(net, hw, Board.for_target(hw.TARGET), lambda layer: best[layer])
+    return (f"whole network (its plan with these schedules): {plan.latency_s * 1e3:.3f} ms per request "
+            f"(VTA {plan.vta_s * 1e3:.3f} ms + CPU {plan.cpu_s * 1e3:.3f} ms; batch {plan.batch}, {hw.name})")
 
 
 def _search(args: argparse.Namespace, search: Search, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,

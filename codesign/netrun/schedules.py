@@ -2,9 +2,11 @@
 `codesign.place.plan_network`).
 
 Per layer, first hit wins:
-1. records: the fastest successful record of `--records` for (layer, hw), of any schedule family
-   (`MeasureRecord.family`; `--schedules autotvm|vta` keeps one family), whose knobs make a valid
-   config of that family's space that fits the epilogue below (else the next fastest);
+1. records: of the `FUSED_CANDIDATES` fastest successful records of `--records` for (layer, hw), of
+   any schedule family (`MeasureRecord.family`; `--schedules autotvm|vta` keeps one family), whose
+   knobs make a valid config of that family's space that fits the epilogue below, the one whose
+   fused op is fastest on the timing model (records time the plain layer; the epilogue's ALU passes
+   and the residual tile reorder a tuning's best schedules);
 2. tophub: the record VTA itself applies (AutoTVM's tophub log for the published PYNQ configs,
    `sim/calibration/pynq_resnet18.log`);
 3. template: the fastest AutoTVM template schedule by the timing model (what
@@ -35,6 +37,8 @@ from codesign.vta import timing
 from codesign.workloads.layers import Layer
 
 FAMILIES = tuple(SPACES)  # schedule families: "autotvm" (the templates), "vta"
+# Records that fit a fused epilogue, fastest first, timed as the fused op to pick a layer's schedule.
+FUSED_CANDIDATES = 16
 
 
 def _ranked(records: Sequence[MeasureRecord]) -> dict[tuple[str, str], list[MeasureRecord]]:
@@ -96,23 +100,54 @@ class ScheduleChooser:
 
     def _choose(self, layer: Layer, epi: Epilogue) -> Chosen:
         key = (layer.name, self.hw.name)
-        for source, table in (("records", self.records), ("tophub", self.tophub)):
-            for rec in table.get(key, ()):  # fastest first: the first that fits the fused epilogue
-                family = record_family(rec)
-                space = get_space(layer, self.hw, family)
-                config = resolve_config(space, rec.knobs)  # by knob values: a vta index changes as the family grows
-                if config is None:
-                    if source == "records":
-                        self.stale.add(id(rec))
-                    self.skipped.setdefault(layer.name, f"{source} record ({family}, stored index {rec.index}): its "
-                                            "knobs are no longer a valid schedule of the space")
-                    continue
-                why = fused_invalid(layer, config, self.hw, epi)
-                if why is None:
-                    seconds = measure_seconds(layer, config, self.hw, self.params)[0]
-                    return Chosen(config, float(seconds), source, family, rec.seconds)
-                self.skipped.setdefault(layer.name, f"{source} schedule #{config.index} ({family}): {why}")
+        got = self._fastest_fused(layer, epi, self.records.get(key, ()))
+        if got is not None:
+            return got
+        for rec in self.tophub.get(key, ()):  # fastest first: the first that fits the fused epilogue
+            family = record_family(rec)
+            config = resolve_config(get_space(layer, self.hw, family), rec.knobs)
+            if config is None:
+                self.skipped.setdefault(layer.name, f"tophub record ({family}, stored index {rec.index}): its "
+                                        "knobs are no longer a valid schedule of the space")
+                continue
+            why = fused_invalid(layer, config, self.hw, epi)
+            if why is None:
+                seconds = measure_seconds(layer, config, self.hw, self.params)[0]
+                return Chosen(config, float(seconds), "tophub", family, rec.seconds)
+            self.skipped.setdefault(layer.name, f"tophub schedule #{config.index} ({family}): {why}")
         return self._template(layer, epi)
+
+    def _fastest_fused(self, layer: Layer, epi: Epilogue, recs: Sequence[MeasureRecord]) -> Chosen | None:
+        """Of the `FUSED_CANDIDATES` fastest records (plain layer seconds) whose schedule fits the fused
+        epilogue, the one whose fused op is fastest on the timing model: the epilogue's ALU passes and
+        the residual tile change the ranking of a tuning's best schedules (the records time the
+        plain layer). None when no record fits."""
+        best: tuple[float, int, Any, MeasureRecord, str] | None = None
+        fits = 0
+        for k, rec in enumerate(recs):
+            family = record_family(rec)
+            space = get_space(layer, self.hw, family)
+            config = resolve_config(space, rec.knobs)  # by knob values: a vta index changes as the family grows
+            if config is None:
+                self.stale.add(id(rec))
+                self.skipped.setdefault(layer.name, f"records record ({family}, stored index {rec.index}): its "
+                                        "knobs are no longer a valid schedule of the space")
+                continue
+            why = fused_invalid(layer, config, self.hw, epi)
+            if why is not None:
+                self.skipped.setdefault(layer.name, f"records schedule #{config.index} ({family}): {why}")
+                continue
+            fused = measure_fused(layer, config, self.hw, epi, self.params).seconds
+            if best is None or fused < best[0]:
+                best = (float(fused), k, config, rec, family)
+            fits += 1
+            if fits >= FUSED_CANDIDATES:
+                break
+        if best is None:
+            return None
+        _fused, _k, config, rec, family = best
+        seconds = measure_seconds(layer, config, self.hw, self.params)[0]
+        return Chosen(config, float(seconds), "records", family, rec.seconds)
 
     def _template(self, layer: Layer, epi: Epilogue) -> Chosen:
         space = get_space(layer, self.hw)
