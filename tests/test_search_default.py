@@ -45,3 +45,31 @@ def test_tune_and_a_sweep_trial_find_the_same_schedule(capsys):
     assert best is not None and res.best is not None
     assert cli["best"]["index"] == res.best.index and cli["best"]["seconds"] == pytest.approx(float(best.seconds))
     assert cli["measurements"] == res.measurements
+
+
+def test_run_takes_the_record_whose_fused_op_is_fastest():
+    """Records time the plain layer; `codesign run` times the fused op: of the records that fit the
+    epilogue it takes the fastest fused one, whatever seconds the records claim."""
+    from codesign.evaluate.fused import Epilogue, fused_invalid, measure_fused
+    from codesign.netrun.schedules import ScheduleChooser
+    from codesign.schedule import get_space
+    from codesign.schedule.knobs import plain_knobs
+    from codesign.tune.records import MeasureRecord
+
+    layer = parse_layer(SMALL)
+    space = get_space(layer, HW)
+    epi = Epilogue(shift=1, bias=True, relu=True)
+    fits = [space.get(int(i)) for i in space.valid_indices()[:40]]
+    fits = [c for c in fits if fused_invalid(layer, c, HW, epi) is None]
+    timed = sorted(fits, key=lambda c: measure_fused(layer, c, HW, epi).seconds)
+    fast, slow = timed[0], timed[-1]
+    assert measure_fused(layer, fast, HW, epi).seconds < measure_fused(layer, slow, HW, epi).seconds
+
+    def record(config, seconds):
+        return MeasureRecord(layer.name, SMALL, HW.name, plain_knobs(config.knobs), int(config.index), seconds, 1,
+                             None, "test", 0, 0.0, family="autotvm")
+
+    # the slow schedule claims the faster record
+    chooser = ScheduleChooser(HW, [record(slow, 1e-6), record(fast, 1.0)])
+    got = chooser.for_epilogue(layer, epi)
+    assert got.source == "records" and got.config.index == fast.index
