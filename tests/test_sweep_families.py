@@ -12,9 +12,9 @@ import pytest
 from codesign.hw import Board, HwConfig
 from codesign.hw.resources import estimate
 from codesign.place import choose_layers, plan_network
-from codesign.sweep import trial as trial_mod
 from codesign.sweep.network import shapes_only, vta_layer_counts
 from codesign.sweep.trial import InnerTuning, LayerTuner, evaluate_plan
+from codesign.tune import search as search_mod
 
 BOARD = Board.named("pynq-z1")
 HW = HwConfig.from_name("pynq_1x16_i8w8a32_15_15_18_17")
@@ -73,14 +73,14 @@ def test_choose_layers_are_what_the_plan_asks_with_their_occurrences(net):
 
 def test_whole_network_trial_spends_one_pool_through_the_scheduler(net, monkeypatch):
     made = []
-    real = trial_mod.TaskScheduler
+    real = search_mod.TaskScheduler  # the default search's one loop (codesign.tune.search)
 
     def spy(runs, weights=None, **kw):
         made.append([r.task.layer for r in runs])
         made[-1] = dict(zip(made[-1], weights))
         return real(runs, weights, **kw)
 
-    monkeypatch.setattr(trial_mod, "TaskScheduler", spy)
+    monkeypatch.setattr(search_mod, "TaskScheduler", spy)
     r, tuner = _trial(net, seed=0)
     # One task set: every layer the plan asks about, weighted by its occurrences per request.
     assert made == [choose_layers(net, HW, BOARD)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import codesign.sweep.trial as trial_mod
+import codesign.tune.search as search_mod
 from codesign.cli import main
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
@@ -61,14 +61,14 @@ def test_hparams_are_kept_in_sweep_json_and_fixed_on_resume(space_file: Path, tm
 
 def test_hparams_reach_the_inner_tuner_of_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
-    make_task = trial_mod.make_task
+    make_task = search_mod.make_task  # the default search builds every task (codesign.tune.search)
 
     def spy(*args, **kwargs):
         task = make_task(*args, **kwargs)
         seen.append(dict(task.tuner.hp))
         return task
 
-    monkeypatch.setattr(trial_mod, "make_task", spy)
+    monkeypatch.setattr(search_mod, "make_task", spy)
     wl = Workload("tiny", ((LAYER, 1),))
     r = evaluate_hw(HwConfig(), Board.named("pynq-z1"), wl, tuner="xgb", budget=4, seed=0,
                     hparams={"batch_size": "2", "epsilon": "0.5"})
