@@ -83,9 +83,12 @@ def _why_epilogue(epi: Epilogue) -> str | None:
 # The epilogues a layer's schedule must carry, most demanding first (shift amounts >= 1 so the
 # rounding and shift steps are in the program; their values change no SRAM footprint): what
 # `codesign run` asks a stored schedule to fit (`netrun.schedules`) and so what a sweep's
-# records.jsonl must keep the fastest fitting record of (`sweep.state.kept_records`).
+# records.jsonl must keep the fastest fitting records of (`sweep.state.kept_records`).
 DEMANDS = (Epilogue(shift=1, bias=True, relu=True, residual=(1, 1, 1)), Epilogue(shift=1, bias=True, relu=True),
            Epilogue(shift=0))
+# How many of a layer's fastest records that fit its epilogue `codesign run` times as the fused op
+# to pick one (records time the plain layer; the epilogue's ALU passes change their ranking).
+FUSED_CANDIDATES = 16
 
 
 def fused_reason(layer: Layer, epi: Epilogue, hw: HwConfig) -> str | None:

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import CodesignError
-from codesign.evaluate.fused import DEMANDS, Epilogue, fused_invalid, fused_reason, measure_fused
+from codesign.evaluate.fused import (
+    DEMANDS,
+    FUSED_CANDIDATES,
+    Epilogue,
+    fused_invalid,
+    fused_reason,
+    measure_fused,
+)
 from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.netrun.layers import TOPHUB_LOG, record_family
@@ -37,8 +44,6 @@ from codesign.vta import timing
 from codesign.workloads.layers import Layer
 
 FAMILIES = tuple(SPACES)  # schedule families: "autotvm" (the templates), "vta"
-# Records that fit a fused epilogue, fastest first, timed as the fused op to pick a layer's schedule.
-FUSED_CANDIDATES = 16
 
 
 def _ranked(records: Sequence[MeasureRecord]) -> dict[tuple[str, str], list[MeasureRecord]]:

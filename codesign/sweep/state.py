@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from codesign.evaluate.fused import DEMANDS, fused_invalid, fused_reason
+from codesign.evaluate.fused import DEMANDS, FUSED_CANDIDATES, fused_invalid, fused_reason
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.sweep.rows import TrialRow
@@ -101,9 +101,10 @@ def kept_records(records: list[dict[str, Any]], keep_best: int = KEEP_BEST,
 
 def _fitting_prefix(ranked: list[dict[str, Any]]) -> int:
     """How many of one (config, layer, family)'s records, fastest first, `codesign run` may walk:
-    it takes the fastest whose knobs are still a valid schedule that fits the fused epilogue the
-    layer's op needs (`netrun.schedules`), so every record up to the first that fits each of
-    `DEMANDS` is kept. All of them when the layer or config cannot be rebuilt here."""
+    of the `FUSED_CANDIDATES` fastest whose knobs are still a valid schedule that fits the fused
+    epilogue the layer's op needs it takes the fastest fused op (`netrun.schedules`), so every
+    record up to the `FUSED_CANDIDATES`-th that fits each of `DEMANDS` is kept. All of them when
+    the layer or config cannot be rebuilt here."""
     if not ranked:
         return 0
     first = ranked[0]
@@ -113,16 +114,16 @@ def _fitting_prefix(ranked: list[dict[str, Any]]) -> int:
         wanted = [epi for epi in DEMANDS if fused_reason(layer, epi, hw) is None]
     except Exception:  # noqa: BLE001 - not rebuildable here: keep the whole group
         return len(ranked)
-    depth = 0
+    depth, fitted = 0, dict.fromkeys(wanted, 0)
     for n, d in enumerate(ranked, 1):
         config = resolve_config(space, d["knobs"])
         if config is None:
             continue
-        fits = [epi for epi in wanted if fused_invalid(layer, config, hw, epi) is None]
-        if fits:
-            depth = n
-            wanted = [epi for epi in wanted if epi not in fits]
-        if not wanted:
+        for epi in [e for e in fitted if fused_invalid(layer, config, hw, e) is None]:
+            depth, fitted[epi] = n, fitted[epi] + 1
+            if fitted[epi] == FUSED_CANDIDATES:
+                del fitted[epi]
+        if not fitted:
             return depth
     return len(ranked)  # an epilogue no record fits: `run` walks them all
 
