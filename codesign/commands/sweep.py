@@ -48,7 +48,7 @@ VTA steps with their tuned schedules and the CPU steps on the board's CPU; a BAT
 serves a request in its padded batch's time), images per second at full batches, area (mean
 utilization of LUT, FF, BRAM18 and DSP; docs/resources.md) and board power. The Pareto front of
 --objectives (default latency, area, power) is kept in DIR/pareto.json as trials finish; DIR/trials.jsonl has one line per trial, DIR/records.jsonl
-every schedule measurement, and PNG plots are written at the end.
+the schedule measurements resume, export and run read (the fastest per layer and a sample), and PNG plots are written at the end.
 """
 
 EPILOG = """\
