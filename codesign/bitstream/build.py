@@ -1,6 +1,6 @@
 """Build a bitstream for a config with the HLS + Vivado flow of the user's tvm-vta checkout.
 
-VTA's flow (vta-docs/vta.md §5.5): the config is read from `<vta-hw>/config/vta_config.json`;
+VTA's flow (docs/vta.md §5.5): the config is read from `<vta-hw>/config/vta_config.json`;
 `make ip` in `hardware/xilinx` runs HLS, `make` then runs Vivado and leaves
 `build/hardware/xilinx/vivado/<cfg-str>/export/vta.bit`, cfg-str = TARGET_BITSTREAM. The PL clock
 is not a vta_config.json key: pkg_config.py fixes it per TARGET (`fpga_freq`), so a config at

@@ -54,7 +54,7 @@ class Entry:
 
     @property
     def cache_relpath(self) -> str:
-        """VTA's cache layout (vta-docs/vta.md §5.5): <TARGET>/<HW_VER with . -> _>/<BITSTREAM>.bit."""
+        """VTA's cache layout (docs/vta.md §5.5): <TARGET>/<HW_VER with . -> _>/<BITSTREAM>.bit."""
         return f"{self.target}/{self.hw_ver.replace('.', '_')}/{self.bitstream_name}.bit"
 
     def to_yaml_dict(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Download a catalog bitstream into VTA's cache and verify it (size limit, sha256, .bit header).
 
 VTA's cache: `$VTA_CACHE_PATH` (default `~/.vta_cache`), `<TARGET>/<HW_VER with . -> _>/<BITSTREAM>.bit`
-(vta-docs/vta.md §5.5), so TVM's own `vta.program_fpga` finds the file too. The download goes to a
+(docs/vta.md §5.5), so TVM's own `vta.program_fpga` finds the file too. The download goes to a
 temporary file next to the target and is renamed only after the checks pass.
 """
 

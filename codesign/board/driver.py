@@ -1,5 +1,5 @@
 """The PYNQ driver for VTA: runs a compiled `Program` on a loaded VTA bitstream through the
-register protocol of VTA's `pynq_driver.cc` (vta-docs/vta.md §5), from Python over the pynq API.
+register protocol of VTA's `pynq_driver.cc` (docs/vta.md §5), from Python over the pynq API.
 
 What a run does (docs/vta.md §5.1-§5.3):
 - one physically contiguous buffer (`pynq.allocate`) per DRAM region of the program, plus one for

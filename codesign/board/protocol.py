@@ -45,7 +45,7 @@ INFER_DTYPES = ("int8", "float32")
 # The session constructor the tvm.rpc protocol itself calls when a client connects; the only
 # global function a board session keeps besides FUNCTIONS.
 SESSION_CONSTRUCTOR = "rpc.LocalSession"
-DEFAULT_PORT = 9091  # VTA's board port (vta-docs/vta.md §6)
+DEFAULT_PORT = 9091  # VTA's board port (docs/vta.md §6)
 DEFAULT_MAX_PAYLOAD = 64 << 20  # bytes per request: a 4 MB bitstream or a large layer's program
 KINDS = ("refused", "runtime", "timeout", "missing")
 # Parts of a program blob smaller than this travel inline every time: a digest would not pay off.

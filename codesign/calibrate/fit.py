@@ -54,7 +54,7 @@ DATA_SIGMA = 0.05
 PRIORS: dict[str, tuple[float, float, str]] = {
     "host_call_s": (
         1e-4, 2.0,
-        "vta-docs/vta.md §4.7: every operator call starts the device by MMIO and polls its done "
+        "docs/vta.md §4.7: every operator call starts the device by MMIO and polls its done "
         "register after a 1 us nanosleep plus yields (Linux sleeps take tens of us); docs/vta.md §9: tophub's "
         "pynq_1x16 LSTM dense 256->128 (128 GEMM cycles of work) measured 0.141 ms in total, so the "
         "fixed cost per call is of order 0.1 ms. ResNet-18 layers (>= 1 ms, DMA-heavy) cannot "

@@ -1,7 +1,7 @@
 """VTA hardware configuration: the `vta_config.json` keys plus clock and AXI width.
 
 Every derived quantity (shapes, element sizes, SRAM depths, ISA field widths) is computed here
-and nowhere else. Source for the formulas: vta-docs/vta.md §1.2 (pkg_config.py), §1.4 (targets),
+and nowhere else. Source for the formulas: docs/vta.md §1.2 (pkg_config.py), §1.4 (targets),
 docs/vta.md §1.5 (naming), §1.3 and §2 (the limits the 128-bit instruction and 32-bit micro-op impose).
 """
 

@@ -4,7 +4,7 @@ What physics fixes is computed, not fitted:
 - every on-chip memory is mapped onto Xilinx block RAM the way Vivado tiles it (cheapest
   column-wise mix of RAMB18/RAMB36 aspect ratios, parity bits used as data, 512-deep wide modes
   only for simple-dual-port memories), with VTA's banking rule for the block-design memories
-  (vta-docs/vta.md §1.2: banks = ceil(width/1024), bank width = min(width, 1024));
+  (docs/vta.md §1.2: banks = ceil(width/1024), bank width = min(width, 1024));
 - the command/dependency FIFOs (docs/vta.md §4.2) and the HLS m_axi burst buffers are mapped the same way;
 - the GEMM core has BATCH·BLOCK_IN·BLOCK_OUT int8 products. As the HLS csynth report of VTA's
   compute module shows (ZU3EG, int8 1x16, `hw_configs/reports/README.md`), HLS binds them in pairs:
