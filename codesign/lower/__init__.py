@@ -15,7 +15,7 @@ import numpy as np
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.lower.access import INP_IPLACE, INP_PLACE, INP_SPLIT, WGT_IPLACE, WGT_PLACE, pad_classes, spec
+from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry
@@ -102,9 +102,9 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
     kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
-    counts = emit(pairs, sc[0], sc[3], sc[1], sc[2], sc[4], kern, epi, u.sizes, u.uses, u.kvar, u.ring.load,
-                  u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5], out, m.n_lift, preload_size(m, u),
-                  m.early_epilogue)
+    uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
+    counts = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
+                  (m.n_lift, preload_size(m, u), m.early_epilogue))
     return out[:int(counts.sum()) + 3], counts
 
 
@@ -144,7 +144,7 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
     the cost does not grow with the number of tiles."""
-    P, T, K = m.n_pairs, m.n_threads, m.n_steps
+    P = m.n_pairs
     u = uop_plan(m, hw.uop_depth)
     ring = u.ring
     steady = ring.steady(P)
@@ -169,16 +169,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     periods = set((sc[1][:, 0] * sc[1][:, 1]).tolist()) | {2, 1}
     if not steady and ring.start is not None:
         periods.add(ring.load.shape[0] - ring.start)
-    C = m.n_inner
-    iplaced = sc[0][[INP_IPLACE, WGT_IPLACE]].tolist()
-    loads = T * sum(n * (P // p if p else P * K * (C // ip)) for n, p, ip in zip((m.inp_loads, 1), placed, iplaced))
-    R = fused_slots(m).chunks if m.has_residual else 0
-    if R:  # R residual load groups (and GEMMs) per pair and thread in place of one step; the identity
-        loads += P * T * R + (P * T if fused_slots(m, hw.wgt_depth).ident_each else 1)
-    n_insns = (loads + P * T * (m.tile.b * C * (m.n_lift * K + 1) + len(m.epilogue) - (1 if R else 0) + R + int(m.has_bias) + C)
-               + ring.n_loads(P) + int(m.uop_preload) + 3)
-    if m.edges is not None:  # edge tiles load fewer INP blocks, and each kernel once: count the blocks
-        n_insns = int(counts[pair_class[:-1]].sum()) + 3
+    n_insns = int(counts[pair_class[:-1]].sum()) + 3  # every pair runs its class's block, then the tail
     return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
                       periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))
 

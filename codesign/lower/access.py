@@ -43,6 +43,7 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
  BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH,
  E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST, NC, ACC_SUB, INP_IPLACE, WGT_IPLACE, E_CO, E_PIX, PS_TOP,
  PS_BOT, INP_SHARED) = range(len(SPEC))
+_SPEC_SET = frozenset(SPEC)
 #: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
@@ -68,11 +69,12 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     scalars, when every tile size divides): the transfer sizes of a tile come from its row. Last,
     the inner loop table: the loops inside the reduction (`Mapping.inner_loops`, ACC slots)."""
     g, t = m.geo, m.tile
-    fused = (0,) * 9  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none)
+    fused = {}  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none: 0)
     if m.has_bias or m.has_residual:
         fs = fused_slots(m, wgt_depth)
-        fused = (*bases[3:6], fs.bias, fs.chunks if m.has_residual else 0, fs.res_pitch, fs.ident, fs.planes,
-                 int(fs.ident_each))
+        fused = dict(bias_base=bases[3], res_base=bases[4], id_base=bases[5], bias_sram=fs.bias,
+                     res_chunks=fs.chunks if m.has_residual else 0, res_pitch=fs.res_pitch, id_sram=fs.ident,
+                     res_planes=fs.planes, id_each=int(fs.ident_each))
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0, sub-step 0 when j % place == 0), 0: loaded at reduction steps, at the
@@ -85,14 +87,19 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     iplaces = {op: 1 if m.level(op) < red else C if m.level(op) == red else il[m.level(op) - red - 1]
                for op in ("inp", "wgt")}
     # an unpadded INP tile (`Mapping.inp_unpadded`) is loaded as the unpadded conv's: no window pads
-    sc = np.array([g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride, 0 if m.inp_unpadded else g.pad,
-                   g.kh * g.kw, t.b, t.h, t.w,
-                   t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group, pi.y_size, pi.x_size, pi.x_stride,
-                   pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size, po.x_stride, places["inp"],
-                   places["wgt"], *bases[:3], m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram,
-                   C * t.acc_sram, ring_start, m.inp_loads, *fused, t.ci, C * t.acc_sram, -1, -1, -1, -1, C,
-                   t.acc_sram, iplaces["inp"], iplaces["wgt"], t.co, t.h * t.w, *m.gemm_trim, int(m.inp_shared)],
-                  dtype=np.int64)
+    sc = _scalars(H=g.height, W=g.width, OH=g.out_h, OW=g.out_w, CI=g.ci, CO=g.co, s=g.stride,
+                  p=0 if m.inp_unpadded else g.pad, kk=g.kh * g.kw, tb=t.b, th=t.h, tw=t.w, tci=t.ci, tco=t.co,
+                  hin=t.hin, win=t.win, c_img=m.inp_channels, co_pg=m.co_per_group,
+                  inp_y=pi.y_size, inp_x=pi.x_size, inp_stride=pi.x_stride,
+                  wgt_y=pw.y_size, wgt_x=pw.x_size, wgt_stride=pw.x_stride,
+                  out_y=po.y_size, out_x=po.x_size, out_stride=po.x_stride,
+                  inp_place=places["inp"], wgt_place=places["wgt"],
+                  inp_base=bases[0], wgt_base=bases[1], out_base=bases[2],
+                  P=m.n_pairs, K=m.n_steps, T=m.n_threads, inp_pt=t.inp_sram, wgt_pt=t.wgt_sram,
+                  acc_pt=C * t.acc_sram, ring_start=ring_start, inp_split=m.inp_loads, **fused,
+                  e_ci=t.ci, e_acc=C * t.acc_sram, h_last=-1, w_last=-1, co_last=-1, ci_last=-1, n_inner=C,
+                  acc_sub=t.acc_sram, inp_iplace=iplaces["inp"], wgt_iplace=iplaces["wgt"], e_co=t.co,
+                  e_pix=t.h * t.w, ps_top=m.gemm_trim[0], ps_bot=m.gemm_trim[1], inp_shared=int(m.inp_shared))
     scv = sc[None, :].copy()
     if m.edges is not None:
         sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
@@ -103,6 +110,20 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
             scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci,
                                      C * t.acc_sram if C > 1 else et.acc_sram, et.co, et.h * et.w)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
+
+
+#: the fused epilogue's scalars, 0 without one
+_FUSED = ("bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
+          "id_each")
+
+
+def _scalars(**named: int) -> np.ndarray:
+    """The `SPEC` scalars given by name (a fused epilogue's `_FUSED` default to 0), in `SPEC` order."""
+    for name in _FUSED:
+        named.setdefault(name, 0)
+    if named.keys() != _SPEC_SET:
+        raise ValueError(f"access.spec: scalars {sorted(named.keys() ^ _SPEC_SET)} missing or unknown")
+    return np.array([named[name] for name in SPEC], dtype=np.int64)
 
 
 @njit(cache=True)

@@ -54,120 +54,155 @@ COLS = np.array([C[f] for f in ("opcode", "memory_type", "sram_base", "pop_prev_
 ALU_OPS = {"shr": isa.ALU_SHR, "min": isa.ALU_MIN, "max": isa.ALU_MAX, "add": isa.ALU_ADD}
 _OP, _MEM, _SRAM, _POP_P, _POP_N, _PUSH_P, _PUSH_N, _RST, _BGN, _END, _AOP, _IMM_ON, _IMM = range(13)
 _LOOP0 = 17
-T_MAX = 64  # virtual threads the emitter tracks per pair
+# The blocks of one pair (`pair_order`): kind, thread t, reduction step k, sub-step / residual chunk c.
+LOADS, RESET, GEMM, PRE, RES_LOADS, RES_GEMM, POST, STORE = range(8)
 
 
 @njit(cache=True)
-def _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use):  # pragma: no cover - compiled
-    """(LOAD UOP before this use?, the kernel's uop SRAM start): from the ring's rows, or with
-    edge tiles at the kernel's first use (every kernel stays cached, `uops.uop_plan`)."""
-    if not edge:
-        return load[u, use], bgn[u, use]
-    ld = first_pair[kid] == j and not seen[kid]
-    seen[kid] = True
-    return ld, kbgn[kid]
+def pair_order(T, K, NC, R, early):  # pragma: no cover - compiled
+    """(kind, t, k, c) of every block of one pair, in program order: the one statement of the order
+    (the module docstring). The emitter writes the blocks' rows, `uops.use_order` reads the kernels
+    they use from it."""
+    out = np.empty((K * NC * 3 * T + 2 * T * R + 3 * T, 4), np.int64)
+    n = 0
+    for k in range(K):
+        for c in range(NC):
+            for t in range(T):
+                out[n] = (LOADS, t, k, c)
+                n += 1
+            for t in range(T):
+                if k == 0:
+                    out[n] = (RESET, t, k, c)
+                    n += 1
+                out[n] = (GEMM, t, k, c)
+                n += 1
+                if early and k == K - 1 and c == NC - 1:
+                    out[n] = (PRE, t, k, c)
+                    n += 1
+    for t in range(T if not early else 0):
+        out[n] = (PRE, t, 0, 0)
+        n += 1
+    for c in range(R):
+        for t in range(T):
+            out[n] = (RES_LOADS, t, 0, c)
+            n += 1
+        for t in range(T):
+            out[n] = (RES_GEMM, t, 0, c)
+            n += 1
+    for t in range(T if R else 0):
+        out[n] = (POST, t, 0, 0)
+        n += 1
+    for t in range(T):
+        out[n] = (STORE, t, 0, 0)
+        n += 1
+    return out[:n]
 
 
 @njit(cache=True)
-def _dma(out, r, cols, dcols, fields, opcode, mem, sram):  # pragma: no cover - compiled
-    out[r, cols[_OP]] = opcode
-    out[r, cols[_MEM]] = mem
-    out[r, cols[_SRAM]] = sram
+def _dma(out, r, fields, opcode, mem, sram):  # pragma: no cover - compiled
+    out[r, COLS[_OP]] = opcode
+    out[r, COLS[_MEM]] = mem
+    out[r, COLS[_SRAM]] = sram
     for f in range(8):
-        out[r, dcols[f]] = fields[f]
+        out[r, DMA_COLS[f]] = fields[f]
 
 
 @njit(cache=True)
-def _kernel_use(out, r, cols, opcode, load, bgn, size, dram):  # pragma: no cover - compiled
-    """A compute instruction using the kernel of `size` uops at uop SRAM `bgn`, preceded by its
-    LOAD UOP from DRAM `dram` when the ring loads it there; returns the compute instruction's row."""
-    if load:
-        out[r, cols[_OP]] = isa.OP_LOAD
-        out[r, cols[_MEM]] = isa.MEM_UOP
-        out[r, cols[_SRAM]] = bgn
-        out[r, cols[13]] = dram
-        out[r, cols[14]] = 1
-        out[r, cols[15]] = size
-        out[r, cols[16]] = size
-        r += 1
-    out[r, cols[_OP]] = opcode
-    out[r, cols[_BGN]] = bgn
-    out[r, cols[_END]] = bgn + size
-    return r
-
-
-@njit(cache=True)
-def _alu_step(out, r, cols, dcols, sc, tiles, t, o, E, epi_op, epi_imm, epi_src, sram, ld, bg, size,
-              dram):  # pragma: no cover - compiled
-    """Epilogue ALU op o of thread t (with the LOAD ACC of the bias before a bias ADD); the last
-    op pushes g2s for the STORE. `sc` is the tile's row of the variant table. Returns the next row."""
-    if epi_src[o] == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
-        _dma(out, r, cols, dcols, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
-             sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
-        r += 1
-    r = _kernel_use(out, r, cols, isa.OP_ALU, ld, bg, size, dram)
-    out[r, cols[_AOP]] = epi_op[o]
-    if epi_src[o] == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
-        out[r, cols[_LOOP0]] = sc[ac.TB]
-        out[r, cols[_LOOP0 + 1]] = sc[ac.E_PIX]
-        out[r, cols[_LOOP0 + 2]] = sc[ac.E_CO] * sc[ac.E_PIX]
-        out[r, cols[_LOOP0 + 3]] = 1
-    else:  # one uop over the thread's ACC tile
-        out[r, cols[_LOOP0]] = 1
-        out[r, cols[_LOOP0 + 1]] = sram[2]
-        out[r, cols[_LOOP0 + 3]] = 1
-        out[r, cols[_LOOP0 + 5]] = 1
-        out[r, cols[_IMM_ON]] = 1
-        out[r, cols[_IMM]] = epi_imm[o]
-    out[r, cols[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
+def _uop_load(out, r, sram, dram, size):  # pragma: no cover - compiled
+    """A LOAD UOP of `size` micro-ops from DRAM `dram` to uop SRAM `sram`; returns the next row."""
+    out[r, COLS[_OP]] = isa.OP_LOAD
+    out[r, COLS[_MEM]] = isa.MEM_UOP
+    out[r, COLS[_SRAM]] = sram
+    out[r, COLS[13]] = dram
+    out[r, COLS[14]] = 1
+    out[r, COLS[15]] = size
+    out[r, COLS[16]] = size
     return r + 1
 
 
 @njit(cache=True)
-def _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op, epi_imm, epi_src, kvar, uses,
-                  edge, first_pair, seen, kbgn, load, bgn, j, u, sizes, uop_dram):  # pragma: no cover - compiled
-    """Thread t's epilogue ops before the residual (all of them without one); returns (row, use)."""
-    row = scv[var[t]]
-    acc = (sram[0], sram[1], row[ac.E_ACC])  # the ALU runs over the tile's ACC elements
-    for o in range(o_res):
-        kid = kvar[uses[use], var[t]]
-        ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-        r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
-                      ld, bg, sizes[kid], uop_dram[kid])
-        use += 1
-    return r, use
+def _compute(out, r, uop, seen, opcode, v, j, u, use):  # pragma: no cover - compiled
+    """Compute instruction `use` of pair j (ring row u) on tile variant v: its kernel is
+    `kvar[uses[use], v]`, preceded by its LOAD UOP when the ring loads it there (or, with edge
+    tiles, at the kernel's first use: every kernel stays cached, `uops.uop_plan`). Returns the
+    compute instruction's row."""
+    sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram = uop
+    kid = kvar[uses[use], v]
+    if first_pair.shape[0] == 0:
+        ld, bg = load[u, use], bgn[u, use]
+    else:
+        ld = first_pair[kid] == j and not seen[kid]
+        seen[kid] = True
+        bg = kbgn[kid]
+    if ld:
+        r = _uop_load(out, r, bg, uop_dram[kid], sizes[kid])
+    out[r, COLS[_OP]] = opcode
+    out[r, COLS[_BGN]] = bg
+    out[r, COLS[_END]] = bg + sizes[kid]
+    return r
 
 
 @njit(cache=True)
-def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, load, bgn, first_pair, kbgn, uop_dram,
-         out, n_lift, preload, early):  # pragma: no cover
-    """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed);
-    returns the row count of each pair. `sc`, `loops`, `threads`, `scv` are the access spec
-    (`access.spec`; `inner` the loops inside the reduction: C = n_inner ACC slots per thread, each
-    sub-step's tile of its own edge variant), `kern` the loop fields of the GEMM and reset kernels of each tile variant,
-    `epi` the epilogue's ALU opcodes and immediates, `load`/`bgn` the ring's rows (`uops.Ring`),
-    `uop_dram` the DRAM offset of each kernel. A use's kernel is `kvar[uses[use], variant]`.
-    With edge tiles (`first_pair` not empty: `uops.uop_plan`) every kernel stays in the micro-op
-    cache once loaded: it is loaded at its first use, in pair `first_pair[kernel]`, at `kbgn`.
-    `n_lift`: the GEMMs per batch block and step (`Mapping.gemm_lift`; 1 with edge tiles).
-    `preload` (`Mapping.uop_preload`; 0: off): the micro-ops of every kernel, loaded by one LOAD UOP
-    at the head of pair 0 from the start of the DRAM uop array (`kbgn` = each kernel's offset in it;
-    `first_pair` -1 then: no kernel is loaded at a use)."""
-    cols, dcols = COLS, DMA_COLS
-    edge = first_pair.shape[0] > 0
+def _epilogue(out, r, scv, var, tiles, t, o_from, o_to, epi, uop, seen, j, u, use):  # pragma: no cover
+    """Thread t's epilogue ALU ops o_from..o_to-1 over its ACC tile (the LOAD ACC of the bias before
+    a bias ADD); the last op of the epilogue pushes g2s for the STORE. Returns the next row."""
+    sc = scv[var[t]]  # the tile's row of the variant table
+    E = epi.shape[1]
+    for o in range(o_from, o_to):
+        if epi[2, o] == 1:  # the tile's bias blocks: LOAD ACC runs on the compute module, in order
+            _dma(out, r, ac.bias_access(sc, tiles[t, 2]), isa.OP_LOAD, isa.MEM_ACC,
+                 sc[ac.BIAS_SRAM] + t * sc[ac.TCO])
+            r += 1
+        r = _compute(out, r, uop, seen, isa.OP_ALU, var[t], j, u, use + o - o_from)
+        out[r, COLS[_AOP]] = epi[0, o]
+        if epi[2, o] == 1:  # ADD bias[co] over the batch blocks (out) and pixels (in) of each co
+            out[r, COLS[_LOOP0]] = sc[ac.TB]
+            out[r, COLS[_LOOP0 + 1]] = sc[ac.E_PIX]
+            out[r, COLS[_LOOP0 + 2]] = sc[ac.E_CO] * sc[ac.E_PIX]
+            out[r, COLS[_LOOP0 + 3]] = 1
+        else:  # one uop over the thread's ACC tile (the ALU runs over the tile's ACC elements)
+            out[r, COLS[_LOOP0]] = 1
+            out[r, COLS[_LOOP0 + 1]] = sc[ac.E_ACC]
+            out[r, COLS[_LOOP0 + 3]] = 1
+            out[r, COLS[_LOOP0 + 5]] = 1
+            out[r, COLS[_IMM_ON]] = 1
+            out[r, COLS[_IMM]] = epi[1, o]
+        out[r, COLS[_PUSH_N]] = 1 if o == E - 1 else 0  # g2s
+        r += 1
+    return r
+
+
+@njit(cache=True)
+def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
+    """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed), block by
+    block of `pair_order`; returns the row count of each pair. `spec` = (scalars, variant table, pair,
+    thread and inner loop tables) is the access spec (`access.spec`; the inner loops are those inside
+    the reduction: C = n_inner ACC slots per thread, each sub-step's tile of its own edge variant),
+    `kern` the loop fields of the GEMM and reset kernels of each tile variant, `epi` the epilogue's ALU
+    opcodes, immediates and sources. `uop` = (kernel sizes, kernel slot of each use, `kvar`, the ring's
+    rows `load`/`bgn` (`uops.Ring`), `first_pair`, `kbgn`, DRAM offset of each kernel): a use's kernel
+    is `kvar[uses[use], variant]`. With edge tiles (`first_pair` not empty: `uops.uop_plan`) every
+    kernel stays in the micro-op cache once loaded: it is loaded at its first use, in pair
+    `first_pair[kernel]`, at `kbgn`. `opts` = (n_lift: the GEMMs per batch block and step,
+    `Mapping.gemm_lift`, 1 with edge tiles; preload, `Mapping.uop_preload`, 0: off: the micro-ops of
+    every kernel, loaded by one LOAD UOP at the head of pair 0 from the start of the DRAM uop array,
+    `kbgn` = each kernel's offset in it, `first_pair` -1 then; early, `Mapping.early_epilogue`)."""
+    sc, scv, loops, threads, inner = spec
+    n_lift, preload, early = opts
+    load, first_pair, kbgn, uop_dram = uop[3], uop[5], uop[6], uop[7]
     seen = np.zeros(first_pair.shape[0], np.bool_)
-    var = np.zeros(T_MAX, np.int64)
-    svar = np.zeros(T_MAX, np.int64)  # the variant of each thread's tile in the current sub-step
-    trim = np.zeros((T_MAX, 2), np.int64)  # GEMM micro-ops each thread's tile skips (`access.gemm_trim`)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
+    var = np.zeros(T, np.int64)
+    svar = np.zeros(T, np.int64)  # the variant of each thread's tile in the current sub-step
+    trim = np.zeros((T, 2), np.int64)  # GEMM micro-ops each thread's tile skips (`access.gemm_trim`)
     sram = (0 if sc[ac.INP_SHARED] else sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])  # a shared INP tile: slice 0
-    epi_op, epi_imm, epi_src = epi[0], epi[1], epi[2]
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
-        if epi_src[o] == 2:
+        if epi[2, o] == 2:
             o_res = o
     last_k = K * NC - 1 + R  # the last step x sub-step; a residual's load groups are R more steps (§7.8)
+    blocks = pair_order(T, K, NC, R, early)
     m = load.shape[0]
     counts = np.zeros(pairs.shape[0], np.int64)
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
@@ -181,131 +216,103 @@ def emit(pairs, sc, scv, loops, threads, inner, kern, epi, sizes, uses, kvar, lo
         use = 0
         seen[:] = False
         if preload > 0 and j == 0:  # every kernel at once, before the first compute instruction
-            out[r, cols[_OP]] = isa.OP_LOAD
-            out[r, cols[_MEM]] = isa.MEM_UOP
-            out[r, cols[13]] = uop_dram[0] - kbgn[0]  # the array's start
-            out[r, cols[14]] = 1
-            out[r, cols[15]] = preload
-            out[r, cols[16]] = preload
-            r += 1
+            r = _uop_load(out, r, 0, uop_dram[0] - kbgn[0], preload)  # from the array's start
         for t in range(T):
             tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
             var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
-        for k in range(K):
+        for i in range(blocks.shape[0]):
+            kind, t, k, c = blocks[i, 0], blocks[i, 1], blocks[i, 2], blocks[i, 3]
             kb = CI_BIT if k == sc[ac.CI_LAST] else 0
-            for c in range(NC):  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
-                for t in range(T):
-                    first = r
-                    b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-                    svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
-                    trim[t, 0], trim[t, 1] = ac.gemm_trim(sc, h)
-                    row = scv[svar[t] | kb]
-                    if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c) and (t == 0 or sc[ac.INP_SHARED] == 0):
-                        split = row[ac.INP_SPLIT]
-                        if split == 1:
-                            _dma(out, r, cols, dcols, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP,
-                                 t * sram[0])
-                            r += 1
-                        else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
-                            block = row[ac.HIN] * row[ac.WIN]
-                            for part in range(split):
-                                _dma(out, r, cols, dcols, ac.inp_part_access(row, b, h, co, w, k, part), isa.OP_LOAD,
-                                     isa.MEM_INP, t * sram[0] + part * block)
-                                r += 1
-                    if ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c):
-                        _dma(out, r, cols, dcols, ac.wgt_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT,
-                             t * sram[1])
+            if kind == LOADS:  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
+                first = r
+                b, h, co, w = ac.sub_tile(tiles, t, inner, c)
+                svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+                trim[t, 0], trim[t, 1] = ac.gemm_trim(sc, h)
+                row = scv[svar[t] | kb]
+                if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c) and (t == 0 or sc[ac.INP_SHARED] == 0):
+                    split = row[ac.INP_SPLIT]
+                    if split == 1:
+                        _dma(out, r, ac.inp_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_INP, t * sram[0])
                         r += 1
-                    out[first, cols[_POP_N]] = 0 if (j == 0 and k == 0 and c == 0) else 1  # g2l (WAR)
-                    out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-                for t in range(T):
-                    for phase in range(2):
-                        if phase == 0 and k > 0:
-                            continue
-                        v = svar[t] if phase == 0 else svar[t] | kb
-                        n_b = G if phase == 0 else G * n_lift  # (batch block, lifted iteration) pairs
-                        for b in range(n_b):
-                            kid = kvar[uses[use], v]
-                            ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                            r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
-                            lp = kern[v, 1] if phase == 0 else kern[v, 0]
-                            for f in range(8):
-                                out[r, cols[_LOOP0 + f]] = lp[f]
-                            if phase == 0:
-                                out[r, cols[_RST]] = 1
-                                # s2g: the thread's last STORE of the previous pair read its ACC slots
-                                out[r, cols[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
-                            else:
-                                out[r, cols[_BGN]] += trim[t, 0]  # the kernel's range this tile runs
-                                out[r, cols[_END]] -= trim[t, 1]
-                                out[r, cols[_POP_P]] = 1 if b == 0 else 0  # l2g
-                                out[r, cols[_PUSH_P]] = 1 if (b == n_b - 1 and not (
-                                    j == P - 1 and k * NC + c == last_k)) else 0
+                    else:  # one LOAD per (batch, channel) block of the tile (Mapping.inp_loads)
+                        block = row[ac.HIN] * row[ac.WIN]
+                        for part in range(split):
+                            _dma(out, r, ac.inp_part_access(row, b, h, co, w, k, part), isa.OP_LOAD,
+                                 isa.MEM_INP, t * sram[0] + part * block)
                             r += 1
-                            use += 1
-                    if early and k == K - 1 and c == NC - 1:
-                        r, use = _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op,
-                                               epi_imm, epi_src, kvar, uses, edge, first_pair, seen, kbgn, load, bgn,
-                                               j, u, sizes, uop_dram)
-        if not early:
-            for t in range(T):  # the epilogue up to the residual (all of it without one)
-                r, use = _epilogue_pre(out, r, use, cols, dcols, scv, var, sram, tiles, t, o_res, E, epi_op, epi_imm,
-                                       epi_src, kvar, uses, edge, first_pair, seen, kbgn, load, bgn, j, u, sizes,
-                                       uop_dram)
-        for c in range(R):  # residual chunk c: a load group and a GEMM per thread, as a reduction step
-            for t in range(T):
+                if ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c):
+                    _dma(out, r, ac.wgt_access(row, b, h, co, w, k), isa.OP_LOAD, isa.MEM_WGT, t * sram[1])
+                    r += 1
+                out[first, COLS[_POP_N]] = 0 if (j == 0 and k == 0 and c == 0) else 1  # g2l (WAR)
+                out[r - 1, COLS[_PUSH_N]] = 1  # l2g (RAW)
+            elif kind == RESET or kind == GEMM:
+                reset = kind == RESET
+                v = svar[t] if reset else svar[t] | kb
+                n_b = G if reset else G * n_lift  # (batch block, lifted iteration) pairs
+                for b in range(n_b):
+                    r = _compute(out, r, uop, seen, isa.OP_GEMM, v, j, u, use)
+                    lp = kern[v, 1] if reset else kern[v, 0]
+                    for f in range(8):
+                        out[r, COLS[_LOOP0 + f]] = lp[f]
+                    if reset:
+                        out[r, COLS[_RST]] = 1
+                        # s2g: the thread's last STORE of the previous pair read its ACC slots
+                        out[r, COLS[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
+                    else:
+                        out[r, COLS[_BGN]] += trim[t, 0]  # the kernel's range this tile runs
+                        out[r, COLS[_END]] -= trim[t, 1]
+                        out[r, COLS[_POP_P]] = 1 if b == 0 else 0  # l2g
+                        out[r, COLS[_PUSH_P]] = 1 if (b == n_b - 1 and not (
+                            j == P - 1 and k * NC + c == last_k)) else 0
+                    r += 1
+                    use += 1
+            elif kind == PRE:  # the epilogue up to the residual (all of it without one)
+                r = _epilogue(out, r, scv, var, tiles, t, 0, o_res, epi, uop, seen, j, u, use)
+                use += o_res
+            elif kind == RES_LOADS:  # residual chunk c: a load group and a GEMM per thread, as a step
                 first = r
                 b, h, co, w = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-                _dma(out, r, cols, dcols, ac.res_access(scv[var[t]], b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
+                _dma(out, r, ac.res_access(scv[var[t]], b, h, co, w, c), isa.OP_LOAD, isa.MEM_INP,
                      t * sc[ac.RES_PITCH])
                 r += 1
                 if c == 0 and (sc[ac.ID_EACH] == 1 or (j == 0 and t == 0)):  # the identity block
-                    _dma(out, r, cols, dcols, (sc[ac.ID_BASE], 1, 1, 1, 0, 0, 0, 0), isa.OP_LOAD, isa.MEM_WGT,
+                    _dma(out, r, (sc[ac.ID_BASE], 1, 1, 1, 0, 0, 0, 0), isa.OP_LOAD, isa.MEM_WGT,
                          t * sram[1] if sc[ac.ID_EACH] == 1 else sc[ac.ID_SRAM])
                     r += 1
-                out[first, cols[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
-                out[r - 1, cols[_PUSH_N]] = 1  # l2g (RAW)
-            for t in range(T):
-                kid = kvar[uses[use], var[t]]
-                ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                r = _kernel_use(out, r, cols, isa.OP_GEMM, ld, bg, sizes[kid], uop_dram[kid])
-                out[r, cols[_LOOP0]] = 1
-                out[r, cols[_LOOP0 + 1]] = scv[var[t]][ac.E_ACC] if R == 1 else sc[ac.RES_PLANES] * sc[ac.TH] * sc[ac.TW]
-                out[r, cols[_LOOP0 + 3]] = 1
-                out[r, cols[_LOOP0 + 5]] = 1
-                out[r, cols[_POP_P]] = 1  # l2g
-                out[r, cols[_PUSH_P]] = 0 if (j == P - 1 and c == R - 1) else 1  # g2l
+                out[first, COLS[_POP_N]] = 1  # g2l (WAR: the thread's last GEMM read its INP slice)
+                out[r - 1, COLS[_PUSH_N]] = 1  # l2g (RAW)
+            elif kind == RES_GEMM:
+                r = _compute(out, r, uop, seen, isa.OP_GEMM, var[t], j, u, use)
+                out[r, COLS[_LOOP0]] = 1
+                out[r, COLS[_LOOP0 + 1]] = scv[var[t]][ac.E_ACC] if R == 1 else sc[ac.RES_PLANES] * sc[ac.TH] * sc[ac.TW]
+                out[r, COLS[_LOOP0 + 3]] = 1
+                out[r, COLS[_LOOP0 + 5]] = 1
+                out[r, COLS[_POP_P]] = 1  # l2g
+                out[r, COLS[_PUSH_P]] = 0 if (j == P - 1 and c == R - 1) else 1  # g2l
                 r += 1
                 use += 1
-        if R:
-            for t in range(T):  # the epilogue after the residual
-                row = scv[var[t]]
-                acc = (sram[0], sram[1], row[ac.E_ACC])
-                for o in range(o_res + 1, E):
-                    kid = kvar[uses[use], var[t]]
-                    ld, bg = _uop_at(edge, first_pair, seen, kbgn, load, bgn, kid, j, u, use)
-                    r = _alu_step(out, r, cols, dcols, row, tiles, t, o, E, epi_op, epi_imm, epi_src, acc,
-                                  ld, bg, sizes[kid], uop_dram[kid])
-                    use += 1
-        for t in range(T):
-            for c in range(NC):  # one STORE per ACC slot; the thread's first pops g2s, its last pushes s2g
-                b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-                v = ac.variant(sc, h, w, co) if NC > 1 else var[t]
-                _dma(out, r, cols, dcols, ac.out_access(scv[v], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
-                     t * sram[2] + c * sc[ac.ACC_SUB])
-                out[r, cols[_POP_P]] = 1 if c == 0 else 0  # g2s
-                out[r, cols[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
-                r += 1
+            elif kind == POST:  # the epilogue after the residual
+                r = _epilogue(out, r, scv, var, tiles, t, o_res + 1, E, epi, uop, seen, j, u, use)
+                use += E - o_res - 1
+            else:  # STORE: one per ACC slot; the thread's first pops g2s, its last pushes s2g
+                for c in range(NC):
+                    b, h, co, w = ac.sub_tile(tiles, t, inner, c)
+                    v = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+                    _dma(out, r, ac.out_access(scv[v], b, h, co, w), isa.OP_STORE, isa.MEM_OUT,
+                         t * sram[2] + c * sc[ac.ACC_SUB])
+                    out[r, COLS[_POP_P]] = 1 if c == 0 else 0  # g2s
+                    out[r, COLS[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
+                    r += 1
         counts[q] = r - r0
     # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
-    out[r, cols[_OP]] = isa.OP_LOAD
-    out[r, cols[_MEM]] = isa.MEM_INP
-    out[r, cols[_PUSH_N]] = 1
-    out[r + 1, cols[_OP]] = isa.OP_LOAD
-    out[r + 1, cols[_MEM]] = isa.MEM_UOP
-    out[r + 1, cols[_POP_P]] = 1
-    out[r + 1, cols[_POP_N]] = 1
-    out[r + 2, cols[_OP]] = isa.OP_FINISH
+    out[r, COLS[_OP]] = isa.OP_LOAD
+    out[r, COLS[_MEM]] = isa.MEM_INP
+    out[r, COLS[_PUSH_N]] = 1
+    out[r + 1, COLS[_OP]] = isa.OP_LOAD
+    out[r + 1, COLS[_MEM]] = isa.MEM_UOP
+    out[r + 1, COLS[_POP_P]] = 1
+    out[r + 1, COLS[_POP_N]] = 1
+    out[r + 2, COLS[_OP]] = isa.OP_FINISH
     return counts
 
 

@@ -17,6 +17,7 @@ from numba import njit
 
 from codesign.errors import InvalidSchedule
 from codesign.lower.access import AXIS, loop_table
+from codesign.lower.emit import GEMM, POST, PRE, RES_GEMM, RESET, pair_order
 from codesign.mapping.batch import Kernel
 from codesign.mapping.edges import CI_BIT, PAIR_BITS
 from codesign.mapping.mapping import Mapping, fused_slots
@@ -115,16 +116,6 @@ class Ring:
         0 is one of them only when the period starts at pair 0, and pair 0 always loads)."""
         return self.start != 0 and not self.load[1:].any()
 
-    def n_loads(self, n_pairs: int) -> int:
-        """LOAD UOP instructions over all n_pairs pairs."""
-        per = self.load.sum(axis=1)
-        m = per.shape[0]
-        if self.start is None or n_pairs <= m:
-            return int(per[:n_pairs].sum())
-        period = m - self.start
-        full, rest = divmod(n_pairs - m, period)
-        return int(per.sum() + full * per[self.start:].sum() + per[self.start:self.start + rest].sum())
-
 
 @lru_cache(maxsize=256)
 def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1, L: int = 1,
@@ -134,22 +125,22 @@ def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: in
     of ACC slot c (C slots: the tiles of the inner loops) and batch block b, G * C + (c * G + b) * L
     + i the GEMMs (L per batch block: the iterations i of the lifted loops, `Mapping.gemm_lift`),
     then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its
-    first `n_pre` ops). Program order per pair: for k: for c: for t: (k = 0: G resets), G·L GEMMs;
-    then for t: the first n_pre ops; for chunk c: for t: chunk c; for t: the rest (`emit`). `early`
-    (`Mapping.early_epilogue`): thread t's first n_pre ops follow its GEMMs of the last step and
-    sub-step, before the next thread's."""
+    first `n_pre` ops). The program order is the emitter's: the kernels its blocks use, block by
+    block of `emit.pair_order` (`early`: `Mapping.early_epilogue`)."""
     n_pre = E if n_pre < 0 else n_pre
     n_post = E - n_pre - (1 if R else 0)
     GL = G * L
     S = G * C + GL * C + n_pre + R + n_post
     base = G * C + GL * C  # the epilogue's first slot
-    uses = [t * S + slot for k in range(K) for c in range(C) for t in range(T)
-            for slot in ([c * G + b for b in range(G)] if k == 0 else []) + [G * C + c * GL + x for x in range(GL)]
-            + ([base + e for e in range(n_pre)] if early and k == K - 1 and c == C - 1 else [])]
-    if not early:
-        uses += [t * S + base + e for t in range(T) for e in range(n_pre)]
-    uses += [t * S + base + n_pre + c for c in range(R) for t in range(T)]
-    uses += [t * S + base + n_pre + R + e for t in range(T) for e in range(n_post)]
+    # the first slot and the number of kernels each compute block uses (sub-step / chunk c)
+    slots = {RESET: lambda c: (c * G, G), GEMM: lambda c: (G * C + c * GL, GL),
+             PRE: lambda c: (base, n_pre), RES_GEMM: lambda c: (base + n_pre + c, 1),
+             POST: lambda c: (base + n_pre + R, n_post)}
+    uses: list[int] = []
+    for kind, t, _k, c in pair_order(T, K, C, R, early).tolist():
+        if kind in slots:
+            s0, n = slots[kind](c)
+            uses += range(t * S + s0, t * S + s0 + n)
     comp_kid = np.array(uses, dtype=np.int64)
     first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
     for arr in (comp_kid, first):
