@@ -22,6 +22,7 @@ them per instruction (`emit`), and `pad_classes` per loop index.
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import itemgetter
 
 import numpy as np
 from numba import njit
@@ -44,6 +45,7 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
  E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST, NC, ACC_SUB, INP_IPLACE, WGT_IPLACE, E_CO, E_PIX, PS_TOP,
  PS_BOT, INP_SHARED) = range(len(SPEC))
 _SPEC_SET = frozenset(SPEC)
+_IN_ORDER = itemgetter(*SPEC)
 #: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
@@ -115,15 +117,16 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
 #: the fused epilogue's scalars, 0 without one
 _FUSED = ("bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
           "id_each")
+_NO_FUSED = dict.fromkeys(_FUSED, 0)
 
 
 def _scalars(**named: int) -> np.ndarray:
     """The `SPEC` scalars given by name (a fused epilogue's `_FUSED` default to 0), in `SPEC` order."""
-    for name in _FUSED:
-        named.setdefault(name, 0)
-    if named.keys() != _SPEC_SET:
-        raise ValueError(f"access.spec: scalars {sorted(named.keys() ^ _SPEC_SET)} missing or unknown")
-    return np.array([named[name] for name in SPEC], dtype=np.int64)
+    if len(named) < len(SPEC):
+        named = {**_NO_FUSED, **named}
+    if len(named) != len(SPEC):  # a misspelt name (a missing one raises KeyError below)
+        raise ValueError(f"access.spec: unknown scalars {sorted(named.keys() - _SPEC_SET)}")
+    return np.array(_IN_ORDER(named), dtype=np.int64)
 
 
 @njit(cache=True)
