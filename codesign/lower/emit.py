@@ -99,6 +99,35 @@ def pair_order(T, K, NC, R, early):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def pair_uses(order, G, GL, C, n_pre, R, n_post):  # pragma: no cover - compiled
+    """The kernel of each compute instruction of a pair, block by block of `order` (`pair_order`):
+    thread t's kernel slot s is kernel t * S + s, S = G·C + GL·C + n_pre + R + n_post: the resets of
+    ACC slot c (G, from c·G), its GEMMs (GL, from G·C + c·GL), the epilogue before the residual
+    (n_pre), residual chunk c's GEMM, the epilogue after it (n_post) (`uops.use_order`)."""
+    S = G * C + GL * C + n_pre + R + n_post
+    base = G * C + GL * C  # the epilogue's first slot
+    uses = np.empty(order.shape[0] * max(G, GL, n_pre, n_post, 1), np.int64)
+    n = 0
+    for i in range(order.shape[0]):
+        kind, t, c = order[i, 0], order[i, 1], order[i, 3]
+        s0, k = 0, 0
+        if kind == RESET:
+            s0, k = c * G, G
+        elif kind == GEMM:
+            s0, k = G * C + c * GL, GL
+        elif kind == PRE:
+            s0, k = base, n_pre
+        elif kind == RES_GEMM:
+            s0, k = base + n_pre + c, 1
+        elif kind == POST:
+            s0, k = base + n_pre + R, n_post
+        for x in range(k):
+            uses[n] = t * S + s0 + x
+            n += 1
+    return uses[:n]
+
+
+@njit(cache=True)
 def _dma(out, r, fields, opcode, mem, sram):  # pragma: no cover - compiled
     out[r, COLS[_OP]] = opcode
     out[r, COLS[_MEM]] = mem

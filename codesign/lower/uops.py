@@ -17,7 +17,7 @@ from numba import njit
 
 from codesign.errors import InvalidSchedule
 from codesign.lower.access import AXIS, loop_table
-from codesign.lower.emit import GEMM, POST, PRE, RES_GEMM, RESET, pair_order
+from codesign.lower.emit import pair_order, pair_uses
 from codesign.mapping.batch import Kernel
 from codesign.mapping.edges import CI_BIT, PAIR_BITS
 from codesign.mapping.mapping import Mapping, fused_slots
@@ -126,23 +126,11 @@ def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: in
     + i the GEMMs (L per batch block: the iterations i of the lifted loops, `Mapping.gemm_lift`),
     then the epilogue's E' = E kernels (a residual step: `R` chunk kernels in its place, after its
     first `n_pre` ops). The program order is the emitter's: the kernels its blocks use, block by
-    block of `emit.pair_order` (`early`: `Mapping.early_epilogue`)."""
+    block of `emit.pair_order` (`emit.pair_uses`; `early`: `Mapping.early_epilogue`)."""
     n_pre = E if n_pre < 0 else n_pre
-    n_post = E - n_pre - (1 if R else 0)
-    GL = G * L
-    S = G * C + GL * C + n_pre + R + n_post
-    base = G * C + GL * C  # the epilogue's first slot
-    # the first slot and the number of kernels each compute block uses (sub-step / chunk c)
-    slots = {RESET: lambda c: (c * G, G), GEMM: lambda c: (G * C + c * GL, GL),
-             PRE: lambda c: (base, n_pre), RES_GEMM: lambda c: (base + n_pre + c, 1),
-             POST: lambda c: (base + n_pre + R, n_post)}
-    uses: list[int] = []
-    for kind, t, _k, c in pair_order(T, K, C, R, early).tolist():
-        if kind in slots:
-            s0, n = slots[kind](c)
-            uses += range(t * S + s0, t * S + s0 + n)
-    comp_kid = np.array(uses, dtype=np.int64)
-    first = np.array(list(dict.fromkeys(uses)), dtype=np.int64)
+    comp_kid = pair_uses(pair_order(T, K, C, R, early), G, G * L, C, n_pre, R, E - n_pre - (1 if R else 0))
+    _, at = np.unique(comp_kid, return_index=True)
+    first = comp_kid[np.sort(at)]  # first-use order
     for arr in (comp_kid, first):
         arr.setflags(write=False)
     return comp_kid, first
@@ -177,7 +165,7 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = np.tile(np.array([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi, dtype=np.int64), T)
+    sizes = np.array(([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T, dtype=np.int64)
     uses, first = use_order(T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
         u = _edge_plan(m, depth, sizes, uses)  # every kernel cached at once already: preload loads them first
@@ -185,17 +173,23 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     if m.uop_preload:
         return _preload_plan(sizes, uses, first, depth)
     ring = ring_schedule(sizes, uses, m.n_pairs, depth)
-    dram_off = np.zeros(len(sizes), dtype=np.int64)
-    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    dram_off = _offsets(sizes, first)
     return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None])
+
+
+def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each kernel's offset in the DRAM uop array (the kernels `first` back to back; 0 if unused)."""
+    dram_off = np.zeros(len(sizes), dtype=np.int64)
+    in_order = sizes[first]
+    dram_off[first] = np.cumsum(in_order) - in_order
+    return dram_off
 
 
 def _preload_plan(sizes: np.ndarray, uses: np.ndarray, first: np.ndarray, depth: int) -> Uops:
     """`Mapping.uop_preload` on full tiles: every kernel at its offset in the DRAM array (first-use
     order) = its SRAM start, all loaded by the one LOAD UOP the emitter puts at the head of the
     program (`emit`; `first_pair` -1: no kernel is loaded at a use)."""
-    dram_off = np.zeros(len(sizes), dtype=np.int64)
-    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    dram_off = _offsets(sizes, first)
     total = int(sizes[first].sum())
     if total > depth:
         raise InvalidSchedule(f"uop_preload_fit: micro-op preload: every kernel loaded at once needs {total} "
@@ -269,8 +263,8 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
     sub = np.where(slot_of < GC, slot_of // G, np.where(slot_of < 2 * GC, (slot_of - GC) // G, 0))
     # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
     pv = pair_variants(m)
-    specials = sorted({int(np.argmax(pv[t, :, c] == v)) for t in range(T) for c in range(C)
-                       for v in np.unique(pv[t, :, c]).tolist()})
+    codes = (np.arange(T * C, dtype=np.int64).reshape(T, C, 1) * 8 + pv.transpose(0, 2, 1)).ravel()  # bits < 8
+    specials = sorted(set((np.unique(codes, return_index=True)[1] % m.n_pairs).tolist()))
     first_pair = np.full(len(sizes), -1, dtype=np.int64)
     order: list[int] = []
     for j in specials:
@@ -279,8 +273,7 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
                 first_pair[kid] = j
                 order.append(kid)
     first = np.array(order, dtype=np.int64)
-    dram_off = np.zeros(len(sizes), dtype=np.int64)
-    dram_off[first] = np.concatenate([[0], np.cumsum(sizes[first])[:-1]])
+    dram_off = _offsets(sizes, first)
     total = int(sizes[first].sum())
     if total > depth:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
