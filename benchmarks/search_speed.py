@@ -1,5 +1,6 @@
-"""How fast do the learned searches run on the `vta` family (issue 19 §2)? For each tuner, on one
-layer and hardware config: CPU seconds until its first proposal (building the task, `plan_budget`,
+"""How fast do the learned searches run on each schedule family (`vta`, then the AutoTVM templates;
+issue 19 §2, issue 35 §4)? For each family and tuner, on one layer and hardware config: CPU seconds
+until its first proposal (building the task, `plan_budget`,
 the first `propose`), then a tuning run of `--budget` measurements on the simulator: measurements
 per CPU-second of the whole run (search + measuring) and of the tuner alone (the measuring
 subtracted), and the best latency found. Prints one JSON summary on stdout. `--sample N`: the
@@ -9,6 +10,7 @@ ground truth), a fresh view per tuner so each pays its own set-up.
     python benchmarks/search_speed.py                                  # ResNet-18's 14x14 3x3 conv, pynq_1x16
     python benchmarks/search_speed.py --layer conv2d:1,64,56,56,64,3,3,1,1 --tuners xgb,evo --budget 128
     python benchmarks/search_speed.py --sample 5000 --tuners xgb,evo    # on tuners.py's sampled sub-space
+    python benchmarks/search_speed.py --family autotvm                  # one family (default: vta, then autotvm)
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layer", default=DEFAULT_LAYER, help=f"layer spec (default {DEFAULT_LAYER})")
     ap.add_argument("--hw", default="pynq_1x16")
-    ap.add_argument("--family", default="vta", choices=("vta", "autotvm"))
+    ap.add_argument("--family", default="vta,autotvm",
+                    help="comma-separated schedule families, each run in turn (default both: vta,autotvm)")
     ap.add_argument("--tuners", default="random,xgb,evo,bandit")
     ap.add_argument("--budget", type=int, default=64, help="measurements per tuner")
     ap.add_argument("--seed", type=int, default=0)
@@ -81,22 +84,25 @@ def main(argv: list[str] | None = None) -> int:
                          "the whole family)")
     args = ap.parse_args(argv)
     layer, hw = parse_layer(args.layer), HwConfig.resolve(args.hw)
-    pool = None
-    if args.sample:
-        import numpy as np
+    families = {}
+    for family in args.family.split(","):
+        if family not in ("vta", "autotvm"):
+            ap.error(f"--family {family}: allowed vta, autotvm")
+        pool = None
+        if args.sample:
+            import numpy as np
 
-        from codesign.schedule import get_space
-        from codesign.tune.env import sample_valid_pool
+            from codesign.schedule import get_space
+            from codesign.tune.env import sample_valid_pool
 
-        pool = sample_valid_pool(get_space(layer, hw, args.family), args.sample, np.random.default_rng(0))
-    rows = []
-    for name in args.tuners.split(","):
-        rows.append(run_one(layer, hw, name, family=args.family, budget=args.budget, seed=args.seed, pool=pool))
-        print(f"[bench search_speed] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+            pool = sample_valid_pool(get_space(layer, hw, family), args.sample, np.random.default_rng(0))
+        rows = []
+        for name in args.tuners.split(","):
+            rows.append(run_one(layer, hw, name, family=family, budget=args.budget, seed=args.seed, pool=pool))
+            print(f"[bench search_speed] {family} {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+        families[family] = {"sample": None if pool is None else int(pool.size), "rows": rows}
     print(json.dumps({"command": "python benchmarks/search_speed.py " + " ".join(argv or sys.argv[1:]),
-                      "layer": layer.name, "hw": hw.name, "family": args.family, "budget": args.budget,
-                      "sample": None if pool is None else int(pool.size),
-                      "rows": rows}, indent=1))
+                      "layer": layer.name, "hw": hw.name, "budget": args.budget, "families": families}, indent=1))
     return 0
 
 
