@@ -16,6 +16,10 @@ from ray import tune
 from codesign.errors import ConfigError
 from codesign.sweep.options import SweepOptions
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 SPACE = """\
 board: pynq-z1
 description: tiny test space

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 SPACE = """\
 board: pynq-z1
 description: four feasible configs (two GEMM shapes x two clocks)

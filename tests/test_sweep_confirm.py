@@ -19,6 +19,10 @@ from codesign.schedule import ScheduleSpace
 from codesign.sweep.options import SweepOptions
 from codesign.workloads import Workload
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 HW = HwConfig.from_name("pynq_1x16_i8w8a32_15_14_16_15")  # the faster design of the space
 SPACE = """\
 board: pynq-z1

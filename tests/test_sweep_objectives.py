@@ -13,6 +13,10 @@ from codesign.pareto import ParetoFront, hypervolume, reference_point, stock_com
 from codesign.pareto.objectives import objective_values, parse_objectives
 from codesign.sweep.options import SweepOptions
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 LT = ("latency_ms", "throughput_ips")
 
 

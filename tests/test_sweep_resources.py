@@ -27,6 +27,10 @@ from codesign.sweep.runner import prepare, run_sweep
 from codesign.sweep.trial import InnerTuning, TrialContext, run_trial
 from codesign.workloads import Workload
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 # The tiny space's 1x8 and 1x16 cores at 142 MHz on the PYNQ-Z1 (verified only up to 100 MHz in the
 # board file).
 CLOCK_142 = "  clock_mhz: 142\n"

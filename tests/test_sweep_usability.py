@@ -23,6 +23,10 @@ from codesign.sweep.lock import SweepLock
 from codesign.sweep.options import SweepOptions
 from codesign.sweep.results import read_trials
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 REPO = Path(__file__).resolve().parent.parent
 SPACE = """\
 board: pynq-z1

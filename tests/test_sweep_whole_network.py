@@ -20,6 +20,10 @@ from codesign.sweep.rows import TrialRow
 from codesign.sweep.trial import InnerTuning, LayerTuner, evaluate_hw, evaluate_plan
 from codesign.workloads import get_workload
 
+# Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
+pytestmark = pytest.mark.xdist_group("ray")
+
 BOARD = Board.named("pynq-z1")
 
 
