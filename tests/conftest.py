@@ -31,6 +31,23 @@ settings.register_profile("project", deadline=None)
 settings.load_profile("project")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` (pyproject addopts) sends the tests of one `xdist_group` to one worker by the
+    "@group" pytest-xdist appends to their node ids -- through `item._nodeid`, which pytest 9.2 no longer
+    reads (pytest-xdist#1386: the groups are silently ignored). Append it the way pytest 9.2 keeps ids
+    until xdist does (a worker-side no-op once the id carries the suffix)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _workload_cache(tmp_path_factory: pytest.TempPathFactory):
     """Traced zoo workloads are cached under a temporary directory, never in the user's home

@@ -198,6 +198,9 @@ def test_records_carry_the_schedule_family(tmp_path):
     assert rec.seconds == 5e-4 and config == vcfg
 
 
+# Same worker as test_vta_family's best-vs-template test: one exhaustive_table (cached in-process) of the
+# conv's 90,000 vta schedules serves both.
+@pytest.mark.xdist_group("vta_table_conv2d_1x32x8x8")
 def test_vta_family_through_the_protocol():
     space = get_space(SMALL, HW, "vta")
     view = SpaceView(space)
