@@ -20,6 +20,9 @@ from codesign.workloads import parse_layer
 
 HW = HwConfig()
 LAYER = parse_layer("conv2d:1,16,8,8,16,3,3,1,1")  # 1e8 configs, ~1,900 valid vta schedules
+# One worker for the three files that time every vta schedule of LAYER: exhaustive_table's in-process
+# cache then times them once.
+pytestmark = pytest.mark.xdist_group("vta_table_conv2d_1x16x8x8")
 
 
 @pytest.fixture(scope="module")

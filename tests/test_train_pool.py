@@ -5,6 +5,7 @@ schedules per ResNet-18 conv): each task is tuned on a fixed uniform sample of i
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
@@ -16,6 +17,9 @@ from codesign.workloads import parse_layer
 
 HW = HwConfig()
 LAYER = parse_layer("conv2d:1,16,8,8,16,3,3,1,1")  # ~1,800 valid vta schedules: small enough to check them all
+# One worker for the three files that time every vta schedule of LAYER: exhaustive_table's in-process
+# cache then times them once.
+pytestmark = pytest.mark.xdist_group("vta_table_conv2d_1x16x8x8")
 
 
 def test_sampled_view_is_the_sample():
