@@ -304,6 +304,18 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float:
     return float("inf") if noise == 0 else 10.0 * float(np.log10(max(float(np.sum(ref * ref)), 1e-30) / noise))
 
 
+def pinned_timing_params():
+    """The timing parameters the placement tests were written against (tests/data: the default as
+    shipped before its refit on every real record): their tiny layers sit near the VTA/CPU
+    break-even, which the fitted host terms move; what they test is the placement's mechanics."""
+    import json
+
+    from codesign.vta.timing import TimingParams
+
+    data = json.loads((Path(__file__).parent / "data" / "pinned_timing_params.json").read_text())
+    return TimingParams.from_dict(data["params"])
+
+
 @pytest.fixture(scope="session")
 def run_net():
     """run_net(module, example, hw="pynq_1x16", calibration=None, executor=None) -> (prepared, execution):
@@ -323,7 +335,8 @@ def run_net():
     def run(module, example, hw="pynq_1x16", calibration=None, executor=None, min_sqnr_db=15.0, name="net"):
         module = module.eval()
         example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
-        prep = whole.prepare(module, example, name, HwConfig.resolve(hw), calibration=calibration)
+        prep = whole.prepare(module, example, name, HwConfig.resolve(hw), calibration=calibration,
+                             params=pinned_timing_params())
         net = prep.network
         placed = [o for s in prep.plan.steps if not s.host for o in s.ops]
         assert sorted(placed) == sorted(op.name for op in net.ops), "every op placed once"

@@ -29,7 +29,7 @@ DIGESTS = Path(__file__).parent / "data" / "lowering_digests.json"
 # The cycles pin the timing model, not the fitted default: they are the model's under the parameters
 # shipped when the digests were written (the default has been refit on more data since).
 PARAMS = timing.TimingParams.from_dict(
-    json.loads((Path(__file__).parent / "data" / "lowering_timing_params.json").read_text())["params"])
+    json.loads((Path(__file__).parent / "data" / "pinned_timing_params.json").read_text())["params"])
 
 # BATCH 1/2/4 x BLOCK 8/16; the last has a 128-uop buffer, so the micro-op ring evicts and reloads.
 HWS = {
