@@ -2,26 +2,29 @@
 
 The AutoTVM mappings are legal by construction from a valid config (the space's rules,
 `codesign.schedule.validity`, cover their tiles); these rules add what a loop nest of any order
-must satisfy for `codesign.lower` to emit a correct, race-free program. The SRAM rule is the
-space's, with its message."""
+must satisfy for `codesign.lower` to emit a correct, race-free program. The rules a space checks
+too (SRAM, ACC spill, residency on edge tiles, both operands stationary, micro-op preload) are
+written once in `mapping.table` and run here on the mapping's one-row table."""
 
 from __future__ import annotations
 
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import EDGE_AXES
 from codesign.mapping.mapping import AXES, Mapping, fused_slots
+from codesign.mapping.table import (
+    Rule,
+    acc_spill,
+    acc_spill_message,
+    nest_edge,
+    of_mapping,
+    sram,
+    sram_message,
+    stationary_both,
+    uop_preload_fit,
+)
 from codesign.vta.isa import TOKEN_FIFO_DEPTH
 
-
-def sram_message(buf: str, elems: int, n_threads: int, depth: int) -> str:
-    return (f"SRAM capacity: {buf} tile {elems} elements x {n_threads} thread(s) = "
-            f"{elems * n_threads} > {buf.upper()} depth {depth}")
-
-
-def acc_spill_message(tiles: int, elems: int, n_threads: int, depth: int) -> str:
-    return (f"ACC spill: {tiles} resident output tiles x {elems} elements x {n_threads} thread(s) = "
-            f"{tiles * elems * n_threads} > ACC depth {depth}, and VTA's STORE reads the int8 OUT buffer, never "
-            "ACC, so int32 partial sums cannot be spilled to DRAM and reloaded exactly")
+__all__ = ["acc_spill_message", "preload_uops", "sram_message", "violations"]
 
 
 def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
@@ -47,35 +50,25 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
         edge = m.edges is not None and axis in EDGE_AXES and m.edges.last[EDGE_AXES.index(axis)] >= 0
         if n * tile != size and not (edge and n == -(-size // tile)):  # a smaller last tile: mapping.edges
             out.append(("cover", f"divisibility: axis {axis} of {size} is covered by {n} tile(s) of {tile}"))
-    for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
-                              ("wgt", t.wgt_sram, hw.wgt_depth)):
-        copies = 1 if buf == "inp" and m.inp_shared else m.n_threads  # one INP tile for all threads
-        if elems * copies > depth:
-            out.append((f"sram_{buf}", sram_message(buf, elems, copies, depth)))
-    if m.n_inner > 1 and m.n_inner * t.acc_sram * m.n_threads > hw.acc_depth:
-        out.append(("acc_spill", acc_spill_message(m.n_inner, t.acc_sram, m.n_threads, hw.acc_depth)))
+    tab = of_mapping(m)  # the rules the schedule spaces share, on this one row (`mapping.table`)
+
+    def shared(*rules: Rule) -> None:
+        out.extend((r.name, r.message(0)) for r in rules if not r.ok[0])
+
+    shared(sram(tab, hw, "acc"), sram(tab, hw, "inp"), sram(tab, hw, "wgt"), acc_spill(tab, hw))
     for op in ("inp", "wgt"):
         inside = [lp for lp in loops[m.level(op) + 1:] if lp.extent > 1 and lp.axis in m.depends(op)]
         if inside:
             out.append(("residency_reuse", f"residency: {op.upper()} is resident at loop "
                                            f"{loops[m.level(op)].name!r} but its tile changes in loop {inside[0].name!r}"))
-    if m.edges is not None and m.level("inp") < red:
-        out.append(("nest_edge", "residency: input-stationary tiles are lowered for full tiles only; this "
-                                 "schedule has edge tiles (a tile size that does not divide)"))
-    if m.level("inp") < red and m.level("wgt") < red:
-        out.append(("stationary_both", "residency: INP and WGT both resident across pairs leaves reduction steps "
-                                       "with nothing to load (each load group carries the tokens of its GEMM)"))
+    shared(nest_edge(tab), stationary_both(tab))
     if m.inp_loads not in (1, t.b * t.ci):
         out.append(("inp_loads", f"INP loads: {m.inp_loads} per tile, allowed 1 or one per batch x channel "
                                  f"block ({t.b * t.ci})"))
     if m.n_threads > TOKEN_FIFO_DEPTH:  # each FIFO holds at most one token per thread (docs/vta.md §7.3)
         out.append(("vthread_max", f"virtual threads: {m.n_threads} > {TOKEN_FIFO_DEPTH}, the tokens a "
                                    "dependency FIFO holds"))
-    if m.uop_preload and m.edges is None:  # edge tiles: every kernel is cached at once anyway (`edge_uop_cache`)
-        need = preload_uops(m)
-        if need > hw.uop_depth:
-            out.append(("uop_preload_fit", f"micro-op preload: every kernel loaded at once needs {need} micro-ops "
-                                           f"> UOP depth {hw.uop_depth}"))
+    shared(uop_preload_fit(tab, hw))
     if (m.has_bias or m.has_residual) and m.n_inner > 1:
         out.append(("fused_acc_resident", "fused epilogue: its bias and residual slots follow one output tile per "
                                           f"thread, got {m.n_inner} tiles resident in ACC"))
@@ -88,12 +81,8 @@ def violations(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:
 
 
 def preload_uops(m: Mapping) -> int:
-    """Micro-ops of every kernel of a full-tile mapping (`Mapping.uop_preload`): per thread, the C
-    ACC slots x batch blocks x (reset + lifted GEMMs) and the epilogue's (a bias ADD: one per output
-    channel block; a residual: one per chunk; an ALU op: one)."""
-    epi = sum(m.tile.co if a.src == "bias" else fused_slots(m).chunks if a.src == "residual" else 1
-              for a in m.epilogue)
-    return m.n_threads * (m.n_inner * m.tile.b * (m.reset.size + m.n_lift * m.gemm.size) + epi)
+    """Micro-ops of every kernel of a full-tile mapping (`Mapping.uop_preload`, `table.preload_uops`)."""
+    return int(of_mapping(m).preload_uops[0])
 
 
 def _fused(m: Mapping, hw: HwConfig) -> list[tuple[str, str]]:

@@ -39,21 +39,14 @@ from codesign.mapping.batch import (
     transpose_uops,
 )
 from codesign.mapping.edges import N_VARIANTS, Edges, EdgeTile
-from codesign.mapping.mapping import AluOp, Dma, Loop, Mapping, Tile
+from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
 from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace, get_space
-from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
+from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE, clip_epilogue
 from codesign.schedule.validity import first_failure
 from codesign.schedule.vta_space import LIFTS, ORDERS, PAIR_AXES, VTHREADS, VtaBatch, VtaSpace
 from codesign.workloads.layers import Layer
-
-CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
-
-
-def clip_epilogue(shift: int) -> tuple[AluOp, ...]:
-    """The template's requantization: shift right, clip to [0, 127] (docs/vta.md §7.3)."""
-    return AluOp("shr", shift), AluOp("min", CLIP_MAX), AluOp("max", 0)
 
 
 def knob_dict(config: Config | dict[str, KnobValue]) -> dict[str, KnobValue]:

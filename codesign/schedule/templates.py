@@ -25,8 +25,17 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.mapping.batch import GEMM_LOOPS, MappingBatch, transpose_uops
+from codesign.mapping.mapping import AluOp
 from codesign.schedule.validity import Rule
 from codesign.workloads.layers import Layer
+
+CLIP_MAX = 127  # int8 clip of the tuning template (docs/vta.md §7.3 "ALU epilogue")
+
+
+def clip_epilogue(shift: int) -> tuple[AluOp, ...]:
+    """The template's requantization: shift right, clip to [0, 127] (docs/vta.md §7.3)."""
+    return AluOp("shr", shift), AluOp("min", CLIP_MAX), AluOp("max", 0)
+
 
 GROUP_TEMPLATE = "group_conv2d_packed.vta"
 TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"

@@ -9,20 +9,25 @@ instruction field ranges, micro-op dst hazard, virtual-thread divisibility.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from codesign.mapping.batch import MAX_DMA_FIELD, MAX_ITER, MappingBatch
-from codesign.mapping.legality import sram_message
+from codesign.mapping.table import MappingTable, Rule, sram
 from codesign.workloads.layers import MAX_PAD
 
+__all__ = ["Rule", "check", "first_failure", "table", "valid_mask"]
 
-@dataclass
-class Rule:
-    name: str
-    ok: np.ndarray                       # bool (n,)
-    message: Callable[[int], str]        # message for config i (only called when not ok[i])
+
+def table(t: MappingBatch, epilogue_uops: int) -> MappingTable:
+    """The shared rules' table of `t`'s configs as the templates map them (`mapping.table`): one
+    output tile per thread, INP and WGT loaded at every reduction step, no INP shared by the
+    threads, the runtime's micro-op cache; `epilogue_uops`: the requantization's micro-ops."""
+    no, one = np.zeros(t.n, dtype=bool), np.ones(t.n, dtype=np.int64)
+    return MappingTable(n_threads=t.nthreads, acc_sram=t.acc_sram, inp_sram=t.inp_sram, wgt_sram=t.wgt_sram,
+                        inp_shared=no, n_inner=one, inp_stationary=no, wgt_stationary=no, edges=no,
+                        uop_preload=no, tile_b=t.tile_b, reset_uops=t.reset["n_uops"], gemm_uops=t.gemm["n_uops"],
+                        n_lift=one, epilogue_uops=one * epilogue_uops)
 
 
 def check(t: MappingBatch) -> list[Rule]:
@@ -32,12 +37,11 @@ def check(t: MappingBatch) -> list[Rule]:
     def add(name: str, ok: np.ndarray, message: Callable[[int], str]) -> None:
         rules.append(Rule(name, np.broadcast_to(np.asarray(ok, dtype=bool), (t.n,)), message))
 
-    # 1. SRAM capacity per virtual thread x nthreads (docs/vta.md §7.4.1), in elements.
-    for buf, elems, depth in (("acc", t.acc_sram, hw.acc_depth), ("inp", t.inp_sram, hw.inp_depth),
-                              ("wgt", t.wgt_sram, hw.wgt_depth)):
-        def msg(i: int, buf: str = buf, elems: np.ndarray = elems, depth: int = depth) -> str:
-            return sram_message(buf, int(elems[i]), int(t.nthreads[i]), depth)
-        add(f"sram_{buf}", elems * t.nthreads <= depth, msg)
+    # 1. SRAM capacity per virtual thread x nthreads (docs/vta.md §7.4.1), in elements (`mapping.table`).
+    tab = table(t, 0)
+    for buf in ("acc", "inp", "wgt"):
+        r = sram(tab, hw, buf)
+        add(r.name, r.ok, r.message)
 
     # 2. 2-D DMA patterns (docs/vta.md §7.4.2). Weights always fold; a padded INP load is not folded.
     store = t.store_pattern()

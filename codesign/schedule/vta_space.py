@@ -67,12 +67,14 @@ config is a point of this space (`from_template`), so the family's optimum is ne
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from codesign.errors import ConfigError
+from codesign.mapping import table as shared
 from codesign.mapping.batch import (
     FOLD_PAIRS,
     GEMM_LOOPS,
@@ -87,7 +89,7 @@ from codesign.mapping.batch import (
     take,
 )
 from codesign.mapping.edges import edge_bits
-from codesign.mapping.legality import acc_spill_message, sram_message
+from codesign.mapping.table import MappingTable
 from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import CONFIG_FEATURE_NAMES, N_CONFIG_FEATURES, config_features
 from codesign.schedule.indexed import KnobSpace
@@ -279,6 +281,10 @@ def _canonical_table() -> np.ndarray:
                 seen.add(key)
                 tab[bits, p] = True
     return tab
+
+
+def _ok_msg(rule: Rule) -> tuple[np.ndarray, Callable[[int], str]]:
+    return rule.ok, rule.message
 
 
 CANONICAL = _canonical_table()
@@ -486,19 +492,20 @@ class VtaSpace(KnobSpace):
         # INP SRAM: one tile per thread, or one for all threads when the tile never changes and the
         # threads split co (one loaded once is then shared: `Mapping.inp_shared`; pass C's rule
         # sram_inp_shared keeps the residencies that reload it to one tile per thread)
-        shareable, once = self._inp_shared(b)
-        per_thread = t.inp_sram * b.nt <= self.hw.inp_depth
-        add("sram_inp", per_thread | (shareable & (t.inp_sram <= self.hw.inp_depth)), lambda i: sram_message(
-            "inp", int(t.inp_sram[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
+        shareable, _once = self._inp_shared(b)
+        tab = self.table(b)
+        # the rule over the tile any residency could share (pass B runs without order and residency)
+        add("sram_inp", *_ok_msg(shared.sram(dataclasses.replace(tab, inp_shared=shareable), self.hw, "inp")))
         # the same over the smallest tile any kernel knob gives the geometry (pad_skip's unpadded
         # whole planes, `apply_pad_skip`): the first pass of `valid_indices` runs with them at 0
         g = self._geo
         whole = whole_plane_unpadded(t, self.template == templates.TRANSPOSE_TEMPLATE)
         low = np.where(whole, np.minimum(t.inp_sram, t.tile_b * t.tile_ci * g.height * g.width), t.inp_sram)
-        add("sram_inp_bound", (low * b.nt <= self.hw.inp_depth) | (shareable & (low <= self.hw.inp_depth)),
-            lambda i: sram_message("inp", int(low[i]), 1 if shareable[i] else int(b.nt[i]), self.hw.inp_depth))
-        add("sram_inp_shared", per_thread | (shareable & once), lambda i: (
-            f"{sram_message('inp', int(t.inp_sram[i]), int(b.nt[i]), self.hw.inp_depth)}; one tile shared by "
+        add("sram_inp_bound", *_ok_msg(shared.sram(dataclasses.replace(tab, inp_sram=low, inp_shared=shareable),
+                                                   self.hw, "inp")))
+        # the rule itself (with sram_inp, whose bound it tightens to the residency's sharing)
+        add("sram_inp_shared", shared.sram(tab, self.hw, "inp").ok, lambda i: (
+            f"{shared.sram_message('inp', int(t.inp_sram[i]), int(b.nt[i]), self.hw.inp_depth)}; one tile shared by "
             "the threads needs it loaded once: input-stationary (inp_stationary=1)"))
         add("early_epilogue_live", (b.early == 0) | (b.nt > 1), lambda i: (
             "early epilogue: with one thread the epilogue follows its GEMMs anyway (the same program as "
@@ -528,8 +535,8 @@ class VtaSpace(KnobSpace):
         add("uop_lift_edge", (b.lift == 0) | (edge_bits(t) == 0), lambda i: (
             f"micro-op lift: uop_lift={b.lift[i]} lifts a loop of the full tile's kernel, but the edge tiles of "
             "tile sizes that do not divide have kernels of their own extents (lowered whole only)"))
-        self._nest_rules(b, add)
-        self._preload_rules(b, add)
+        self._nest_rules(b, tab, add)
+        self._preload_rules(b, tab, add)
         add("pad_skip_tile", b.ps_ok, lambda i: (
             "pad_skip: the padding-skipping kernel needs a conv that is not transposed, tile sizes that divide (no "
             f"edge tiles) and uop_fold = 0 (got {b.fold[i]}), and either a tile covering the whole output plane of a "
@@ -550,7 +557,8 @@ class VtaSpace(KnobSpace):
                 f"x {b.edge_uops[i]} micro-ops of one slot's kernels = {need_u[i]} > UOP depth {self.hw.uop_depth}"))
         return out
 
-    def _nest_rules(self, b: VtaBatch, add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
+    def _nest_rules(self, b: VtaBatch, tab: MappingTable,
+                    add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
         """The rules of `inp_stationary` and `acc_resident`."""
         t = b.t
         add("inp_stationary_ci", (b.ins == 0) | (t.ci_steps == 1), lambda i: (
@@ -562,8 +570,7 @@ class VtaSpace(KnobSpace):
         add("inp_stationary_reuse", (b.ins == 0) | ((b.extent["co"] > 1) & (co_pos > spatial)), lambda i: (
             "residency: a stationary input tile is reused by no co loop inside the innermost spatial loop "
             "(the same program as inp_stationary=0)"))
-        add("stationary_both", (b.ins == 0) | (b.ws == 0), lambda i: (
-            "residency: INP and WGT both stationary leaves reduction steps with nothing to load"))
+        add("stationary_both", *_ok_msg(shared.stationary_both(tab)))
         add("acc_resident_live", b.acc <= b.n_live, lambda i: (
             f"residency: acc_resident={b.acc[i]} needs {b.acc[i]} tile loops of extent > 1 to move inside the "
             f"reduction, got {b.n_live[i]} (the same program as acc_resident={b.n_live[i]})"))
@@ -575,16 +582,8 @@ class VtaSpace(KnobSpace):
         add("acc_resident_group", ~(grouped & (co_in | (b.ins == 1))), lambda i: (
             "residency: a grouped conv's input tile changes with the co tile's group, so it is not reused "
             "across a co loop (inp_stationary=0, co not inside the reduction)"))
-        T = b.nt
-        need = b.slots * t.acc_sram * T
-        add("acc_spill", need <= self.hw.acc_depth, lambda i: acc_spill_message(
-            int(b.slots[i]), int(t.acc_sram[i]), int(T[i]), self.hw.acc_depth))
-        g = self._geo
-        edge = ((t.h_tiles * t.tile_h != g.out_h) | (t.w_tiles * t.tile_w != g.out_w) | (t.co_tiles * t.tile_co != g.co)
-                | (t.ci_steps * t.tile_ci != g.ci))
-        add("nest_edge", ~edge | (b.ins == 0), lambda i: (
-            "residency: input-stationary tiles are lowered for full tiles only; this schedule has edge tiles "
-            "(a tile size that does not divide)"))
+        add("acc_spill", *_ok_msg(shared.acc_spill(tab, self.hw)))
+        add("nest_edge", *_ok_msg(shared.nest_edge(tab)))
         if hasattr(b, "edge_uops"):  # the edge kernels of one slot per thread (`edge_rules.rules`) x the slots
             need_u = b.edge_uops * b.slots
             add("nest_edge_uop_cache", need_u <= self.hw.uop_depth, lambda i: (
@@ -593,19 +592,31 @@ class VtaSpace(KnobSpace):
         add("field_acc_resident", b.slots * t.acc_sram <= MAX_ITER, lambda i: (
             f"field range: the epilogue's ALU iter_in {b.slots[i] * t.acc_sram[i]} (ACC slots x tile) > {MAX_ITER}"))
 
-    def _preload_rules(self, b: VtaBatch, add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
+    def _preload_rules(self, b: VtaBatch, tab: MappingTable,
+                       add: Callable[[str, np.ndarray, Callable[[int], str]], None]) -> None:
         """The rules of `uop_preload`: every kernel of the program fits the micro-op buffer at once
         (with edge tiles they do already: `edge_uop_cache`), flat resets on full tiles only."""
-        t = b.t
-        edge = edge_bits(t) != 0
-        n_lift = b.lift_loop[..., 0].prod(axis=1)
-        # per thread: C ACC slots x batch blocks x (reset + lifted GEMM kernels), the epilogue's 3 one-uop kernels
-        total = b.nt * (b.slots * t.tile_b * (t.reset["n_uops"] + n_lift * t.gemm["n_uops"]) + 3)
-        add("uop_preload_fit", (b.pre == 0) | edge | (total <= self.hw.uop_depth), lambda i: (
-            f"micro-op preload: every kernel loaded at once needs {total[i]} micro-ops > UOP depth {self.hw.uop_depth}"))
+        edge = tab.edges
+        add("uop_preload_fit", *_ok_msg(shared.uop_preload_fit(tab, self.hw)))
         add("uop_flat_reset_edge", (b.pre != 2) | ~edge, lambda i: (
             "micro-op preload: flat reset kernels (uop_preload=2) are built for full tiles only; this schedule has "
             "edge tiles (a tile size that does not divide)"))
+
+    def table(self, b: VtaBatch) -> MappingTable:
+        """The shared rules' table (`mapping.table`) of the configs of `b`: the fields of the
+        mappings the producer builds from them (`families.vta_mapping`)."""
+        t = b.t
+        shareable, once = self._inp_shared(b)
+        spatial = np.isin(np.array(PAIR_AXES), ("b", "h", "w"))
+        # resident across pairs: loaded outside the reduction loop, so not at a loop moved inside it
+        ins = (b.ins == 1) & ~(b.inner & spatial[None, :]).any(axis=1)
+        ws = (b.ws == 1) & ~b.inner[:, PAIR_AXES.index("co")]
+        return MappingTable(n_threads=b.nt, acc_sram=t.acc_sram, inp_sram=t.inp_sram, wgt_sram=t.wgt_sram,
+                            inp_shared=shareable & once, n_inner=b.slots, inp_stationary=ins, wgt_stationary=ws,
+                            edges=edge_bits(t) != 0, uop_preload=b.pre > 0, tile_b=t.tile_b,
+                            reset_uops=t.reset["n_uops"], gemm_uops=t.gemm["n_uops"],
+                            n_lift=b.lift_loop[..., 0].prod(axis=1),
+                            epilogue_uops=np.full(t.n, len(templates.clip_epilogue(0)), dtype=np.int64))
 
     def _inp_shared(self, b: VtaBatch) -> tuple[np.ndarray, np.ndarray]:
         """(shareable, loaded once): the INP tile never changes and the threads split co, so one
