@@ -191,7 +191,10 @@ def test_a_sweep_on_two_nodes_records_what_one_node_records(tmp_path: Path, spac
     assert killed and len(rows) == 4 and all(r["status"] == "ok" for r in rows) and result.complete
     (tid, node), = killed
     again = [r for r in rows if r["trial_id"] == tid]  # the trial running there when it was killed
-    assert again[0]["retries"] == 1 and again[0]["node"] not in (node, head)
+    # Retried elsewhere -- unless the trial's result had reached the driver just before its node died
+    # (Tune still listed it RUNNING): then it finished on that node and needed no retry.
+    retried = again[0].get("retries", 0) == 1 and again[0]["node"] not in (node, head)
+    assert retried or (again[0].get("retries", 0) == 0 and again[0]["node"] == node)
     keys = [(r["hw"], r["layer"], r["index"]) for r in _lines(lost / "records.jsonl")]
     assert len(keys) == len(set(keys))  # nothing recorded twice
     assert _rows(lost / "records.jsonl") == reference
