@@ -21,6 +21,7 @@ from codesign.schedule import get_space
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import unsupported_reason
 from codesign.sweep.options import DEFAULT_SCHEDULES
+from codesign.tune.view import ENUMERATE_LIMIT
 from codesign.workloads import get_workload, parse_layer
 
 DESCRIPTION = """\
@@ -129,7 +130,16 @@ def _save_program(layer: Any, hw: Any, info: dict[str, Any], index: int | None, 
     return {"path": path, "index": index, "n_insns": program.n_insns}
 
 
-def _layer_summary(layer: Any, hw: Any, family: str = "autotvm") -> dict[str, Any]:
+def _valid_count(space: Any, exact: bool) -> tuple[int, bool]:
+    """(valid configs, estimated?): counted by listing a space up to `ENUMERATE_LIMIT` configs (or
+    when `exact`: --exhaustive lists them anyway), else the space's own sampler estimate (the vta
+    family of a large layer has billions of configs; listing its ~10^6 valid ones took tens of seconds)."""
+    if exact or space.size <= ENUMERATE_LIMIT or not hasattr(space, "valid_estimate"):
+        return int(space.n_valid), False
+    return int(round(space.valid_estimate())), True
+
+
+def _layer_summary(layer: Any, hw: Any, family: str = "autotvm", exact: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"layer": layer.name, "spec": layer.spec, "template": layer.template,
                            "schedules": family, "hw": hw.name, "macs": layer.macs}
     reason = layer.structural_reason(hw)
@@ -140,7 +150,8 @@ def _layer_summary(layer: Any, hw: Any, family: str = "autotvm") -> dict[str, An
             out["hint"] = hint
         return out
     space = get_space(layer, hw, family)
-    out.update(size=space.size, valid=space.n_valid, unsupported=unsupported_reason(layer, hw),
+    valid, estimated = _valid_count(space, exact)
+    out.update(size=space.size, valid=valid, valid_estimated=estimated, unsupported=unsupported_reason(layer, hw),
                knobs={k.name: [list(c) if k.kind == "sp" else c for c in k.candidates] for k in space.knobs})
     out["roofline"] = roofline(layer, hw).to_dict()
     return out
@@ -155,7 +166,9 @@ def _print_layer(info: dict[str, Any]) -> None:
             print(f"hint: {info['hint']}")
         return
     pct = 100.0 * info["valid"] / info["size"] if info["size"] else 0.0
-    print(f"size      {info['size']}   valid {info['valid']} ({pct:.1f}%)")
+    about = "about " if info.get("valid_estimated") else ""
+    how = ", estimated from a seeded sample (--exhaustive lists them)" if info.get("valid_estimated") else ""
+    print(f"size      {info['size']}   valid {about}{info['valid']} ({pct:.3g}%{how})")
     if info["unsupported"]:
         print(f"unsupported on VTA (runs on the CPU): {info['unsupported']}")
     print(f"knobs ({'AutoTVM ' if info['schedules'] == 'autotvm' else ''}define order; candidate position = index digit):")
@@ -181,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     if args.layer is not None:  # `--layer ""` is a bad layer, not "no layer"
         layer = parse_layer(args.layer)
-        info = _layer_summary(layer, hw, args.schedules)
+        info = _layer_summary(layer, hw, args.schedules, exact=args.exhaustive)
         if args.exhaustive and info["valid"]:
             info["best"] = _exhaustive(layer, hw, get_space(layer, hw, args.schedules), progress)
         elif args.exhaustive:
@@ -199,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     workload = get_workload(args.workload).for_hw(hw)
     rows = []
     for layer, count in workload.unique_layers():
-        info = _layer_summary(layer, hw, args.schedules)
+        info = _layer_summary(layer, hw, args.schedules, exact=args.exhaustive)
         info["count"] = count
         if args.exhaustive:
             info["best"] = (_exhaustive(layer, hw, get_space(layer, hw, args.schedules), progress)
@@ -210,13 +223,16 @@ def run(args: argparse.Namespace) -> int:
                           "schedules": args.schedules, "layers": rows}))
         return 0
     print(f"workload {workload.name} (batch {workload.batch}) on {hw.name}: {len(rows)} unique layers")
-    header = f"{'layer':<38} {'count':>5} {'size':>8} {'valid':>7}"
+    header = f"{'layer':<38} {'count':>5} {'size':>12} {'valid':>9}"
     header += f" {'roof ms':>9}"
     if args.exhaustive:
         header += f" {'best ms':>9} {'index':>8} {'%roof':>6}"
     print(header)
+    if any(info.get("valid_estimated") for info in rows):
+        print("(~: valid schedules estimated from a seeded sample of the space; --exhaustive lists them)")
     for info in rows:
-        line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>8} {info['valid']:>7}"
+        valid = f"~{info['valid']}" if info.get("valid_estimated") else str(info["valid"])  # ~: estimated
+        line = f"{info['layer']:<38} {info['count']:>5} {info['size']:>12} {valid:>9}"
         if "roofline" in info:
             line += f" {info['roofline']['bound_call_seconds'] * 1e3:>9.4f}"
         if args.exhaustive and info.get("best"):
