@@ -36,30 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def digits(small_cnn):
-    """The small CNN trained on scikit-learn's 8x8 digits (as tests/test_netrun_network.py)."""
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    x = (data.images / 16.0).astype(np.float32)[:, None]
-    y = data.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(x))
-    train, test = order[:1500], order[1500:]
-    torch.manual_seed(0)
-    net = small_cnn()
-    opt = torch.optim.Adam(net.parameters(), 1e-2)
-    net.train()
-    xtr, ytr = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for _ in range(2):
-        for i in range(0, len(train), 50):
-            loss = nn.functional.cross_entropy(net(xtr[i:i + 50]), ytr[i:i + 50])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    net.eval()
-    prep = whole.prepare(net, (torch.from_numpy(x[test[:BATCH]]),), "digits", HW, calibration=x[train[:256]])
+def digits(trained_digits):
+    """The trained small CNN (conftest `trained_digits`) placed on `HW`, calibrated on 256 training images."""
+    d = trained_digits
+    prep = whole.prepare(d["net"], (torch.from_numpy(d["x_test"][:BATCH]),), "digits", HW,
+                         calibration=d["x_train"][:256])
     assert any(s.placement == "vta" for s in prep.plan.steps)
-    return prep, x[test]
+    return prep, d["x_test"]
 
 
 @pytest.fixture(scope="module")

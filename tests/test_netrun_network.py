@@ -12,7 +12,6 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from codesign.board.client import BoardClient
 from codesign.board.local import local_board
@@ -28,30 +27,12 @@ BATCH = 16  # images per run: the exported graph's batch (a VTA layer's batch is
 
 
 @pytest.fixture(scope="module")
-def digits(small_cnn):
-    """The small CNN trained on 1,500 of scikit-learn's 1,797 8x8 digits; the other 297 held back."""
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    x = (data.images / 16.0).astype(np.float32)[:, None]
-    y = data.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(x))
-    train, test = order[:1500], order[1500:]
-    torch.manual_seed(0)
-    net = small_cnn()
-    opt = torch.optim.Adam(net.parameters(), 1e-2)
-    net.train()
-    xtr, ytr = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for _ in range(4):  # 4 epochs: ~98% held-back accuracy
-        for i in range(0, len(train), 50):
-            loss = nn.functional.cross_entropy(net(xtr[i:i + 50]), ytr[i:i + 50])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    net.eval()
-    example = (torch.from_numpy(x[test[:BATCH]]),)
-    prep = whole.prepare(net, example, "digits", HW, calibration=x[train[:512]])
-    return {"net": net, "prep": prep, "x": x[test], "y": y[test]}
+def digits(trained_digits):
+    """The trained small CNN (conftest `trained_digits`) placed on `HW`, calibrated on 512 training images."""
+    d = trained_digits
+    example = (torch.from_numpy(d["x_test"][:BATCH]),)
+    prep = whole.prepare(d["net"], example, "digits", HW, calibration=d["x_train"][:512])
+    return {"net": d["net"], "prep": prep, "x": d["x_test"], "y": d["y_test"]}
 
 
 def test_digits_cnn_end_to_end_on_the_simulator(digits):

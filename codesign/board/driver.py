@@ -162,6 +162,9 @@ def relocate(insns: np.ndarray, program: Program, phys: dict[str, int]) -> np.nd
     return out
 
 
+INSNS = "\0insns"  # the instruction buffer's key among a loaded program's buffers (no region has it)
+
+
 @dataclass
 class Resident:
     """A program kept in the board's contiguous buffers between runs (`VTADriver.load`): its
@@ -230,42 +233,19 @@ class VTADriver:
         if number < 1 or repeat < 1:
             raise BoardError(f"number={number}, repeat={repeat}: both must be >= 1")
         start = time.perf_counter()
-        api = self.api
-        bufs: dict[str, Any] = {}
+        res = self.load(program)
         try:
-            for r in program.regions:
-                buf = bufs[r.name] = api.allocate(r.nbytes)
-                if r.data is not None:
-                    buf[:r.nbytes] = r.data
-                else:
-                    buf[:] = 0
-            phys = {name: api.phys_addr(b) for name, b in bufs.items()}
-            insns = relocate(program.insns, program, phys)
-            code = np.frombuffer(isa.encode_insns(insns, program.hw), dtype=np.uint8)
-            ibuf = bufs["\0insns"] = api.allocate(code.size)
-            ibuf[:code.size] = code
-            insn_phys = api.phys_addr(ibuf)
-            if insn_phys % isa.INSN_BYTES:
-                raise BoardError(f"instruction buffer at {insn_phys:#x} is not {isa.INSN_BYTES}-byte aligned")
-            for buf in bufs.values():
-                if not api.coherent(buf):
-                    buf.flush()
             device: list[float] = []
             for _ in range(repeat):
                 total = 0.0
                 for _ in range(number):
-                    total += self.device_run(insn_phys, program.n_insns, timeout_s)
+                    total += self.device_run(res.insn_phys, program.n_insns, timeout_s)
                 device.append(total / number)
-            outputs = {}
-            for r in program.regions_with_role("output"):
-                buf = bufs[r.name]
-                if not api.coherent(buf):
-                    buf.invalidate()
-                outputs[r.name] = np.array(buf[:r.nbytes], dtype=np.uint8)
+            outputs = self._outputs(res)
+            phys = {name: self.api.phys_addr(b) for name, b in res.bufs.items() if name != INSNS}
         finally:
-            for buf in bufs.values():
-                api.free(buf)
-        return RunResult(outputs, device, time.perf_counter() - start, program.n_insns, dict(phys))
+            self.unload(res)
+        return RunResult(outputs, device, time.perf_counter() - start, program.n_insns, phys)
 
     def load(self, program: Program) -> Resident:
         api, bufs = self.api, {}
@@ -278,7 +258,7 @@ class VTADriver:
                     buf[:] = 0
             phys = {name: api.phys_addr(b) for name, b in bufs.items()}
             code = np.frombuffer(isa.encode_insns(relocate(program.insns, program, phys), program.hw), dtype=np.uint8)
-            ibuf = bufs["\0insns"] = api.allocate(code.size)
+            ibuf = bufs[INSNS] = api.allocate(code.size)
             ibuf[:code.size] = code
             insn_phys = api.phys_addr(ibuf)
             if insn_phys % isa.INSN_BYTES:
@@ -291,7 +271,6 @@ class VTADriver:
                 api.free(buf)
             raise
         return Resident(program, bufs, insn_phys, resident_bytes(program))
-
 
     def run_resident(self, res: Resident, inputs: dict[str, np.ndarray],
                       timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[dict[str, np.ndarray], float]:
@@ -310,14 +289,17 @@ class VTADriver:
             if not api.coherent(buf):
                 buf.flush()
         device_s = self.device_run(res.insn_phys, res.program.n_insns, timeout_s)
+        return self._outputs(res), device_s
+
+    def _outputs(self, res: Resident) -> dict[str, np.ndarray]:
+        """The output regions' bytes after a run (invalidated first where not coherent)."""
         outputs = {}
-        for r in outs:
+        for r in res.program.regions_with_role("output"):
             buf = res.bufs[r.name]
-            if not api.coherent(buf):
+            if not self.api.coherent(buf):
                 buf.invalidate()
             outputs[r.name] = np.array(buf[:r.nbytes], dtype=np.uint8)
-        return outputs, device_s
-
+        return outputs
 
     def unload(self, res: Resident) -> None:
         for buf in res.bufs.values():
