@@ -147,12 +147,29 @@ def check_pinnable(n_records: int, names: Sequence[str]) -> None:
             "or fit only the host terms with --profile NAME")
 
 
+def multistart(residuals: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.ndarray], lo: np.ndarray,
+               hi: np.ndarray, scale: np.ndarray) -> tuple[Any, int]:
+    """The lowest-cost bounded least-squares fit (trf, on parameters / `scale`) from each start ->
+    (scipy's result, function evaluations in all). Starts are clipped strictly inside the bounds
+    (least_squares requires it)."""
+    from scipy.optimize import least_squares
+
+    best, nfev = None, 0
+    for x0 in starts:
+        x0 = np.minimum(np.maximum(np.clip(x0, lo, hi), lo + 1e-9 * scale), hi - 1e-9 * scale)
+        res = least_squares(residuals, x0 / scale, bounds=(lo / scale, hi / scale), method="trf",
+                            diff_step=1e-3, x_scale=1.0, max_nfev=400)
+        nfev += int(res.nfev)
+        if best is None or res.cost < best.cost:
+            best = res
+    assert best is not None
+    return best, nfev
+
+
 def fit(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str] = FIT_PARAMS,
         starts: Sequence[TimingParams] | None = None) -> FitResult:
     """Least-squares fit of `names` (others fixed at `base`) on log-latency. Several starting
     points may be given; the best final cost wins."""
-    from scipy.optimize import least_squares
-
     names = _check_names(names)
     if not fcases:
         raise ConfigError("no usable records to fit")
@@ -177,22 +194,12 @@ def fit(fcases: Sequence[FitCase], base: TimingParams, names: Sequence[str] = FI
             r = np.concatenate([r, pr])
         return r
 
-    best = None
-    total_nfev = 0
     unique: list[TimingParams] = []
     for start in (starts or [base]):
         if start not in unique:
             unique.append(start)
-    for start in unique:
-        x0 = np.clip(np.array([getattr(start, n) for n in names]), lo, hi)
-        # Keep the start strictly inside the bounds (least_squares requires it).
-        x0 = np.minimum(np.maximum(x0, lo + 1e-9 * scale), hi - 1e-9 * scale)
-        res = least_squares(residuals, x0 / scale, bounds=(lo / scale, hi / scale), method="trf",
-                            diff_step=1e-3, x_scale=1.0, max_nfev=400)
-        total_nfev += int(res.nfev)
-        if best is None or res.cost < best.cost:
-            best = res
-    assert best is not None
+    best, total_nfev = multistart(residuals, [np.array([getattr(st, n) for n in names]) for st in unique],
+                                  lo, hi, scale)
     params = make(best.x)
     pred = predict_all(fcases, params)
     return FitResult(params=params, names=names, predicted=pred, cost=float(best.cost),

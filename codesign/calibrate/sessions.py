@@ -26,7 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from codesign.calibrate.fit import BOUNDS, DATA_SIGMA, FIT_PARAMS, PRIORS, FitCase, metrics, prepare
+from codesign.calibrate.fit import (
+    BOUNDS,
+    DATA_SIGMA,
+    FIT_PARAMS,
+    PRIORS,
+    FitCase,
+    metrics,
+    multistart,
+    prepare,
+)
 from codesign.calibrate.metrics import mape
 from codesign.calibrate.replay import load_cases
 from codesign.errors import ConfigError
@@ -99,7 +108,6 @@ def fit_grouped(fcases: Sequence[FitCase], sessions: Sequence[str], base: Timing
                 shared: Sequence[str] = FIT_PARAMS, session_terms: Sequence[str] = SESSION_TERMS,
                 starts: Sequence[TimingParams] | None = None) -> GroupedFit:
     """MAP fit on log-latency (as `fit.fit`): `shared` for every record, `session_terms` per session."""
-    from scipy.optimize import least_squares
 
     shared = tuple(n for n in shared if n not in session_terms)
     groups = sorted(set(sessions))
@@ -131,16 +139,9 @@ def fit_grouped(fcases: Sequence[FitCase], sessions: Sequence[str], base: Timing
         pr = [DATA_SIGMA * np.log(x[k] / med) / np.log(fac) for k, med, fac in prior_idx]
         return np.concatenate([r, pr]) if pr else r
 
-    best, nfev = None, 0
-    for start in (starts or [base]):
-        x0 = np.array([getattr(start, n) for n in shared] + [getattr(start, t) for _g in groups for t in session_terms])
-        x0 = np.minimum(np.maximum(np.clip(x0, lo, hi), lo + 1e-9 * scale), hi - 1e-9 * scale)
-        res = least_squares(residuals, x0 / scale, bounds=(lo / scale, hi / scale), method="trf",
-                            diff_step=1e-3, x_scale=1.0, max_nfev=400)
-        nfev += int(res.nfev)
-        if best is None or res.cost < best.cost:
-            best = res
-    assert best is not None
+    best, nfev = multistart(residuals, [np.array([getattr(st, n) for n in shared]
+                                                 + [getattr(st, t) for _g in groups for t in session_terms])
+                                        for st in (starts or [base])], lo, hi, scale)
     params, per = unpack(best.x)
     return GroupedFit(params, per, predict(best.x), float(best.cost), nfev)
 
