@@ -136,7 +136,7 @@ def vta_layer(layer, hw, exhaustive_max: int, budget: int, seed: int, learned: s
     space = get_space(layer, hw, "vta")
     t_config, t_best = exhaustive(layer, hw)  # the template optimum (AutoTVM family, exhaustive)
     # counted on an uncached copy: once the cached space is listed, every config mapped from it
-    # (the winner's simulation) comes from a table of all its valid schedules (families._enumerated),
+    # (the winner's simulation) comes from a table of all its valid schedules (schedule.vta.producer.listed),
     # >1 GB at 10^6 valid, which get_space keeps: a many-layer network ran out of memory
     valid = VtaSpace(layer, hw).n_valid
     c0 = time.process_time()

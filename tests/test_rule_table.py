@@ -14,9 +14,10 @@ from codesign.hw.config import HwConfig
 from codesign.mapping import table as shared
 from codesign.mapping.legality import violations
 from codesign.schedule import validity
-from codesign.schedule.families import _vta_mapping, conv_mapping, mapping_for
+from codesign.schedule.families import conv_mapping, mapping_for
 from codesign.schedule.space import get_space
 from codesign.schedule.templates import clip_epilogue
+from codesign.schedule.vta.producer import row_mapping
 from codesign.workloads.layers import parse_layer
 
 HW = HwConfig.resolve("pynq_1x16")
@@ -67,7 +68,7 @@ def test_vta_space_and_legality_agree(text: str) -> None:
         b = space.batch(np.array([idx], dtype=np.int64))
         if any(r.name in UNMODELLED and not r.ok[0] for r in space.rules(b)):
             continue
-        m = _vta_mapping.__wrapped__(space, idx, 8)  # the producer, without the space's validity check
+        m = row_mapping.__wrapped__(space, idx, 8)  # the producer, without the space's validity check
         assert _row(space.table(b), 0) == _row(shared.of_mapping(m), 0), idx
         mine = {name for name, _ in violations(m, HW)}
         verdict = _space_ok(space, b)
@@ -118,5 +119,5 @@ def test_rule_refused_with_the_same_message() -> None:
     rule = shared.uop_preload_fit(space.table(b), hw)
     at = np.flatnonzero(modelled & ~rule.ok)
     assert at.size, "no config breaking uop_preload_fit drawn"
-    m = _vta_mapping.__wrapped__(space, int(draws[at[0]]), 8)
+    m = row_mapping.__wrapped__(space, int(draws[at[0]]), 8)
     assert ("uop_preload_fit", rule.message(int(at[0]))) in violations(m, hw)

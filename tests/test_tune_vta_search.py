@@ -13,8 +13,9 @@ from codesign.evaluate.compiler import compile_layer
 from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.mapping.edges import edge_bits
-from codesign.schedule import edge_rules, families, get_space
+from codesign.schedule import edge_rules, get_space
 from codesign.schedule.knobs import Knob
+from codesign.schedule.vta import producer
 from codesign.schedule.vta_space import VtaSpace
 from codesign.tune import MeasureRecord, TableRunner, exhaustive_table, tune_layer
 from codesign.tune import auto as auto_mod
@@ -158,7 +159,7 @@ def test_edge_variants_are_built_once_per_tile_size_threads_and_fold(monkeypatch
     calls = []
     build = edge_rules.variants_at
     monkeypatch.setattr(edge_rules, "variants_at", lambda *a, **k: calls.append(1) or build(*a, **k))
-    families._vta_mapping.cache_clear()
+    producer.row_mapping.cache_clear()
     space.__dict__.pop("_edge_variants", None)
     space.__dict__.pop("_edge_table", None)
     for i in same:

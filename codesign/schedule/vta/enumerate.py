@@ -36,6 +36,11 @@ class EnumerateMixin:
             self._row_values = [tuple(int(self._values[j][p]) for j, p in enumerate(row)) for row in pos.tolist()]
         return self._table
 
+    def listed_within(self, limit: int) -> bool:
+        """Whether the valid configs are listed already (an exhaustive search did) and at most
+        `limit` of them (or tabulated: `valid_table`)."""
+        return hasattr(self, "_table") or (self._valid is not None and len(self._valid) <= limit)
+
     def valid_index_of(self, config: Config | dict | list | int) -> int | None:
         """`config.index` when `config` is a valid Config of this space (its knobs are those of
         the index), else None (then `as_config` + `why_invalid` decide). Tuners measure Configs
@@ -105,7 +110,15 @@ class EnumerateMixin:
 
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
-        return self._mask(idx)
+        return self._remembered(idx, self._mask(idx))
+
+    #: masks of up to this many configs remember their valid ones (a search's candidates; not a listing)
+    REMEMBER_MAX = 1 << 12
+
+    def _remembered(self, idx: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        if idx.shape[0] <= self.REMEMBER_MAX:
+            self.remember_valid(idx[ok].tolist())
+        return ok
 
     def _mask(self, idx: np.ndarray, edges: bool = True) -> np.ndarray:
         mask = np.ones(idx.shape[0], dtype=bool)
@@ -129,7 +142,7 @@ class EnumerateMixin:
         sel = np.flatnonzero(ok)
         if sel.size:
             ok[sel] = self._mask(idx[sel])
-        return ok
+        return self._remembered(idx, ok)
 
     def sample_support(self) -> tuple[np.ndarray, MappingBatch, np.ndarray, np.ndarray, np.ndarray]:
         """The configs `sample_valid` draws from: a superset of the valid ones, built without

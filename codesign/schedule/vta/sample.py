@@ -7,6 +7,7 @@ import numpy as np
 from codesign.mapping.batch import (
     take,
 )
+from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import (
     KERNEL_KNOBS,
     NESTS,
@@ -73,7 +74,53 @@ class SampleMixin:
                     out.append(i)
                     if len(out) >= n:
                         break
+        self.remember_valid(out)
         return np.asarray(out, dtype=np.int64)
+
+    #: valid indices a space remembers having proven (`remember_valid`); a bound on memory (~100 B
+    #: each), not a working set: a search measures 10^2-10^4 of them
+    PROVEN_MAX = 1 << 20
+
+    def remember_valid(self, indices: list[int]) -> None:
+        """Remember `indices` as valid: every rule was checked on them (the sampler's own mask), so
+        `why_invalid` need not check them again when a search measures them (most of a `vta`
+        evaluation's time was that second check)."""
+        proven: set[int] = self.__dict__.setdefault("_proven", set())
+        pending: list[int] = self.__dict__.setdefault("_pending", [])
+        if len(proven) + len(indices) > self.PROVEN_MAX:
+            proven.clear()
+            pending.clear()
+            self.__dict__.pop("_proven_table", None)
+        fresh = [i for i in indices if i not in proven]
+        proven.update(fresh)
+        pending += fresh
+
+    #: rows of one batch of proven configs (`proven_rows`): a search's sample, not a listing
+    PROVEN_BATCH = 1 << 12
+
+    def proven_rows(self, index: int) -> tuple[VtaBatch, int] | None:
+        """(batch, row) of a proven-valid `index` from one batch of the proven configs not yet in a
+        batch (a search's sample is built at once: a one-row batch costs about as much as one of a
+        hundred), or None when `index` was not proven."""
+        table = self.__dict__.get("_proven_table")
+        if table is not None and index in table[1]:
+            return table[0], table[1][index]
+        pending: list[int] = self.__dict__.get("_pending", [])
+        if index not in self.__dict__.get("_proven", ()):
+            return None
+        group = pending[-self.PROVEN_BATCH:] if index in pending[-self.PROVEN_BATCH:] else [index]
+        idx = np.asarray(group, dtype=np.int64)
+        table = (self.batch(idx), {i: r for r, i in enumerate(group)})
+        self.__dict__["_proven_table"] = table
+        taken = set(group)
+        pending[:] = [i for i in pending if i not in taken]
+        return table[0], table[1][index]
+
+    def proven_valid(self, index: int) -> bool:
+        """Whether `index` is known valid without checking a rule: sampled as valid, or listed."""
+        if index in self.__dict__.get("_proven", ()):
+            return True
+        return self._valid is not None and self._valid_row(index) is not None
 
     def sample_strata(self, n: int, rng: np.random.Generator, exclude: object = (), *,
                       max_draws: int = 1 << 18) -> np.ndarray:

@@ -13,6 +13,7 @@ from codesign.mapping.batch import (
     MappingBatch,
     dst_hazard,
 )
+from codesign.mapping.mapping import Mapping
 from codesign.schedule import edge_rules, templates
 from codesign.schedule.features import CONFIG_FEATURE_NAMES, config_features
 from codesign.schedule.indexed import KnobSpace
@@ -34,6 +35,7 @@ from codesign.schedule.vta.knobs import (
     TILE_KNOBS,
     VTHREADS,
 )
+from codesign.schedule.vta.producer import produce
 from codesign.schedule.vta.rules import RulesMixin
 from codesign.schedule.vta.sample import SampleMixin
 
@@ -140,6 +142,12 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         return self.batch(indices).t
 
+    def mapping(self, config: Config | dict[str, KnobValue], shift: int = 8) -> Mapping:
+        """The `Mapping` of `config` (`schedule.vta.producer`): the template's tile geometry with the
+        config's loop order, INP/WGT residency, loops inside the reduction (ACC slots), thread axis
+        and INP loads per tile. Invalid configs raise InvalidSchedule naming the rule."""
+        return produce(self, config, shift)
+
     def violations(self, config: Config | dict | list | int) -> list[tuple[str, str]]:
         """(rule name, message) of every rule `config` breaks."""
         cfg = self.as_config(config)
@@ -148,7 +156,7 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
     def why_invalid(self, config: Config | dict | list | int) -> str | None:
         """'<rule>: <message>' of the first rule `config` breaks, or None if it is valid."""
         cfg = self.as_config(config)
-        if self._valid is not None and self._valid_row(cfg.index) is not None:
+        if self.proven_valid(cfg.index):
             return None
         bad = self.violations(cfg)
         return f"{bad[0][0]}: {bad[0][1]}" if bad else None
