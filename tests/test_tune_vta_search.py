@@ -161,7 +161,7 @@ def test_edge_variants_are_built_once_per_tile_size_threads_and_fold(monkeypatch
     monkeypatch.setattr(edge_rules, "variants_at", lambda *a, **k: calls.append(1) or build(*a, **k))
     producer.row_mapping.cache_clear()
     space.__dict__.pop("_edge_variants", None)
-    space.__dict__.pop("_edge_table", None)
+    space.valid_table()[0].__dict__.pop("_edge_table", None)
     for i in same:
         config = space.get(i)
         prog = compile_layer(layer, config, hw)

@@ -153,8 +153,8 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     A variant is determined by its own tile sizes, threads and the config's micro-op fold
     (`edge_rules.VARIANT_KEY`; not by the loop order, the residency or the other axes' sizes), and
     many configs share it (an edge of one row, the full tile, ...): each is built once per space.
-    The first config of the space's valid table builds every variant its configs run in one
-    `MappingBatch` (an exhaustive walk of 10^5 configs needs a few ten thousand); the rows of an
+    The first config of a batch of many (the space's valid table, a search's sample) builds every
+    variant its configs run in one `MappingBatch` (an exhaustive walk of 10^5 configs needs a few ten thousand); the rows of an
     `EdgeTile` are read from it at first use."""
     bits = sum(1 << k for k, x in enumerate(last) if x >= 0)
     g = b.t.geo
@@ -174,12 +174,14 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     if missing:
         if len(cache) > _VARIANT_CACHE_MAX:
             cache.clear()
-        table = space.__dict__.get("_edge_table")
-        of_table = listed(space) and b is space.valid_table()[0]  # never enumerates for one config
-        if table is None and of_table:  # every variant of the valid table at once
+        # a batch of many configs (the valid table, a search's sample) builds every variant its
+        # configs run at once and keeps them on the batch; a one-config batch builds its own
+        of_table = b.t.n > 1
+        table = b.__dict__.get("_edge_table") if of_table else None
+        if table is None and of_table:
             vkeys, rows, vs = edge_rules.variant_keys(b)
             vb, split = edge_rules.variants_at(b, rows, vs)
-            table = space.__dict__["_edge_table"] = (vb, split, {k: i for i, k in enumerate(map(tuple, vkeys.tolist()))})
+            table = b.__dict__["_edge_table"] = (vb, split, {k: i for i, k in enumerate(map(tuple, vkeys.tolist()))})
         at = {v: table[2].get(keys[v]) for v in missing} if table is not None and of_table else {}
         for v, i in at.items():
             if i is not None:
