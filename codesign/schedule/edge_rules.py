@@ -28,7 +28,7 @@ import numpy as np
 from codesign.mapping.batch import FOLD_PAIRS, MAX_ITER, MappingBatch
 from codesign.mapping.edges import CI_BIT, EDGE_AXES, N_VARIANTS, edge_bits, edge_sizes, variant_sizes
 from codesign.schedule.knobs import Knob
-from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE
+from codesign.schedule.templates import template_of
 from codesign.schedule.validity import Rule
 from codesign.workloads.layers import Layer
 
@@ -55,7 +55,7 @@ def with_edges(knob: Knob, layer: Layer) -> Knob:
     """`knob` with the non-dividing sizes of its axis appended (module docstring); unchanged for
     axes without edge tiles (batch; transposed convs; co of grouped convs)."""
     axis = EDGE_KNOBS.get(knob.name)
-    if axis is None or layer.template == TRANSPOSE_TEMPLATE or (axis == "co" and layer.template == GROUP_TEMPLATE):
+    if axis not in template_of(layer).edge_axes:
         return knob
     n = max(f for _, f in knob.candidates)
     extra = tuple((-(-n // f), f) for f in sorted({-(-n // k) for k in range(1, n + 1)}) if n % f)

@@ -39,7 +39,15 @@ from codesign.mapping.batch import (
 from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule.knobs import Config, KnobValue, family_of
 from codesign.schedule.space import ScheduleSpace, get_space
-from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE, clip_epilogue
+from codesign.schedule.templates import (
+    CONV2D,
+    CONV2D_TRANSPOSE,
+    DENSE,
+    GROUP_CONV2D,
+    TEMPLATES,
+    Template,
+    clip_epilogue,
+)
 from codesign.schedule.validity import first_failure
 from codesign.workloads.layers import Layer
 
@@ -148,11 +156,11 @@ def vta_mapping(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
 
 
 Producer = Callable[..., Mapping]
-FAMILIES: dict[str, Producer] = {
-    "conv2d_packed.vta": conv_mapping,
-    "dense_packed.vta": conv_mapping,
-    GROUP_TEMPLATE: group_mapping,
-    TRANSPOSE_TEMPLATE: transpose_mapping,
+FAMILIES: dict[Template, Producer] = {
+    CONV2D: conv_mapping,
+    DENSE: conv_mapping,
+    GROUP_CONV2D: group_mapping,
+    CONV2D_TRANSPOSE: transpose_mapping,
 }
 
 
@@ -162,7 +170,8 @@ def mapping_for(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfi
     if family_of(config) == "vta":
         return vta_mapping(layer, config, hw, shift)
     template = getattr(layer, "template", None)
-    if template not in FAMILIES:
+    producer = FAMILIES.get(TEMPLATES.get(template))  # type: ignore[arg-type]
+    if producer is None:
         raise CodesignError(f"layer {getattr(layer, 'name', layer)!r}: template {template!r} is not "
-                            f"supported by the compiler (allowed: {', '.join(FAMILIES)})")
-    return FAMILIES[template](layer, config, hw, shift)
+                            f"supported by the compiler (allowed: {', '.join(t.name for t in FAMILIES)})")
+    return producer(layer, config, hw, shift)

@@ -14,6 +14,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
 from codesign.schedule.knobs import Config, Knob, KnobValue, index_of, positions_of
+from codesign.schedule.templates import template_of
 from codesign.workloads.layers import Layer, parse_layer
 
 
@@ -36,6 +37,7 @@ class KnobSpace:
         if reason is not None:
             raise ConfigError(f"layer {self.layer.name} has no VTA schedule space on {self.hw.name}: {reason}")
         self.template = self.layer.template
+        self.tmpl = template_of(self.layer)  # what the code decides by the template (`templates.Template`)
         self.knobs = self.make_knobs()
         self.knob_names = tuple(k.name for k in self.knobs)
         self.dims = tuple(len(k) for k in self.knobs)

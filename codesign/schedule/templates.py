@@ -22,8 +22,11 @@ Both templates define the same 7 knobs as conv2d_packed over the axes of their
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from codesign.errors import ConfigError
 from codesign.mapping.batch import GEMM_LOOPS, MappingBatch, transpose_uops
 from codesign.mapping.mapping import AluOp
 from codesign.schedule.validity import Rule
@@ -37,8 +40,43 @@ def clip_epilogue(shift: int) -> tuple[AluOp, ...]:
     return AluOp("shr", shift), AluOp("min", CLIP_MAX), AluOp("max", 0)
 
 
-GROUP_TEMPLATE = "group_conv2d_packed.vta"
-TRANSPOSE_TEMPLATE = "conv2d_transpose_packed.vta"
+@dataclass(frozen=True)
+class Template:
+    """One AutoTVM VTA template (docs/vta.md §7.5-7.6): its name as logs and records spell it, and
+    what the schedule code decides by it (instead of comparing names)."""
+
+    name: str
+    grouped: bool = False  # one group's conv: a co tile lies in one group, no co edge tiles
+    transposed: bool = False  # a stride-1 conv over the dilated input, the zero-skipping kernel
+    agent_trained: bool = False  # the shipped tuning agents were trained on its layers
+
+    @property
+    def edge_axes(self) -> tuple[str, ...]:
+        """Axes whose tile sizes may leave edge tiles (`edge_rules.with_edges`)."""
+        if self.transposed:
+            return ()
+        return ("h", "w", "ci") if self.grouped else ("h", "w", "co", "ci")
+
+
+CONV2D = Template("conv2d_packed.vta", agent_trained=True)
+DENSE = Template("dense_packed.vta", agent_trained=True)
+GROUP_CONV2D = Template("group_conv2d_packed.vta", grouped=True)
+CONV2D_TRANSPOSE = Template("conv2d_transpose_packed.vta", transposed=True)
+TEMPLATES: dict[str, Template] = {t.name: t for t in (CONV2D, DENSE, GROUP_CONV2D, CONV2D_TRANSPOSE)}
+GROUP_TEMPLATE = GROUP_CONV2D.name
+TRANSPOSE_TEMPLATE = CONV2D_TRANSPOSE.name
+
+
+def template_of(layer: Layer | str | None) -> Template:
+    """The `Template` of a layer (or of a template name); an unknown one is a ConfigError naming
+    the templates there are."""
+    name = layer if isinstance(layer, str) or layer is None else getattr(layer, "template", None)
+    t = TEMPLATES.get(name)  # type: ignore[arg-type]
+    if t is None:
+        raise ConfigError(f"template {name!r} is not supported (allowed: {', '.join(TEMPLATES)})")
+    return t
+
+
 def _hazard(uops: np.ndarray) -> bool:
     d = uops[:, 0]
     return bool(d.size > 1 and (np.any(d[1:] == d[:-1]) or (d.size > 2 and np.any(d[2:] == d[:-2]))))
@@ -47,7 +85,7 @@ def _hazard(uops: np.ndarray) -> bool:
 def adapt(layer: Layer, t: MappingBatch) -> MappingBatch:
     """Replace the GEMM fold of a transposed conv by its unfolded, zero-skipping kernel (uop
     count and dst hazard per config); other templates are returned unchanged."""
-    if layer.template != TRANSPOSE_TEMPLATE:
+    if not template_of(layer).transposed:
         return t
     keys = np.stack([t.tile_h, t.tile_w, t.tile_ci, t.tile_co], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -69,14 +107,15 @@ def rules(layer: Layer, t: MappingBatch) -> list[Rule]:
     """The template's own validity rules (after the conv2d rules of `validity.check`)."""
     out: list[Rule] = []
     n = t.n
-    if layer.template == GROUP_TEMPLATE:
+    tmpl = template_of(layer)
+    if tmpl.grouped:
         co_per_group = t.geo.co // layer.groups
         out.append(Rule("group_tile_co", np.broadcast_to(co_per_group % t.tile_co == 0, (n,)), lambda i: (
             f"group conv: a co tile of {t.tile_co[i]} blocks crosses a group boundary ({co_per_group} "
             f"output blocks per group; tile_co[1] must divide it)")))
         out.append(Rule("group_tile_b", np.broadcast_to(t.tile_b == 1, (n,)), lambda i: (
             f"group conv: tile_b[1]={t.tile_b[i]}, must be 1")))
-    elif layer.template == TRANSPOSE_TEMPLATE:
+    elif tmpl.transposed:
         s = layer.stride
         for axis, tile, tiles in (("h", t.tile_h, t.h_tiles), ("w", t.tile_w, t.w_tiles)):
             ok = np.broadcast_to((tile % s == 0) | (tiles == 1), (n,))

@@ -31,6 +31,7 @@ from codesign.hw.config import HwConfig
 from codesign.paths import SHIPPED_AGENT, SHIPPED_VTA_AGENT
 from codesign.schedule.knobs import Config
 from codesign.schedule.space import ScheduleSpace, get_space
+from codesign.schedule.templates import TEMPLATES, template_of
 from codesign.tune.exhaustive import ExhaustiveTuner
 from codesign.tune.measure import MeasureInput, MeasureResult, Runner
 from codesign.tune.records import MeasureRecord
@@ -44,7 +45,6 @@ from codesign.workloads.layers import Layer
 #: at seconds per measurement is far above it.
 DEFAULT_EXHAUSTIVE_S = 10.0
 PROBES = 3  # configs timed to estimate the cost of one measurement
-AGENT_TEMPLATES = ("conv2d_packed.vta", "dense_packed.vta")  # what the shipped agents were trained on
 SHIPPED_AGENTS = {"autotvm": SHIPPED_AGENT, "vta": SHIPPED_VTA_AGENT}  # per schedule family
 TEMPLATE_BATCH = 64  # configs per round of the template phase (exhaustive: no model between rounds)
 
@@ -59,7 +59,7 @@ def learned_tuner(space: ScheduleSpace, view: SpaceView, layer: Layer, hw: HwCon
     shipped = SHIPPED_AGENTS.get(view.family)
     refused = None
     if learned is None and agent is None and shipped is not None and shipped.exists() \
-            and getattr(layer, "template", None) in AGENT_TEMPLATES:
+            and getattr(layer, "template", None) in TEMPLATES and template_of(layer).agent_trained:
         tuner = make_tuner("bandit", space, seed, view=view, agent=str(shipped))
         tuner.set_task(layer, hw)  # an agent of another feature length: refused (one line)
         refused = getattr(tuner, "refused", None)

@@ -12,7 +12,7 @@ from codesign.mapping.batch import (
     MappingBatch,
     take,
 )
-from codesign.schedule import edge_rules, templates
+from codesign.schedule import edge_rules
 from codesign.schedule.knobs import Config
 from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import (
@@ -174,7 +174,7 @@ class EnumerateMixin:
             pos = np.concatenate(keep_pos) if keep_pos else np.zeros((0, len(self.dims)), dtype=np.int64)
             geo = self.batch(self.index_of(pos)).t  # the template's kernels (kernel knobs at 0)
             n_fold, n_lift = self.dims[names.index("uop_fold")], self.dims[names.index("uop_lift")]
-            transpose = self.template == templates.TRANSPOSE_TEMPLATE
+            transpose = self.tmpl.transposed
             live = geo.gemm["loops"][..., 0] > 1  # (g, GEMM loops) of the unlifted kernel
             pairs = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[:n_fold]
             fold_ok = live[:, pairs[:, 0]] & live[:, pairs[:, 1]]

@@ -26,7 +26,7 @@ from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
 from codesign.schedule.indexed import KnobSpace as VtaSpace  # the space's base: vta.space imports this module
 from codesign.schedule.knobs import Config, KnobValue
-from codesign.schedule.templates import GROUP_TEMPLATE, TRANSPOSE_TEMPLATE, clip_epilogue
+from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import LIFTS, ORDERS, PAIR_AXES, VTHREADS
 
@@ -122,10 +122,10 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         (geo.ci, tile.ci, g["ci_steps"])))
     if max(last) >= 0:  # tile sizes that do not divide: the edge tiles' variants (mapping.edges)
         m = replace(m, edges=_edges(space, b, r, g, last, geo.width))
-    if layer.template == GROUP_TEMPLATE:
+    if space.tmpl.grouped:
         m = replace(m, inp_channels=layer.in_channels // hw.block_in,
                     co_per_group=layer.out_channels // hw.block_out // layer.groups)
-    elif layer.template == TRANSPOSE_TEMPLATE:
+    elif space.tmpl.transposed:
         uops = transpose_uops(layer, tile.h, tile.w, tile.ci, tile.co)
         m = replace(m, gemm=Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64)))
     return m

@@ -72,7 +72,7 @@ class RulesMixin:
         # the same over the smallest tile any kernel knob gives the geometry (pad_skip's unpadded
         # whole planes, `apply_pad_skip`): the first pass of `valid_indices` runs with them at 0
         g = self._geo
-        whole = whole_plane_unpadded(t, self.template == templates.TRANSPOSE_TEMPLATE)
+        whole = whole_plane_unpadded(t, self.tmpl.transposed)
         low = np.where(whole, np.minimum(t.inp_sram, t.tile_b * t.tile_ci * g.height * g.width), t.inp_sram)
         add("sram_inp_bound", *_ok_msg(shared.sram(dataclasses.replace(tab, inp_sram=low, inp_shared=shareable),
                                                    self.hw, "inp")))
@@ -150,7 +150,7 @@ class RulesMixin:
         add("acc_resident_stationary", (b.acc == 0) | ((b.ws == 0) & (b.ins == 0)), lambda i: (
             "residency: loops inside the reduction load their operands per reduction step (wgt_stationary "
             "and inp_stationary must be 0)"))
-        grouped = self.template == templates.GROUP_TEMPLATE
+        grouped = self.tmpl.grouped
         co_in = b.inner[:, PAIR_AXES.index("co")]
         add("acc_resident_group", ~(grouped & (co_in | (b.ins == 1))), lambda i: (
             "residency: a grouped conv's input tile changes with the co tile's group, so it is not reused "
@@ -196,7 +196,7 @@ class RulesMixin:
         tile can serve them all; and it is input-stationary, so loaded once per thread
         (order_canonical keeps order 0): then it is shared (`Mapping.inp_shared`)."""
         shareable = ((b.vt == VTHREADS.index("co")) & (b.t.ci_steps == 1) & (b.extent["b"] == 1)
-                     & (b.extent["h"] == 1) & (b.extent["w"] == 1) & (self.template != templates.GROUP_TEMPLATE))
+                     & (b.extent["h"] == 1) & (b.extent["w"] == 1) & (not self.tmpl.grouped))
         return shareable, b.ins == 1
 
     @staticmethod

@@ -96,7 +96,7 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
             t = geometry
         lift, lift_loop, lift_ok = self._lift(t, v["uop_lift"])
         fold = v["uop_fold"]
-        transpose = self.template == templates.TRANSPOSE_TEMPLATE
+        transpose = self.tmpl.transposed
         fold_ok = apply_fold(t, fold) if not transpose else fold == 0
         ps = v["pad_skip"]
         ps_ok = (ps == 0) | apply_pad_skip(t, ps, fold, transpose)
@@ -115,7 +115,7 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
         lift_loop[..., 0] = 1
         lifted = lift > 0
         lift_ok = ~lifted
-        if not lifted.any() or self.template == templates.TRANSPOSE_TEMPLATE:  # its kernel is no loop nest
+        if not lifted.any() or self.tmpl.transposed:  # its kernel is no loop nest
             return lift, lift_loop, lift_ok
         loops = loops.copy()
         live = lifted.copy()

@@ -1,0 +1,67 @@
+"""The space owns its producer (`VtaSpace.mapping`) and knows which configs it proved valid; the
+templates are objects (`schedule.templates.Template`), not names compared across the code."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from codesign.errors import ConfigError, InvalidSchedule
+from codesign.evaluate.run import measure
+from codesign.hw.config import HwConfig
+from codesign.schedule import get_space
+from codesign.schedule.templates import CONV2D, CONV2D_TRANSPOSE, DENSE, GROUP_CONV2D, template_of
+from codesign.schedule.vta.space import VtaSpace
+from codesign.workloads import Conv2D, Dense, parse_layer
+
+HW = HwConfig.resolve("pynq_1x16")
+LAYER = Conv2D(1, 32, 7, 7, 48, 3, 3, 1, 1)  # 7x7: tiles of 2, 3, 4 leave edge tiles
+
+
+def _same(a: object, b: object) -> bool:
+    """Deep equality of mappings (dataclasses, tuples, numpy arrays)."""
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_a_sampled_config_is_mapped_without_a_second_check_and_as_a_fresh_space_maps_it(monkeypatch):
+    space = get_space(LAYER, HW, "vta")
+    idx = space.sample_valid(12, np.random.default_rng(3))
+    assert all(space.proven_valid(int(i)) for i in idx)
+    fresh = VtaSpace(LAYER, HW)  # proves nothing: checks every rule, maps from one-row batches
+    expected = [fresh.mapping(fresh.get(int(i))) for i in idx]
+
+    def no_check(*_a, **_k):
+        raise AssertionError("a proven config was checked again")
+
+    monkeypatch.setattr(space, "violations", no_check)
+    got = [space.mapping(space.get(int(i))) for i in idx]
+    assert all(_same(a, b) for a, b in zip(got, expected))
+    assert [measure(LAYER, space.get(int(i)), HW).cycles for i in idx[:3]] == \
+        [measure(LAYER, fresh.get(int(i)), HW).cycles for i in idx[:3]]
+
+
+def test_an_unproven_config_is_still_checked():
+    space = VtaSpace(LAYER, HW)
+    valid = set(space.sample_valid(64, np.random.default_rng(0)).tolist())
+    bad = next(i for i in range(space.size) if i not in valid and space.why_invalid(i) is not None)
+    assert not space.proven_valid(bad)
+    with pytest.raises(InvalidSchedule, match=space.why_invalid(bad).split(":")[0]):
+        space.mapping(space.get(bad))
+
+
+def test_every_layer_kind_has_its_template_object():
+    assert template_of(Conv2D(1, 16, 8, 8, 16, 3, 3, 1, 1)) is CONV2D
+    assert template_of(Dense(1, 64, 32)) is DENSE
+    assert template_of(parse_layer("conv2d:1,64,8,8,64,3,3,1,1,1,4")).grouped
+    assert template_of(CONV2D_TRANSPOSE.name).transposed and CONV2D_TRANSPOSE.edge_axes == ()
+    assert "co" not in GROUP_CONV2D.edge_axes and "co" in CONV2D.edge_axes
+    with pytest.raises(ConfigError, match="allowed: conv2d_packed.vta"):
+        template_of("nope.vta")
