@@ -251,3 +251,16 @@ def test_board_run_json_feeds_calibrate_cpu(board_addr, tmp_path, capsys) -> Non
     fit = json.loads(capsys.readouterr().out)
     params = fit["cpus"][res["cpu"]]
     assert set(params["gmacs"]) == {"spatial_pack/int8", "dense/int8"} and all(v > 0 for v in params["gmacs"].values())
+
+
+def test_serve_network_bytes_limits_what_a_board_server_loads(plain, bit) -> None:
+    """`codesign board serve --network-bytes N`: a bundle needing more is refused in one line that
+    names the flag, before anything loads; the server says its limit in `info`."""
+    prep, _x = plain
+    doc, arrays = bundle.build(prep, bit[1])
+    blob = fmt.to_bytes(doc, arrays)
+    with local_board("pynq_1x16", extra=["--network-bytes", "1000"]) as b, BoardClient(b.addr) as client:
+        assert client.info()["network_bytes"] == 1000
+        client.program(bit[0], bit[1], HW.name)
+        with pytest.raises(RemoteError, match="more than the 1000 bytes available; nothing was loaded .*--network-bytes"):
+            client.load_network(blob)

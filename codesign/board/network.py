@@ -120,7 +120,8 @@ class Network:
         need = self.resident_bytes
         if memory_bytes is not None and need > memory_bytes:
             raise ConfigError(f"{b.source}: the network needs {need} bytes of contiguous board memory, more than the "
-                              f"{memory_bytes} bytes available; nothing was loaded")
+                              f"{memory_bytes} bytes available; nothing was loaded (the limit: memory_bytes=, or "
+                              "codesign board serve --network-bytes on a board server)")
         self.timeout_s = timeout_s
         self.driver = driver or VTADriver(api or PynqApi.real())
         self._resident: dict[str, Resident] = {}

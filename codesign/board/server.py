@@ -105,6 +105,8 @@ def check_setup(opts: ServeOptions) -> None:
     if opts.cache_bytes < 0 or opts.max_payload < 1:
         raise BoardError(f"--cache-bytes {opts.cache_bytes} / --max-payload {opts.max_payload}: the cache "
                          "must be >= 0 bytes (0 keeps nothing), the payload limit >= 1 byte")
+    if opts.network_bytes < 1:
+        raise BoardError(f"--network-bytes {opts.network_bytes}: must be >= 1 byte")
     if opts.emulate:
         HwConfig.resolve(opts.emulate)
     elif importlib.util.find_spec("pynq") is None:
@@ -161,6 +163,7 @@ class BoardService:
                 "emulated_config": self.emulated_hw.name if self.emulated_hw else None,
                 "bitstream": self.loaded(), "codesign_version": __version__,
                 "max_payload": self.opts.max_payload, "cache_bytes": self.cache.limit_bytes,
+                "network_bytes": self.opts.network_bytes,
                 "functions": list(protocol.FUNCTIONS)}
 
     def program(self, bitstream: bytes, sha256: str, config: str) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from codesign.vta.program import Program
 
 DESCRIPTION = """\
 Run VTA programs on PYNQ boards. A board runs `codesign board serve`: apache-tvm's RPC server
-whose sessions expose only four functions (info, program a bitstream, run a program, and run
-one whose repeated parts -- inputs, weights -- the session already holds by sha256) -- no module
-upload, no other TVM function. Hosts talk to it with `codesign board info/run` and tune
+whose sessions expose only six functions (info, program a bitstream, run a program, run one
+whose repeated parts -- inputs, weights -- the session already holds by sha256, load a deployed
+network bundle, run it on one input) -- no module upload, no other TVM function. Hosts talk to it with `codesign board info/run` and tune
 on it with `codesign tune --board HOST:PORT` or `--tracker HOST:PORT --key KEY`.
 
 Without a board, `--emulate HW_CONFIG` serves an emulated PYNQ: the same driver, register
@@ -65,6 +65,10 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     s.add_argument("--cache-bytes", type=int, default=protocol.DEFAULT_CACHE_BYTES, metavar="BYTES",
                    help="bytes of sha256-verified program parts (inputs, weights) each session keeps so "
                         f"clients send them once (LRU; 0: keep none; default {protocol.DEFAULT_CACHE_BYTES})")
+    s.add_argument("--network-bytes", type=int, default=ServeOptions.network_bytes, metavar="BYTES",
+                   help="contiguous board memory one deployed network (codesign deploy -o NET.vtanet) may take: "
+                        "weights, programs and activations; a bigger bundle is refused before anything loads "
+                        f"(default {ServeOptions.network_bytes}; a PYNQ-Z1 has 512 MB of DDR shared with Linux)")
     s.add_argument("--state-dir", default="", help="where the loaded bitstream is remembered (default: a temp dir)")
     s.set_defaults(func=run_serve)
 
@@ -99,7 +103,7 @@ def run_serve(args: argparse.Namespace) -> int:
     opts = ServeOptions(host=args.host or "127.0.0.1", port=args.port,
                         port_end=args.port_end or args.port + 100, tracker=args.tracker, key=args.key,
                         board=args.board, emulate=args.emulate, max_payload=args.max_payload,
-                        cache_bytes=args.cache_bytes,
+                        cache_bytes=args.cache_bytes, network_bytes=args.network_bytes,
                         state_dir=args.state_dir, custom_addr=args.custom_addr)
     server = BoardServer(opts, host_given=args.host is not None)
     stop = threading.Event()
@@ -141,7 +145,8 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"board      {info['board']} ({info['fpga_part']}){'  EMULATED' if info['emulated'] else ''}")
     print(f"pynq       {info['pynq_version']}    codesign {info['codesign_version']}")
     print(f"bitstream  {bit.get('config') or 'none'}  sha256 {bit.get('sha256') or '-'}")
-    print(f"limits     max payload {info['max_payload']} bytes, cache {info.get('cache_bytes', 0)} bytes per session")
+    print(f"limits     max payload {info['max_payload']} bytes, cache {info.get('cache_bytes', 0)} bytes per session"
+          + (f", network {info['network_bytes']} bytes" if "network_bytes" in info else ""))
     return 0
 
 
