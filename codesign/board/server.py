@@ -125,7 +125,7 @@ class CacheMiss(BoardError):
 
 
 class BoardService:
-    """The four functions, as plain Python (the RPC layer only adds encoding and logging)."""
+    """The session functions, as plain Python (the RPC layer only adds encoding and logging)."""
 
     def __init__(self, opts: ServeOptions, api: PynqApi | None = None, port: int | None = None) -> None:
         self.opts = opts
