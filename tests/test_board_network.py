@@ -29,6 +29,7 @@ from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.netrun import bundle
 from codesign.netrun import network as whole
+from codesign.network.importer import load_model
 
 HW = HwConfig.resolve("pynq_1x16")
 BATCH = 16  # the exported graph's batch: enough rows for the residual block's convs to go to VTA
@@ -264,3 +265,17 @@ def test_serve_network_bytes_limits_what_a_board_server_loads(plain, bit) -> Non
         client.program(bit[0], bit[1], HW.name)
         with pytest.raises(RemoteError, match="more than the 1000 bytes available; nothing was loaded .*--network-bytes"):
             client.load_network(blob)
+
+
+def test_resnet18_bundle_over_rpc_equals_simulator(board, bit) -> None:
+    """The issue's second network: ResNet-18 (the zoo's, seeded weights, 224x224) deployed as one
+    bundle runs on the emulated board bit-exact with `codesign run --simulate`'s executor; only
+    the int8 input and the output cross the wire."""
+    module, inputs, name = load_model("resnet18")
+    prep = whole.prepare(module, inputs, name, HW)
+    x = inputs[0].numpy()
+    board.load_network(bundle.to_bytes(prep, bit[1]))
+    reply = board.infer(x)
+    assert all(np.array_equal(a, b) for a, b in zip(reply.outputs, simulated(prep, x)))
+    assert reply.sent_bytes <= x.size + 128  # the int8 input and a header
+    assert sum(s.placement == "vta" for s in prep.plan.steps) >= 20
