@@ -279,3 +279,24 @@ def test_resnet18_bundle_over_rpc_equals_simulator(board, bit) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(reply.outputs, simulated(prep, x)))
     assert reply.sent_bytes <= x.size + 128  # the int8 input and a header
     assert sum(s.placement == "vta" for s in prep.plan.steps) >= 20
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_attention_bundle_takes_its_weights_from_an_activation(bit, heads) -> None:
+    """Both attention matmuls on VTA (one head of 64: one call; four heads of 16: one grouped
+    conv): the second operand fills the program's weight region per inference (`weight_map`),
+    and the bundle runs bit-exact with the simulator."""
+    from test_place_matmul import SDPA, SelfAttention
+
+    module = SelfAttention(64, heads).eval()
+    x = torch.randn(1, 128, 64, generator=torch.Generator().manual_seed(heads))
+    prep = whole.prepare(module, (x,), "attn", HW)
+    assert prep.plan.step_of(SDPA).placement == "vta" and prep.plan.step_of(f"{SDPA}_scores").placement == "vta"
+    doc, _arrays = bundle.build(prep, bit[1])
+    assert sum(1 for s in doc["steps"] if (s.get("vta") or {}).get("weight")) == 2
+    net = Network(fmt.to_bytes(doc, _arrays), driver=VTADriver(PynqApi(EmulatedPynq(HW))), bitstream=(HW.name, bit[1]))
+    for seed in (0, 1):
+        xi = torch.randn(1, 128, 64, generator=torch.Generator().manual_seed(10 + seed)).numpy()
+        ys, _ = net.run(xi)
+        assert all(np.array_equal(a, b) for a, b in zip(ys, simulated(prep, xi)))
+    net.close()

@@ -29,8 +29,8 @@ from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_bytes
 
 FORMAT = "vtanet"
-SCHEMA = 1
-SCHEMAS = (1,)  # the schema versions this reader understands
+SCHEMA = 2  # 2: a VTA step may take its weight region from an activation (`weight`, `weight_map`)
+SCHEMAS = (1, 2)  # the schema versions this reader understands
 MANIFEST, DOCUMENT, ARRAYS = "manifest.json", "network.json", "arrays/"
 MAX_MEMBERS = 100_000  # a bundle of more members is not one this writer made
 

@@ -43,6 +43,8 @@ class VtaStep:
     output: str
     output_map: np.ndarray
     shape: tuple[int, ...]
+    weight: str | None = None  # a matmul of two activations: the tensor its weight region holds
+    weight_map: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ class Network:
                     out_shape = tuple(self.qnet.network.op(v["output"]).shape)
                     vta = VtaStep(_program(v, self.hw, b), v["input"], b.array(v["input_map"]), v.get("residual"),
                                   b.array(v["residual_map"]) if v.get("residual") else None, v["output"],
-                                  b.array(v["output_map"]), out_shape)
+                                  b.array(v["output_map"]), out_shape, v.get("weight"),
+                                  b.array(v["weight_map"]) if v.get("weight") else None)
                 steps.append(StepInfo(s["name"], s["unit"], tuple(s["ops"]), float(s["predicted_ms"]), vta))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{b.source}: network.json is not a network of schema {fmt.SCHEMA} "
@@ -179,6 +182,8 @@ class Network:
                 feed = {"data": _gather(env[v.input], v.input_map)}
                 if v.residual is not None:
                     feed["residual"] = _gather(env[v.residual], v.residual_map)
+                if v.weight is not None:
+                    feed["weight"] = _gather(env[v.weight], v.weight_map)
                 outs, dev = self.driver.run_resident(self._resident[s.name], feed, self.timeout_s)
                 env[v.output] = outs["output"].view(np.int8)[v.output_map].reshape(v.shape)
                 device[s.name] = dev * 1e3

@@ -152,10 +152,7 @@ def deployable(prep: whole.Prepared, info: dict) -> str | None:
         return "the board's bitstream is unknown (deploy HW first)"
     if isinstance(prep.example, tuple):
         return "the network takes several inputs"
-    if any(s.placement == "vta" and s.pool is None and prep.network.op(s.ops[0]).kind == "matmul"
-           for s in prep.plan.steps):
-        return "a matmul of two activations on VTA"
-    return None
+    return bundle.why_not(prep)
 
 
 def cpu_work(prep: whole.Prepared, op) -> dict | None:

@@ -28,9 +28,9 @@ from codesign.evaluate.fused import compile_fused
 from codesign.evaluate.pool import compile_pool
 from codesign.fileio import json_default_or_str
 from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input
-from codesign.network.layers import layer_of
+from codesign.network.layers import calls_of, layer_of
 from codesign.place import Step
-from codesign.place.transforms import Rewrite, pad_axis
+from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.vta.program import Program
 
 RUNTIME_REGIONS = ("data", "residual")  # regions written per inference; the others are constant
@@ -51,10 +51,11 @@ def gather_map(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...]) -
     return (acc - 1).astype(np.int32)
 
 
-def _program_doc(program: Program, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
+def _program_doc(program: Program, arrays: dict[str, np.ndarray], key: str,
+                 runtime_regions: tuple[str, ...] = RUNTIME_REGIONS) -> dict[str, Any]:
     regions = []
     for r in program.regions:
-        runtime = r.name in RUNTIME_REGIONS
+        runtime = r.name in runtime_regions
         data = None
         if r.data is not None and not runtime:
             arrays[f"{key}.{r.name}"] = r.data
@@ -69,9 +70,10 @@ def _program_doc(program: Program, arrays: dict[str, np.ndarray], key: str) -> d
 def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
     net, qnet, hw = prep.network, prep.qnet, prep.plan.hw
     gemm = net.op(step.ops[0])
-    if gemm.kind == "matmul" or gemm.kind not in GEMM_KINDS or step.layer is None or step.epilogue is None:
-        raise ConfigError(f"bundle: step {step.name} ({gemm.kind} on VTA) cannot be bundled yet (a matmul of two "
-                          "activations changes its weights per inference); run it with codesign run --board")
+    if gemm.kind not in GEMM_KINDS or step.layer is None or step.epilogue is None:
+        raise ConfigError(f"bundle: step {step.name} ({gemm.kind} on VTA) has no fused GEMM layer to bundle")
+    if gemm.kind == "matmul":
+        return _vta_matmul(prep, step, arrays, key)
     p = qnet.params[gemm.name]
     epi, layer = step.epilogue, step.layer
     bias = p.bias if epi.bias else None
@@ -101,6 +103,65 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
     arrays[f"{key}.output_map"] = gather_map(
         lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(out_op.shape), (nbytes,))
     doc["output_map"] = {"array": f"{key}.output_map"}
+    return doc
+
+
+def why_not(prep: Prepared) -> str | None:
+    """Why `prep` cannot be bundled, or None: a matmul of two activations made of several VTA
+    calls (one per entry; its weight region changes between calls inside one step)."""
+    for step in prep.plan.steps:
+        if step.placement != "vta" or step.pool is not None or prep.network.op(step.ops[0]).kind != "matmul":
+            continue
+        op = prep.network.op(step.ops[0])
+        rewrite = step.rewrite
+        if (rewrite is None or rewrite.kind != ENTRIES) and calls_of(op) > 1:
+            return f"a matmul of two activations on VTA in {calls_of(op)} calls ({step.name})"
+    return None
+
+
+def _vta_matmul(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any]:
+    """A matmul of two activations (`netrun.network._vta_matmul`): its second operand is the
+    program's weight region, written per inference like the input (`weight_map`). Bundled when the
+    step is one VTA call (one entry, or every entry as one grouped conv); per-entry calls are not."""
+    net, hw = prep.network, prep.plan.hw
+    op = net.op(step.ops[0])
+    dense = layer_of(net, op)[0]
+    rewrite = step.rewrite or Rewrite(step.transform, dense, step.layer, calls=calls_of(op))
+    shapes = [tuple(net.op(t).shape) if t in {o.name for o in net.ops} else tuple(dict(net.inputs)[t])
+              for t in op.inputs[:2]]
+    transpose_b = bool(op.attrs.get("transpose_b"))
+    a0, b0 = (np.zeros(s, np.int8) for s in shapes)
+    xs0, ws0 = matmul_entries(a0, b0, op.shape, transpose_b)
+    grouped = rewrite.kind == ENTRIES
+    if not grouped and calls_of(op) != 1:
+        raise ConfigError(f"bundle: step {step.name} (a matmul of {calls_of(op)} entries, one VTA call each) cannot "
+                          "be bundled yet; run it with codesign run --board")
+    bias = rounding_bias(int(step.epilogue.shift), dense.out_features) if step.epilogue.bias else None
+    layer = step.layer
+
+    def operands(xs: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x, w, _b, _r = rewrite.vta_operands(xs, ws, bias) if grouped else rewrite.vta_operands(xs[0], ws[0], bias)
+        return x, w
+
+    x, w = operands(xs0, ws0)
+    _, _, b, _ = rewrite.vta_operands(xs0, ws0, bias) if grouped else rewrite.vta_operands(xs0[0], ws0[0], bias)
+    config = prep.schedules[step.name].config
+    program = compile_fused(layer, config, hw, step.epilogue, x, w, b, None)
+    doc: dict[str, Any] = {"program": _program_doc(program, arrays, key, RUNTIME_REGIONS + ("weight",)),
+                           "input": op.inputs[0], "weight": op.inputs[1], "residual": None, "output": op.name,
+                           "layer": layer.spec, "rewrite": rewrite.describe(), "schedule": {
+                               "source": prep.schedules[step.name].source, "family": prep.schedules[step.name].family,
+                               "index": int(config.index)}}
+    arrays[f"{key}.input_map"] = gather_map(
+        lambda v: layer.pack_data(operands(*matmul_entries(v, b0, op.shape, transpose_b))[0], hw), shapes[0])
+    arrays[f"{key}.weight_map"] = gather_map(
+        lambda v: layer.pack_weight(operands(*matmul_entries(a0, v, op.shape, transpose_b))[1], hw), shapes[1])
+    nbytes = program.region("output").nbytes
+    arrays[f"{key}.output_map"] = gather_map(
+        lambda v: (rewrite.vta_output(layer.unpack_output(v, hw)) if grouped
+                   else rewrite.vta_output(layer.unpack_output(v, hw))[None]).reshape(op.shape), (nbytes,))
+    for part in ("input_map", "weight_map", "output_map"):
+        doc[part] = {"array": f"{key}.{part}"}
     return doc
 
 
