@@ -32,6 +32,12 @@ def _fused_s(config) -> float | None:  # noqa: ANN001
 def vta(monkeypatch):
     space = get_space(LAYER, HW, "vta")
     listed = VtaSpace.valid_indices
+    # the space is cached per process: another test may have listed it already (then the code uses
+    # the listing, legitimately); these tests start from a space nobody listed
+    monkeypatch.setattr(space, "_valid", None)
+    for name in ("_table", "_row_values"):
+        if name in space.__dict__:
+            monkeypatch.delattr(space, name)
 
     def refuse(self):  # noqa: ANN001, ANN202
         if self is space:

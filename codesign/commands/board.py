@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     s.add_argument("--network-bytes", type=int, default=ServeOptions.network_bytes, metavar="BYTES",
                    help="contiguous board memory one deployed network (codesign deploy -o NET.vtanet) may take: "
                         "weights, programs and activations; a bigger bundle is refused before anything loads "
-                        f"(default {ServeOptions.network_bytes}; a PYNQ-Z1 has 512 MB of DDR shared with Linux)")
+                        f"(default {ServeOptions.network_bytes}: PYNQ-Z1's default contiguous-memory pool)")
     s.add_argument("--state-dir", default="", help="where the loaded bitstream is remembered (default: a temp dir)")
     s.set_defaults(func=run_serve)
 
