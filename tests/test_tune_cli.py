@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -101,3 +102,17 @@ def test_hparam_overrides_the_tuner_dict_and_budget_replaces_trials(tmp_path, ca
     runs = [main(["tune", "--layer", SMALL, "--tuner", "random", flag, "3", "--json"]) for flag in ("--budget", "--trials")]
     outs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert runs == [0, 0] and [o["measurements"] for o in outs] == [3, 3]
+
+
+def test_workload_prints_the_whole_network_line(capsys):
+    """`tune --workload` ends with the network plan's latency under the tuned schedules (what a sweep
+    trial reports and `codesign run` runs), not the sum of the tuned layers."""
+    assert main(["tune", "--workload", "resnet18", "--hw", "pynq_4x8", "--tuner", "random", "--trials", "2",
+                 "--task-scheduler", "even"]) == 0
+    out = capsys.readouterr().out
+    assert "total offloaded latency" not in out
+    m = re.search(r"whole network \(its plan with these schedules\): ([\d.]+) ms per request "
+                  r"\(VTA ([\d.]+) ms \+ CPU ([\d.]+) ms; batch 4, pynq_4x8", out)
+    assert m is not None, out
+    total, vta, cpu = map(float, m.groups())
+    assert vta > 0 and abs(total - (vta + cpu)) <= 0.002 + 1e-9 * total
