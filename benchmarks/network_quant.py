@@ -1,10 +1,12 @@
 """Whole-network import and quantization benchmark (codesign.network, issue 20 §1-2).
 
-For each zoo network (seeded random weights: the zoo has architectures, not trained weights):
+For each zoo network, or torchvision model re-implemented in `benchmarks/tv_models.py` (named
+`tv:<name>`) (seeded random weights: the zoo has architectures, not trained weights):
 `import_network` time and op counts, PT2E calibration + `plan` time on `--calibration` random
 standard-normal images, the NumPy integer reference's seconds per image, and its agreement with
 the float module on `--eval` other random images: output SQNR, the lowest per-op SQNR (which op
-loses the most signal), max abs error relative to the largest output, and top-1 agreement with
+loses the most signal; and with an op observed after its ReLU compared after it, `op_sqnr`'s
+`after_relu`), max abs error relative to the largest output, and top-1 agreement with
 the number of distinct classes the float model chose — random weights often send every input to
 one class, and then agreement says nothing. Random weights and inputs make this a check of the
 integer arithmetic, not of a model's accuracy (tests/test_network.py trains one for that).
@@ -13,11 +15,16 @@ integer arithmetic, not of a model's accuracy (tests/test_network.py trains one 
 vision transformer trained here (seeded, ~10 s on one core) on scikit-learn's 8x8 digits (each
 image 8 tokens of 8 pixels: a token-embedding linear, a positional embedding, two pre-norm encoder
 blocks of two-head attention and a GELU MLP, a final LayerNorm, mean pool over the tokens, a
-linear classifier). On the held-back images (288 of 297: whole batches of 16) it prints the float model's accuracy, the integer
-reference's, their top-1 agreement, the output SQNR and every op's SQNR.
+linear classifier), and `DigitsCNN`, the residual CNN of tests/conftest.py's `small_cnn` trained
+as its `trained_digits` trains it (4 epochs). For each, on the held-back images (288 of 297: whole
+batches of 16), per tensor and per channel: the float model's accuracy, the integer reference's,
+their top-1 agreement, the output SQNR and every op's SQNR.
 
-Prints one JSON object. Usage: `python benchmarks/network_quant.py [--networks resnet18 ...]
-[--calibration 8] [--eval 4]` or `python benchmarks/network_quant.py --trained`.
+`--per-channel` quantizes conv / linear weights with per-output-channel power-of-two exponents
+(`codesign.network.quantize(..., per_channel=True)`) instead of per tensor; `--trained` reports both.
+
+Prints one JSON object. Usage: `python benchmarks/network_quant.py [--networks resnet18 tv:vit_b_16 ...]
+[--calibration 8] [--eval 4] [--per-channel]` or `python benchmarks/network_quant.py --trained`.
 """
 
 from __future__ import annotations
@@ -25,14 +32,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+TV_PREFIX = "tv:"
 DIGITS_TRAIN = 1500    # of scikit-learn's 1,797 digits; the other 297 are held back
 TRANSFORMER_EPOCHS = 20
 
@@ -66,6 +76,40 @@ class DigitsTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = self.blocks(self.embed(x.reshape(x.shape[0], 8, 8)) + self.pos)
         return self.head(self.ln(t).mean(1))
+
+
+class DigitsCNN(nn.Module):
+    """tests/conftest.py's `small_cnn`: conv-BN-ReLU stem, a residual block, max pool, average pool,
+    a dense classifier (kept equal to it: the benchmark cannot import the tests' conftest)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.c1, self.c2 = nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 3, 1, 1)
+        self.mp, self.ap = nn.MaxPool2d(2), nn.AvgPool2d(2)
+        self.fc = nn.Linear(16 * 2 * 2, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.stem(x)))
+        y = torch.relu(self.c2(torch.relu(self.c1(y))) + y)
+        return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
+
+
+def train_cnn(data: dict[str, np.ndarray], epochs: int = 4, seed: int = 0) -> nn.Module:
+    """`DigitsCNN` trained as conftest's `trained_digits` does (Adam lr 1e-2, batches of 50 in order)."""
+    torch.manual_seed(seed)
+    net = DigitsCNN()
+    opt = torch.optim.Adam(net.parameters(), 1e-2)
+    x, y = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
+    net.train()
+    with _one_thread():
+        for _ in range(epochs):
+            for i in range(0, len(x), 50):
+                loss = nn.functional.cross_entropy(net(x[i:i + 50]), y[i:i + 50])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    return net.eval()
 
 
 def digits() -> dict[str, np.ndarray]:
@@ -135,19 +179,36 @@ def judge(module: nn.Module, data: dict[str, np.ndarray], calibration: int = 512
             "lowest_sqnr_op": worst, "op_sqnr_db": {k: round(v, 2) for k, v in sqnr.items()}}
 
 
-def trained(epochs: int = TRANSFORMER_EPOCHS) -> dict[str, Any]:
+def trained() -> dict[str, Any]:
+    """Both trained models, each judged per tensor and per channel."""
     data = digits()
-    t0 = time.perf_counter()
-    module = train_transformer(data, epochs)
-    return {"model": "DigitsTransformer", "epochs": epochs, "train_s": round(time.perf_counter() - t0, 2),
-            "per_tensor": judge(module, data)}
+    rows = []
+    for name, train in (("DigitsTransformer", train_transformer), ("DigitsCNN", train_cnn)):
+        t0 = time.perf_counter()
+        module = train(data)
+        rows.append({"model": name, "train_s": round(time.perf_counter() - t0, 2), "per_tensor": judge(module, data),
+                     "per_channel": judge(module, data, per_channel=True)})
+    return {"trained": rows}
 
 
-def bench(name: str, n_cal: int, n_eval: int) -> dict:
-    from codesign.network import agreement, import_network, int_outputs, load_model, quantize
+def load(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
+    """A zoo network (seeded weights), or `tv:<name>` from benchmarks/tv_models.py."""
+    from codesign.network import load_model
+
+    if name.startswith(TV_PREFIX):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # tv_models next to this file
+        from tv_models import MODELS
+
+        module, inputs = MODELS[name[len(TV_PREFIX):]]()
+        return module.eval(), tuple(inputs), name
+    return load_model(name, seed=0)
+
+
+def bench(name: str, n_cal: int, n_eval: int, per_channel: bool = False) -> dict:
+    from codesign.network import agreement, import_network, int_outputs, quantize
     from codesign.network.reference import op_sqnr
 
-    module, inputs, key = load_model(name, seed=0)
+    module, inputs, key = load(name)
     t0 = time.perf_counter()
     net = import_network(module, inputs, key)
     t_import = time.perf_counter() - t0
@@ -155,7 +216,7 @@ def bench(name: str, n_cal: int, n_eval: int) -> dict:
     cal = np.random.default_rng(1).standard_normal((n_cal, *shape)).astype(np.float32)
     x = np.random.default_rng(2).standard_normal((n_eval, *shape)).astype(np.float32)
     t0 = time.perf_counter()
-    q = quantize(module, inputs, cal, key)
+    q = quantize(module, inputs, cal, key, per_channel=per_channel)
     t_quant = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = int_outputs(q, x)[0]
@@ -165,13 +226,17 @@ def bench(name: str, n_cal: int, n_eval: int) -> dict:
     a = agreement(ref, out)
     sqnr = op_sqnr(q, x)
     worst = min(sqnr, key=lambda k: sqnr[k])
+    consumed = op_sqnr(q, x, after_relu=True)
+    worst_consumed = min(consumed, key=lambda k: consumed[k])
     # How far apart the float top-2 logits are, in output LSBs: below ~1 LSB top-1 is a coin toss
     # (random weights without batch norm give near-constant logits, e.g. MobileNet).
     top2 = np.sort(ref, axis=1)[:, -2:]
     gap = float(np.median((top2[:, 1] - top2[:, 0]) / q.scale(q.network.outputs[0])))
-    return {"network": key, "ops": len(net.ops), "counts": net.counts(), "gmacs": round(net.macs / 1e9, 3),
+    return {"network": key, "weights": "per channel" if per_channel else "per tensor", "ops": len(net.ops), "counts": net.counts(), "gmacs": round(net.macs / 1e9, 3),
             "import_s": round(t_import, 2), "calibrate_s": round(t_quant, 2), "int_reference_s_per_image": round(t_int, 2),
             "output_sqnr_db": round(a["sqnr_db"], 2), "lowest_op_sqnr_db": round(sqnr[worst], 2), "lowest_sqnr_op": worst,
+            "lowest_op_sqnr_after_relu_db": round(consumed[worst_consumed], 2),
+            "lowest_sqnr_op_after_relu": worst_consumed,
             "top1_agreement": a.get("top1_agreement"), "distinct_float_classes": a.get("distinct_classes"),
             "top2_gap_lsb_median": round(gap, 2),
             "max_abs_error": a["max_abs_error"],
@@ -183,12 +248,14 @@ def main() -> None:
     ap.add_argument("--networks", nargs="+", default=["resnet18"])
     ap.add_argument("--calibration", type=int, default=8, help="calibration images")
     ap.add_argument("--eval", type=int, default=4, help="images compared with the float module")
+    ap.add_argument("--per-channel", action="store_true", help="per-output-channel weight exponents")
     ap.add_argument("--trained", action="store_true", help="judge the digits transformer trained here instead")
     args = ap.parse_args()
     if args.trained:
         print(json.dumps(trained(), indent=1))
         return
-    print(json.dumps({"networks": [bench(n, args.calibration, args.eval) for n in args.networks]}, indent=1))
+    print(json.dumps({"networks": [bench(n, args.calibration, args.eval, args.per_channel) for n in args.networks]},
+                     indent=1))
 
 
 if __name__ == "__main__":

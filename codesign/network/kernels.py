@@ -84,9 +84,20 @@ def wrap32(v: np.ndarray) -> np.ndarray:
     return np.rint(v).astype(np.int64).astype(np.int32)
 
 
-def requant(acc: np.ndarray, shift: int) -> np.ndarray:
-    """int32 >> shift (arithmetic), clipped to int8."""
-    return np.clip(acc.astype(np.int32) >> np.int32(shift), *INT8).astype(np.int8)
+def requant(acc: np.ndarray, shift: int | np.ndarray, axis: int = 1) -> np.ndarray:
+    """int32 >> shift (arithmetic), clipped to int8. `shift` is one amount, or one per output
+    channel (a vector along `axis` of `acc`: per-channel weight exponents)."""
+    return np.clip(acc.astype(np.int32) >> channel_shifts(shift, acc.ndim, axis), *INT8).astype(np.int8)
+
+
+def channel_shifts(shift: int | np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """`shift` as int32 broadcasting against an `ndim`-D tensor: a scalar, or a vector placed on `axis`."""
+    s = np.asarray(shift, dtype=np.int32)
+    if s.ndim == 0:
+        return s
+    shape = [1] * ndim
+    shape[axis] = s.size
+    return s.reshape(shape)
 
 
 def round_shift(v: np.ndarray, shift: int) -> np.ndarray:
@@ -99,21 +110,22 @@ def clip8(v: np.ndarray) -> np.ndarray:
     return np.clip(v, *INT8).astype(np.int8)
 
 
-def conv2d_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int, stride: Sequence[int] = (1, 1),
+def conv2d_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int | np.ndarray, stride: Sequence[int] = (1, 1),
                padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), groups: int = 1) -> np.ndarray:
-    """int8 conv: int32 accumulate (+ int32 bias), arithmetic >> shift, clip to int8."""
+    """int8 conv: int32 accumulate (+ int32 bias), arithmetic >> shift (one, or one per output
+    channel), clip to int8."""
     acc = wrap32(conv2d_sums(x, w, stride, padding, dilation, groups))
     if bias is not None:
         acc = acc + bias.astype(np.int32)[None, :, None, None]
     return requant(acc, shift)
 
 
-def linear_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int) -> np.ndarray:
+def linear_int(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, shift: int | np.ndarray) -> np.ndarray:
     acc = wrap32(x.astype(np.float64) @ w.astype(np.float64).T)
     if bias is not None:
         acc = acc + bias.astype(np.int32)
-    return requant(acc, shift)
+    return requant(acc, shift, axis=-1)
 
 
-__all__ = ["INT8", "out_size", "windows", "conv2d_sums", "conv_transpose2d_sums", "wrap32", "requant", "round_shift", "clip8", "conv2d_int",
-           "linear_int"]
+__all__ = ["INT8", "out_size", "windows", "conv2d_sums", "conv_transpose2d_sums", "wrap32", "requant", "channel_shifts",
+           "round_shift", "clip8", "conv2d_int", "linear_int"]

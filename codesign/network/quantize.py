@@ -143,13 +143,14 @@ def _amax(obs: Any) -> float:
 
 
 def quantize(module: Any, example_inputs: Any, calibration: np.ndarray | None = None,
-             name: str = "network") -> QuantizedNetwork:
-    """The integer network of `module`, calibrated on `calibration` (else the example inputs)."""
-    return prepare_and_calibrate(module, example_inputs, calibration, name)[1]
+             name: str = "network", per_channel: bool = False) -> QuantizedNetwork:
+    """The integer network of `module`, calibrated on `calibration` (else the example inputs);
+    `per_channel`: per-output-channel weight exponents for conv / linear (`quantized` module doc)."""
+    return prepare_and_calibrate(module, example_inputs, calibration, name, per_channel)[1]
 
 
 def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndarray | None = None,
-                          name: str = "network") -> tuple[Any, QuantizedNetwork]:
+                          name: str = "network", per_channel: bool = False) -> tuple[Any, QuantizedNetwork]:
     """(the calibrated PT2E model, its integer network). torchao's `convert_pt2e` turns the first
     into torch's own quantize/dequantize model with the same power-of-two scales (at the exported
     batch size: `calibration_batches`)."""
@@ -170,7 +171,7 @@ def prepare_and_calibrate(module: Any, example_inputs: Any, calibration: np.ndar
     observers: dict[str, Any] = {}
     net = walk(prepared, what, observers)
     amax = {k: _amax(v) for k, v in observers.items()}
-    return prepared, plan(net, {**amax, **unobserved_ranges(net, amax, batches)})
+    return prepared, plan(net, {**amax, **unobserved_ranges(net, amax, batches)}, per_channel)
 
 
 def unobserved_ranges(net: Any, amax: dict[str, float], batches: list[tuple]) -> dict[str, float]:

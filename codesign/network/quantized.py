@@ -22,13 +22,22 @@ Rules (f = fractional bits; f is the largest with max|x|·2^f <= 127):
   (sum·m + 2^15) >> 16 with m = round(2^16 / count) -- exact to 1/2^16 of the mean; VTA's ALU has
   no MUL in hardware, so these pools are CPU work (or need the functional simulator's MUL).
 - concat: the coarsest input f; finer inputs are shifted right with rounding.
+
+Per-output-channel weight exponents (`quantize(..., per_channel=True)`; per tensor stays the
+default): conv2d / linear / conv_transpose2d weights of output channel c at their own f_w,c =
+frac_bits(max |w_c|), never below the tensor's f_w (a zero channel keeps it) and capped so the
+shift stays <= 15; bias c at f_x + f_w,c; shift c = f_x + f_w,c - f_out (f_out as per tensor,
+so no other op's exponent changes). The int32 result of channel c is shifted by its own amount:
+on VTA an ALU SHR whose amount is a vector held in ACC (loaded like the bias), which the lowering
+(`codesign.lower`) does not emit yet -- so `QuantizedNetwork.fallback` keeps each such op's
+per-tensor parameters, and the ops of VTA steps run with them (`per_tensor`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -69,10 +78,20 @@ class QParams:
     weight_frac: int = 0
     bias: np.ndarray | None = None     # int32 at f_x + f_w, with the rounding offset 2^(shift-1)
     shift: int = 0                     # arithmetic right shift of the int32 result
+    # per-output-channel exponents (None: per tensor): weight_fracs[c] and shifts[c] replace
+    # weight_frac and shift for channel c (bias already at f_x + weight_fracs[c]); `shift` is then
+    # the largest, what a single-shift epilogue would be costed with
+    weight_fracs: np.ndarray | None = None
+    shifts: np.ndarray | None = None
     mul: int = 1                       # avg pools: sum·mul before the shift
     in_shifts: tuple[int, ...] = ()    # add: left shifts aligning inputs; concat: right shifts
     table: np.ndarray | None = None    # unary ops: the int8 output of each int8 input, indexed by q + 128
     extra: Mapping[str, int] = field(default_factory=dict)  # kind-specific integer constants
+
+    @property
+    def out_shift(self) -> int | np.ndarray:
+        """The requantizing shift: one amount, or one per output channel."""
+        return self.shift if self.shifts is None else self.shifts
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +99,17 @@ class QuantizedNetwork:
     network: Network
     frac: Mapping[str, int]            # tensor -> fractional bits (scale 2^-frac)
     params: Mapping[str, QParams] = field(default_factory=dict)
+    # per-channel ops -> their per-tensor parameters (same output exponent: swapping one changes
+    # no other op)
+    fallback: Mapping[str, QParams] = field(default_factory=dict)
+
+    def per_tensor(self, ops: Iterable[str]) -> QuantizedNetwork:
+        """This network with `ops` (those with per-channel exponents) back on per-tensor ones."""
+        swap = {name: self.fallback[name] for name in ops if name in self.fallback}
+        if not swap:
+            return self
+        return replace(self, params={**self.params, **swap},
+                       fallback={k: v for k, v in self.fallback.items() if k not in swap})
 
     def scale(self, tensor: str) -> float:
         return 2.0 ** -self.frac[tensor]
@@ -92,6 +122,8 @@ class QuantizedNetwork:
             out.append({"name": op.name, "kind": op.kind, "frac": self.frac[op.name], "shift": p.shift,
                         "mul": p.mul, "weight_frac": p.weight_frac if p.weight is not None else None,
                         "in_shifts": list(p.in_shifts)})
+            if p.shifts is not None:
+                out[-1].update(shifts=[int(s) for s in p.shifts], weight_fracs=[int(f) for f in p.weight_fracs])
         return out
 
 

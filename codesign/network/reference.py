@@ -124,11 +124,24 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray) -> float:
     return 10.0 * float(np.log10(max(float(np.sum(ref * ref)), 1e-300) / noise))
 
 
-def op_sqnr(qnet: QuantizedNetwork, inputs: Any) -> dict[str, float]:
+def op_sqnr(qnet: QuantizedNetwork, inputs: Any, after_relu: bool = False) -> dict[str, float]:
     """Per op, the SQNR (dB) of the integer network's dequantized output against the float
-    network's on the same `inputs`: where quantization loses signal, op by op."""
-    ints, floats = run_int(qnet, inputs), run_float(qnet.network, inputs)
-    return {op.name: sqnr_db(floats[op.name], dequantize(ints[op.name], qnet.frac[op.name])) for op in qnet.network.ops}
+    network's on the same `inputs`: where quantization loses signal, op by op.
+
+    `after_relu`: an op whose only consumer is a ReLU at its own exponent (a conv observed after
+    its ReLU, `qplan`) is compared after that ReLU, as the network consumes it. Its int8 output
+    clips negative values at the post-ReLU range, which the ReLU discards anyway: compared before
+    the ReLU, a conv whose float output is mostly negative scores low for no loss downstream."""
+    net = qnet.network
+    ints, floats = run_int(qnet, inputs), run_float(net, inputs)
+    out = {}
+    for op in net.ops:
+        ref, got = floats[op.name], dequantize(ints[op.name], qnet.frac[op.name])
+        users = net.consumers(op.name)
+        if after_relu and len(users) == 1 and users[0].kind == "relu" and qnet.frac[users[0].name] == qnet.frac[op.name]:
+            ref, got = np.maximum(ref, 0.0), np.maximum(got, 0.0)
+        out[op.name] = sqnr_db(ref, got)
+    return out
 
 
 def agreement(reference: np.ndarray, quantized: np.ndarray, labels: np.ndarray | None = None) -> dict[str, Any]:

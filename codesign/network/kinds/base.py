@@ -39,6 +39,7 @@ class QuantContext:
     net: Network
     amax: Mapping[str, float]
     frac: dict[str, int]
+    per_channel: bool = False  # GEMM weights get per-output-channel exponents (codesign.network.quantized)
 
     def fin(self, op: Op) -> list[int]:
         return [self.frac[t] for t in op.inputs]

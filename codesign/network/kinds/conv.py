@@ -149,7 +149,7 @@ def transpose_sums(op: Op, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
 def transpose_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray:
     """int32 accumulate of the transposed conv (wrapping), + int32 bias, >> shift, clip to int8."""
     acc = wrap32(transpose_sums(op, xs[0], p.weight)) + p.bias.astype(np.int32)[None, :, None, None]
-    return requant(acc, p.shift)
+    return requant(acc, p.out_shift)
 
 
 def transpose_shape(net: Network, op: Op, rows: int) -> ConvShape:

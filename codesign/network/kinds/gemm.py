@@ -15,7 +15,7 @@ from codesign.network.graph import Network, Op
 from codesign.network.kernels import conv2d_int, conv2d_sums, linear_int
 from codesign.network.kinds.base import GEMM, OpKind, QuantContext, register, register_builder
 from codesign.network.kinds.binary import build_channel_affine
-from codesign.network.quantized import INT32, MAX_SHIFT, QParams, quantize_array
+from codesign.network.quantized import INT32, MAX_SHIFT, QParams, frac_bits, quantize_array
 from codesign.workloads.layers import Dense
 
 FOLDS_BN = ("conv2d", "conv_transpose2d")  # kinds a batch norm after them folds into
@@ -119,14 +119,44 @@ def observed_frac(ctx: QuantContext, op: Op) -> int:
 
 def gemm_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
     """Weights int8 at f_w; bias int32 at f_x + f_w (+ the rounding offset 2^(shift-1)); shift =
-    f_x + f_w - f_out kept in [0, 15] (f_out lowered to f_x + f_w, f_w lowered past 15)."""
+    f_x + f_w - f_out kept in [0, 15] (f_out lowered to f_x + f_w, f_w lowered past 15). With
+    `ctx.per_channel`, each output channel's weights at their own exponent (`channel_quant`)."""
     fx = ctx.frac[op.inputs[0]]
     fw = ctx.weight_frac(op)
     fout = min(observed_frac(ctx, op), fx + fw)
     fw = min(fw, fout + MAX_SHIFT - fx)
     shift = fx + fw - fout
     bias = np.rint(op.bias.astype(np.float64) * 2.0 ** (fx + fw)) + (1 << shift - 1 if shift else 0)
-    return fout, QParams(quantize_array(op.weight, fw), fw, np.clip(bias, *INT32).astype(np.int32), shift)
+    tensor = QParams(quantize_array(op.weight, fw), fw, np.clip(bias, *INT32).astype(np.int32), shift)
+    if not ctx.per_channel:
+        return fout, tensor
+    return fout, channel_quant(op, fx, fw, fout, tensor)
+
+
+def out_axis(op: Op) -> int:
+    """The weight's output-channel axis: 0 of OIHW / (out, in), 1 of a transposed conv's IOHW."""
+    return 1 if op.kind == "conv_transpose2d" else 0
+
+
+def channel_quant(op: Op, fx: int, fw: int, fout: int, tensor: QParams) -> QParams:
+    """Per-output-channel exponents: f_w,c = frac_bits(max |w_c|) kept in [f_w, f_out + 15 - f_x]
+    (the tensor's f_w already fits every channel; a larger one only refines a channel whose range
+    is smaller), bias c at f_x + f_w,c with its rounding offset, shift c = f_x + f_w,c - f_out.
+    The per-tensor parameters when every channel lands on f_w (nothing gained)."""
+    axis = out_axis(op)
+    w = np.moveaxis(op.weight.astype(np.float64), axis, 0)
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1) if w.size else np.zeros(w.shape[0])
+    fwc = np.array([frac_bits(a) if a > 0 else fw for a in amax], np.int64)
+    fwc = np.clip(fwc, fw, fout + MAX_SHIFT - fx)
+    if np.all(fwc == fw):
+        return tensor
+    shifts = fx + fwc - fout
+    scale = 2.0 ** fwc.astype(np.float64)
+    q = np.clip(np.rint(w * scale.reshape((-1,) + (1,) * (w.ndim - 1))), -128, 127).astype(np.int8)
+    bias = np.rint(op.bias.astype(np.float64) * 2.0 ** (fx + fwc)) + np.where(shifts > 0, 2.0 ** (shifts - 1), 0)
+    return replace(tensor, weight=np.ascontiguousarray(np.moveaxis(q, 0, axis)),
+                   bias=np.clip(bias, *INT32).astype(np.int32), shift=int(shifts.max()),
+                   weight_fracs=fwc.astype(np.int32), shifts=shifts.astype(np.int32))
 
 
 def conv_shape(net: Network, op: Op, rows: int) -> ConvShape:
@@ -147,7 +177,8 @@ register(OpKind(
     "conv2d", "convolution with bias (batch norm folded in): stride, padding, dilation, groups",
     # convolution and conv1d listed for PT2E's annotation; their builder is kinds.conv's
     ("conv2d", "convolution", "conv1d", "conv3d"), None,
-    int_ref=lambda op, p, xs, f: conv2d_int(xs[0], p.weight, p.bias, p.shift, op.attrs["stride"], op.attrs["padding"],
+    int_ref=lambda op, p, xs, f: conv2d_int(xs[0], p.weight, p.bias, p.out_shift, op.attrs["stride"],
+                                            op.attrs["padding"],
                                             op.attrs["dilation"], op.attrs["groups"]),
     float_ref=lambda op, xs: conv2d_sums(xs[0], op.weight, op.attrs["stride"], op.attrs["padding"], op.attrs["dilation"],
                                          op.attrs["groups"]) + op.bias.astype(np.float64)[None, :, None, None],
@@ -157,7 +188,7 @@ register(OpKind(
 register(OpKind(
     "linear", "fully connected y = x W^T + b (any leading dims: every position is a row)",
     ("linear",), build_linear,
-    int_ref=lambda op, p, xs, f: linear_int(xs[0], p.weight, p.bias, p.shift),
+    int_ref=lambda op, p, xs, f: linear_int(xs[0], p.weight, p.bias, p.out_shift),
     float_ref=lambda op, xs: xs[0] @ op.weight.astype(np.float64).T + op.bias.astype(np.float64),
     label="fully connected", quant=gemm_quant, observe=True, weight_arg=1,
     cpu=lambda net, op, rows, read, write: linear_dense(net, op, rows), vta=GEMM))
@@ -166,4 +197,5 @@ register_builder(("conv2d",), build_conv)
 # batch norm after a conv makes no op of its own: folded into the conv (its build edits that conv)
 register_builder(("batch_norm", "_native_batch_norm_legit_no_training"), build_batch_norm)
 
-__all__ = ["FOLDS_BN", "build_batch_norm", "conv_shape", "gemm_quant", "linear_dense", "observed_frac", "zeros_bias"]
+__all__ = ["FOLDS_BN", "build_batch_norm", "channel_quant", "conv_shape", "gemm_quant", "linear_dense", "observed_frac",
+           "out_axis", "zeros_bias"]
