@@ -79,8 +79,8 @@ class DigitsTransformer(nn.Module):
 
 
 class DigitsCNN(nn.Module):
-    """tests/conftest.py's `small_cnn`: conv-BN-ReLU stem, a residual block, max pool, average pool,
-    a dense classifier (kept equal to it: the benchmark cannot import the tests' conftest)."""
+    """A small CNN: conv-BN-ReLU stem, a residual block, max pool, average pool, a dense classifier
+    (the tests' `small_cnn` and `trained_digits` are this model)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -96,16 +96,25 @@ class DigitsCNN(nn.Module):
 
 
 def train_cnn(data: dict[str, np.ndarray], epochs: int = 4, seed: int = 0) -> nn.Module:
-    """`DigitsCNN` trained as conftest's `trained_digits` does (Adam lr 1e-2, batches of 50 in order)."""
+    """`DigitsCNN` trained as the tests' `trained_digits` (Adam lr 1e-2, batches of 50 in order)."""
+    return _fit(DigitsCNN, data, 1e-2, epochs, seed, shuffle=False)
+
+
+def _fit(make: type[nn.Module], data: dict[str, np.ndarray], lr: float, epochs: int, seed: int,
+         shuffle: bool) -> nn.Module:
+    """`make()` seeded with `seed`, trained with Adam at `lr` on batches of 50 (in order, or in a
+    fresh permutation each epoch), in eval mode."""
     torch.manual_seed(seed)
-    net = DigitsCNN()
-    opt = torch.optim.Adam(net.parameters(), 1e-2)
+    net = make()
+    opt = torch.optim.Adam(net.parameters(), lr)
     x, y = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
     net.train()
     with _one_thread():
         for _ in range(epochs):
+            order = torch.randperm(len(x)) if shuffle else torch.arange(len(x))
             for i in range(0, len(x), 50):
-                loss = nn.functional.cross_entropy(net(x[i:i + 50]), y[i:i + 50])
+                batch = order[i:i + 50]
+                loss = nn.functional.cross_entropy(net(x[batch]), y[batch])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -139,21 +148,7 @@ def _one_thread() -> Iterator[None]:
 
 def train_transformer(data: dict[str, np.ndarray], epochs: int = TRANSFORMER_EPOCHS, seed: int = 0) -> nn.Module:
     """`DigitsTransformer` trained with Adam (lr 3e-3, batches of 50, shuffled per epoch), in eval mode."""
-    torch.manual_seed(seed)
-    net = DigitsTransformer()
-    opt = torch.optim.Adam(net.parameters(), 3e-3)
-    x, y = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
-    net.train()
-    with _one_thread():
-        for _ in range(epochs):
-            order = torch.randperm(len(x))
-            for i in range(0, len(x), 50):
-                batch = order[i:i + 50]
-                loss = nn.functional.cross_entropy(net(x[batch]), y[batch])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-    return net.eval()
+    return _fit(DigitsTransformer, data, 3e-3, epochs, seed, shuffle=True)
 
 
 def judge(module: nn.Module, data: dict[str, np.ndarray], calibration: int = 512, batch: int = 16,

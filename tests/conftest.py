@@ -142,32 +142,13 @@ def resnet18_schedule_sample():
 
 
 @pytest.fixture(scope="session")
-def trained_digits(small_cnn):
-    """The small CNN trained for 4 epochs (~98% held-back accuracy) on 1,500 of scikit-learn's
-    1,797 8x8 digits -> {"net", "x_train", "x_test", "y_test"} (the other 297 held back)."""
-    import numpy as np
-    import torch
-    from sklearn.datasets import load_digits
-    from torch import nn
-
-    data = load_digits()
-    x = (data.images / 16.0).astype(np.float32)[:, None]
-    y = data.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(x))
-    train, test = order[:1500], order[1500:]
-    torch.manual_seed(0)
-    net = small_cnn()
-    opt = torch.optim.Adam(net.parameters(), 1e-2)
-    net.train()
-    xtr, ytr = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for _ in range(4):
-        for i in range(0, len(train), 50):
-            loss = nn.functional.cross_entropy(net(xtr[i:i + 50]), ytr[i:i + 50])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    net.eval()
-    return {"net": net, "x_train": x[train], "x_test": x[test], "y_test": y[test]}
+def trained_digits(bench_module):
+    """benchmarks/network_quant.py's `DigitsCNN` trained for 4 epochs (~98% held-back accuracy) on
+    1,500 of scikit-learn's 1,797 8x8 digits -> {"net", "x_train", "y_train", "x_test", "y_test"}
+    (the other 297 held back)."""
+    bench = bench_module("network_quant")
+    data = bench.digits()
+    return {"net": bench.train_cnn(data), **data}
 
 
 @pytest.fixture(scope="session")
@@ -182,28 +163,11 @@ def trained_transformer(bench_module):
 
 
 @pytest.fixture(scope="session")
-def small_cnn():
-    """The class of a small CNN: a conv-BN-ReLU stem, a residual block, max pool, average pool and a
-    dense classifier (the whole-network tests train it on 8x8 digits)."""
-    import torch
-    from torch import nn
-
-    class SmallCNN(nn.Module):
-        """conv-BN-ReLU stem, a residual block, max pool, average pool and a dense classifier."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
-            self.c1, self.c2 = nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 3, 1, 1)
-            self.mp, self.ap = nn.MaxPool2d(2), nn.AvgPool2d(2)
-            self.fc = nn.Linear(16 * 2 * 2, 10)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = torch.relu(self.bn(self.stem(x)))
-            y = torch.relu(self.c2(torch.relu(self.c1(y))) + y)
-            return self.fc(torch.flatten(self.ap(self.mp(y)), 1))
-
-    return SmallCNN
+def small_cnn(bench_module):
+    """The class of a small CNN (benchmarks/network_quant.py's `DigitsCNN`): a conv-BN-ReLU stem, a
+    residual block, max pool, average pool and a dense classifier (the whole-network tests train it
+    on 8x8 digits)."""
+    return bench_module("network_quant").DigitsCNN
 
 
 @pytest.fixture()
