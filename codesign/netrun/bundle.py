@@ -28,6 +28,7 @@ from codesign.evaluate.fused import compile_fused
 from codesign.evaluate.pool import compile_pool
 from codesign.fileio import json_default_or_str
 from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input
+from codesign.network.graph import Network
 from codesign.network.layers import calls_of, layer_of
 from codesign.place import Step
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
@@ -49,6 +50,11 @@ def gather_map(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...]) -
         y = np.ascontiguousarray(np.asarray(fn(digit), dtype=np.int8)).reshape(-1).view(np.uint8).astype(np.int64)
         acc = y << (8 * k) if acc is None else acc | (y << (8 * k))
     return (acc - 1).astype(np.int32)
+
+
+def _shape(net: Network, tensor: str) -> tuple[int, ...]:
+    """The shape of `tensor`: an op's output or a network input."""
+    return tuple(dict(net.inputs)[tensor]) if tensor in dict(net.inputs) else tuple(net.op(tensor).shape)
 
 
 def _program_doc(program: Program, arrays: dict[str, np.ndarray], key: str,
@@ -79,8 +85,7 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
     bias = p.bias if epi.bias else None
     res_name = step.residual or _residual_input(net, step)
     rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
-    in_shape = tuple(net.op(gemm.inputs[0]).shape) if gemm.inputs[0] in {o.name for o in net.ops} else \
-        tuple(dict(net.inputs)[gemm.inputs[0]])
+    in_shape = _shape(net, gemm.inputs[0])
     out_op = net.op(step.ops[-1])
     res0 = np.zeros(out_op.shape, np.int8) if res_name is not None else None
     x, w, b, r = rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, res0)
@@ -127,8 +132,7 @@ def _vta_matmul(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: 
     op = net.op(step.ops[0])
     dense = layer_of(net, op)[0]
     rewrite = step.rewrite or Rewrite(step.transform, dense, step.layer, calls=calls_of(op))
-    shapes = [tuple(net.op(t).shape) if t in {o.name for o in net.ops} else tuple(dict(net.inputs)[t])
-              for t in op.inputs[:2]]
+    shapes = [_shape(net, t) for t in op.inputs[:2]]
     transpose_b = bool(op.attrs.get("transpose_b"))
     a0, b0 = (np.zeros(s, np.int8) for s in shapes)
     xs0, ws0 = matmul_entries(a0, b0, op.shape, transpose_b)
@@ -139,12 +143,11 @@ def _vta_matmul(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: 
     bias = rounding_bias(int(step.epilogue.shift), dense.out_features) if step.epilogue.bias else None
     layer = step.layer
 
-    def operands(xs: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x, w, _b, _r = rewrite.vta_operands(xs, ws, bias) if grouped else rewrite.vta_operands(xs[0], ws[0], bias)
-        return x, w
+    def operands(xs: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(x, w, bias) of the one VTA call: every entry as a grouped conv, or the only entry."""
+        return (rewrite.vta_operands(xs, ws, bias) if grouped else rewrite.vta_operands(xs[0], ws[0], bias))[:3]
 
-    x, w = operands(xs0, ws0)
-    _, _, b, _ = rewrite.vta_operands(xs0, ws0, bias) if grouped else rewrite.vta_operands(xs0[0], ws0[0], bias)
+    x, w, b = operands(xs0, ws0)
     config = prep.schedules[step.name].config
     program = compile_fused(layer, config, hw, step.epilogue, x, w, b, None)
     doc: dict[str, Any] = {"program": _program_doc(program, arrays, key, RUNTIME_REGIONS + ("weight",)),
@@ -158,8 +161,7 @@ def _vta_matmul(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: 
         lambda v: layer.pack_weight(operands(*matmul_entries(a0, v, op.shape, transpose_b))[1], hw), shapes[1])
     nbytes = program.region("output").nbytes
     arrays[f"{key}.output_map"] = gather_map(
-        lambda v: (rewrite.vta_output(layer.unpack_output(v, hw)) if grouped
-                   else rewrite.vta_output(layer.unpack_output(v, hw))[None]).reshape(op.shape), (nbytes,))
+        lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(op.shape), (nbytes,))
     for part in ("input_map", "weight_map", "output_map"):
         doc[part] = {"array": f"{key}.{part}"}
     return doc
@@ -169,7 +171,7 @@ def _vta_pool(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
     net, hw, pool = prep.network, prep.plan.hw, step.pool
     op = net.op(step.ops[0])
     src = op.inputs[0]
-    in_shape = tuple(net.op(src).shape) if src in {o.name for o in net.ops} else tuple(dict(net.inputs)[src])
+    in_shape = _shape(net, src)
     program = compile_pool(pool, hw, None)
     n, c = op.shape[:2]
     arrays[f"{key}.input_map"] = gather_map(
