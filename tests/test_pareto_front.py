@@ -130,14 +130,14 @@ def test_reference_point_rule_and_stock_comparison():
     default = stock_comparison(front, stock)  # at verified clocks (100 MHz on the PYNQ-Z1)
     for s in stock:
         sv = (s["latency_ms"], s["area"], s["power_w"])
-        expect = [p["config"] for p in front.points
-                  if dominates((p["latency_ms"], p["area"], p["power_w"]), sv)]
+        expect = [p.config for p in front.points
+                  if dominates((p.latency_ms, p.area, p.power_w), sv)]
         assert expect  # the synthetic front beats both stock configs
-        assert sorted(cmp[s["config"]]["dominated_by"]) == sorted(expect)
+        assert sorted(cmp[s["config"]].dominated_by) == sorted(expect)
         d = default[s["config"]]
-        assert sorted(d["dominated_by"] + d["dominated_by_unverified"]) == sorted(expect)
-        assert all("167MHz" in c for c in d["dominated_by_unverified"])
-        assert not any("167MHz" in c for c in d["dominated_by"])
+        assert sorted(d.dominated_by + d.dominated_by_unverified) == sorted(expect)
+        assert all("167MHz" in c for c in d.dominated_by_unverified)
+        assert not any("167MHz" in c for c in d.dominated_by)
 
 
 def test_pareto_json_round_trip_and_report(tmp_path, capsys):
@@ -147,20 +147,20 @@ def test_pareto_json_round_trip_and_report(tmp_path, capsys):
     doc = write_pareto_json(tmp_path, front, reference_point=ref, stock_points=stock, hypervolume_history=[0.5, 1.0])
     assert (tmp_path / "pareto.json").exists() and not list(tmp_path.glob("*.tmp"))
     back = read_pareto_json(tmp_path)
-    assert back == json.loads(json.dumps(doc))
+    assert back == json.loads(json.dumps(doc.to_json()))
     assert back["hypervolume"] == pytest.approx(hypervolume(pts, ref))
-    assert [p["latency_ms"] for p in back["points"]] == sorted(p["latency_ms"] for p in front.points)
+    assert [p["latency_ms"] for p in back["points"]] == sorted(p.latency_ms for p in front.points)
     assert main(["report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for p in front.points:
-        assert p["config"] in out
+        assert p.config in out
     assert f"{back['hypervolume']:.6g}" in out
     assert "stock pynq_1x16_i8w8a32_15_15_18_17" in out
     rows = {line.split()[0 if not line.startswith("*") else 1]: line for line in out.splitlines()
             if line.lstrip("* ").startswith("pynq_")}
     for p in front.points:  # the 167 MHz designs of the small space are marked, 100 MHz ones are not
-        assert rows[p["config"]].split()[-1] == ("unverified" if p["hw"]["clock_mhz"] > 100 else "verified")
-    assert any(p["hw"]["clock_mhz"] > 100 for p in front.points) and "clock 'unverified'" in out
+        assert rows[p.config].split()[-1] == ("unverified" if p.hw["clock_mhz"] > 100 else "verified")
+    assert any(p.hw["clock_mhz"] > 100 for p in front.points) and "clock 'unverified'" in out
     assert main(["report", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == back
 
@@ -206,11 +206,11 @@ def test_stock_comparison_counts_verified_clocks_by_default():
     fast = {"config": "fast_200MHz", "latency_ms": 5.0, "area": 0.5, "power_w": 1.9, "clock_verified": False}
     slow = {"config": "ok_100MHz", "latency_ms": 9.0, "area": 0.5, "power_w": 2.0, "clock_verified": True}
     only_fast = stock_comparison([fast], [stock])["stock"]
-    assert only_fast["dominated_by"] == [] and only_fast["dominated_by_unverified"] == ["fast_200MHz"]
+    assert only_fast.dominated_by == [] and only_fast.dominated_by_unverified == ["fast_200MHz"]
     both = stock_comparison([fast, slow], [stock])["stock"]
-    assert both["dominated_by"] == ["ok_100MHz"] and both["dominated_by_unverified"] == ["fast_200MHz"]
+    assert both.dominated_by == ["ok_100MHz"] and both.dominated_by_unverified == ["fast_200MHz"]
     every = stock_comparison([fast, slow], [stock], verified_only=False)["stock"]
-    assert every["dominated_by"] == ["fast_200MHz", "ok_100MHz"]
+    assert every.dominated_by == ["fast_200MHz", "ok_100MHz"]
 
 
 def test_area_keeps_growing_past_the_dsp_limit():

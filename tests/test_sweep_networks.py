@@ -63,7 +63,7 @@ def test_layer_plot_groups_many_layers(tmp_path):
     assert "the 25 smallest of 40 VTA layers summed as 'other'" in note
     # nothing is lost: every design's bars still add up to its per-layer total
     for p, ms in zip(pts, per_design):
-        assert sum(ms.values()) == pytest.approx(sum(x["seconds"] * 1e3 for x in p["layers"]))
+        assert sum(ms.values()) == pytest.approx(sum(x.seconds * 1e3 for x in p.layers))
     assert per_design[0][names[0]] == pytest.approx(26.0)  # the 15 slowest layers keep their bars
     assert plot_layers(points, tmp_path / "layers.png").stat().st_size > 0
     _, few, _, none = layer_bars(points[:1], max_layers=64)

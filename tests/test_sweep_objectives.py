@@ -29,8 +29,8 @@ def test_front_maximizes_throughput() -> None:
     batched = _p("batched", 16.0, 250.0)  # BATCH 4: slower request, more images/s
     worse = _p("worse", 16.0, 200.0)  # as slow as `batched`, fewer images/s: dominated
     front = ParetoFront(LT, [single, batched, worse])
-    assert {p["config"] for p in front} == {"single", "batched"}  # minimizing both would keep only `single`
-    assert [p["config"] for p in front.dominated_by(worse)] == ["batched"]
+    assert {p.config for p in front} == {"single", "batched"}  # minimizing both would keep only `single`
+    assert [p.config for p in front.dominated_by(worse)] == ["batched"]
     assert objective_values(batched, LT) == (16.0, -250.0)  # signed: smaller is better
     ref = reference_point([single, batched], objectives=LT)
     assert ref == {"latency_ms": pytest.approx(1.1 * 16.0), "throughput_ips": pytest.approx(100.0 / 1.1)}
@@ -39,7 +39,7 @@ def test_front_maximizes_throughput() -> None:
     assert front.hypervolume(ref) == pytest.approx(expect)
     assert hypervolume([single, batched, worse], ref, LT) == pytest.approx(expect)
     comp = stock_comparison(front, [worse], LT)["worse"]
-    assert comp["dominated_by"] == ["batched"] and comp["objectives"] == {"latency_ms": 16.0, "throughput_ips": 200.0}
+    assert comp.dominated_by == ["batched"] and comp.objectives == {"latency_ms": 16.0, "throughput_ips": 200.0}
 
 
 def test_bad_objectives_are_one_line() -> None:

@@ -33,12 +33,12 @@ def test_step_names_are_readable():
 def test_layer_bars_put_verified_designs_first_and_sum_the_tiny_cpu_steps(tmp_path):
     points = [_point("fast_200MHz", 50.0, False), _point("slow", 80.0, True), _point("mid_167MHz", 60.0, False)]
     pts, names, per_design, note = layer_bars(points)
-    assert [p["config"] for p in pts] == ["slow", "fast_200MHz", "mid_167MHz"]
+    assert [p.config for p in pts] == ["slow", "fast_200MHz", "mid_167MHz"]
     assert names == ["VTA conv 4x4 16->64 @115x115 (space-to-depth)", "VTA conv 3x3/2 64->128 @56x56",
                      "CPU max_pool2d", "CPU other (2 kinds)"]
     assert "2 CPU step kinds under 2% of the largest bar summed as 'CPU other (2 kinds)'" in note
     for p, ms in zip(pts, per_design):  # nothing lost
-        assert sum(ms.values()) == pytest.approx(p["latency_ms"])
+        assert sum(ms.values()) == pytest.approx(p.latency_ms)
     assert plot_layers(points, tmp_path / "layers.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from codesign.hw.space import HwSpace
+from codesign.pareto.io import ParetoDoc
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.results import SweepCallback, progress_line
 from codesign.sweep.rows import TrialRow
@@ -19,7 +20,7 @@ def _row(i, ms, feasible=True):
 
 def test_progress_line_says_done_total_best_and_eta():
     rows = [_row(0, 10.0), _row(1, 8.0)]
-    summary = {"points": [{"latency_ms": 8.0}, {"latency_ms": 9.0}], "hypervolume": 12.5}
+    summary = ParetoDoc.from_json({"points": [{"latency_ms": 8.0}, {"latency_ms": 9.0}], "hypervolume": 12.5})
     line = progress_line(rows[1], rows, 10, summary, elapsed_s=40.0, done_before=0, skipped=3)
     assert line.startswith("sweep: 2/10 trials (c1: 8.00 ms/request); best 8.00 ms/request, front 2, hv 12.5")
     assert "3 infeasible proposals skipped" in line

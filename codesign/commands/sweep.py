@@ -12,7 +12,7 @@ from codesign.commands.report import format_table
 from codesign.errors import ConfigError
 from codesign.hw.resource_model import ResourceModel, load_resource_model
 from codesign.hw.space import resolve_space_path
-from codesign.pareto.io import read_pareto_json
+from codesign.pareto.io import read_pareto
 from codesign.pareto.objectives import CATALOG, DEFAULT_OBJECTIVES, parse_objectives
 from codesign.paths import SPACES
 from codesign.schedule.knobs import FAMILIES
@@ -254,9 +254,9 @@ def run(args: argparse.Namespace) -> int:
             result.out_dir, board=args.confirm, tracker=args.confirm_tracker, key=args.confirm_key,
             top=args.confirm_top, retune=args.confirm_retune, user_catalog=Path(args.catalog) if args.catalog else None,
             on_step=None if args.json else (lambda s: print(s, file=sys.stderr)))
-        result.pareto = read_pareto_json(result.out_dir / "pareto.json")  # with the measured columns
+        result.pareto = read_pareto(result.out_dir / "pareto.json")  # with the measured columns
     if args.json:
-        print(json.dumps({**result.pareto, "paths": result.paths, "complete": result.complete,
+        print(json.dumps({**result.pareto.to_json(), "paths": result.paths, "complete": result.complete,
                           "interrupted": result.interrupted, "planned_trials": result.planned, "retries": result.retries,
                           "wall_s": round(result.wall_s, 1)}))
         return code
@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     for path in result.plots:
         print(f"plot: {path}")
     if confirming and result.complete:
-        conf = result.pareto["confirm"]
+        conf = result.pareto.confirm or {}
         for d in conf["missing_bitstream"]:
             print(f"no bitstream for front design {d['config']}: {d['build']}")
         print(f"confirmed on boards ({conf['boards']}): {len(conf['designs'])} design(s); front on measured "

@@ -7,6 +7,9 @@ from codesign.pareto.front import ParetoFront, hypervolume_history
 from codesign.pareto.hypervolume import hypervolume
 from codesign.pareto.io import (
     PARETO_FILE,
+    ParetoDoc,
+    StockComparison,
+    read_pareto,
     read_pareto_json,
     stock_comparison,
     write_pareto_json,
@@ -21,11 +24,12 @@ from codesign.pareto.objectives import (
     objective_values,
     parse_objectives,
 )
-from codesign.pareto.point import design_point
+from codesign.pareto.point import DesignPoint, LayerResult, Step, design_point
 from codesign.pareto.reference import REFERENCE_RULE, reference_point, space_power_bound
 
 __all__ = [
     "CATALOG", "DEFAULT_OBJECTIVES", "OBJECTIVES", "PARETO_FILE", "describe", "directions", "parse_objectives", "REFERENCE_RULE", "ParetoFront",
+    "DesignPoint", "LayerResult", "ParetoDoc", "Step", "StockComparison", "read_pareto",
     "design_point", "dominates", "hypervolume", "hypervolume_history", "objective_values", "read_pareto_json", "reference_point",
     "space_power_bound", "stock_comparison", "write_pareto_json",
 ]

@@ -9,17 +9,18 @@ contribute nothing.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codesign.errors import ConfigError
 from codesign.pareto.objectives import OBJECTIVES, objective_values, sign
+from codesign.pareto.record import JsonRecord
 
 
 def _as_vectors(points: Sequence[Any], objectives: Sequence[str]) -> list[tuple[float, ...]]:
     out = []
     for p in points:
-        out.append(objective_values(p, objectives) if isinstance(p, dict) else tuple(float(x) for x in p))
+        out.append(objective_values(p, objectives) if isinstance(p, (Mapping, JsonRecord)) else tuple(float(x) for x in p))
     return out
 
 

@@ -10,11 +10,15 @@ hypervolume) works on that vector; everything a user reads shows the values as m
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import ConfigError
+from codesign.pareto.record import JsonRecord
+
+# A design point (`codesign.pareto.point.DesignPoint`) or a JSON object with the objective keys.
+Point = JsonRecord | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,13 +102,13 @@ def describe(objectives: Sequence[str]) -> list[dict[str, str]]:
     return [BY_KEY[k].to_json() if k in BY_KEY else {"key": k, "direction": "min"} for k in objectives]
 
 
-def objective_values(point: dict[str, Any], objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
+def objective_values(point: Point, objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
     """The signed objective vector of a point (smaller is better in every entry: maximized
     objectives negated); ConfigError if one is missing or not a finite number."""
     return tuple(sign(k) * v for k, v in zip(objectives, raw_values(point, objectives)))
 
 
-def raw_values(point: dict[str, Any], objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
+def raw_values(point: Point, objectives: Sequence[str] = OBJECTIVES) -> tuple[float, ...]:
     """The objective values of a point as measured; ConfigError if one is missing or not finite."""
     out = []
     for name in objectives:

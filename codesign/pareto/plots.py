@@ -7,7 +7,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from codesign.pareto.front import PointLike
 from codesign.pareto.objectives import BY_KEY, OBJECTIVES
+from codesign.pareto.point import DesignPoint
 from codesign.plotting import pyplot, save_figure
 
 
@@ -17,16 +19,16 @@ def axis_label(key: str) -> str:
     return found.label if found is not None else key
 
 
-def plot_front(front_points: Sequence[dict[str, Any]], path: str | Path, *,
-               all_points: Iterable[dict[str, Any]] = (), stock_points: Iterable[dict[str, Any]] = (),
+def plot_front(front_points: Sequence[PointLike], path: str | Path, *,
+               all_points: Iterable[PointLike] = (), stock_points: Iterable[PointLike] = (),
                objectives: Sequence[str] = OBJECTIVES, title: str = "") -> Path:
     """`front_figure` saved as a PNG."""
     return save_figure(front_figure(front_points, all_points=all_points, stock_points=stock_points,
                                     objectives=objectives, title=title), path)
 
 
-def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable[dict[str, Any]] = (),
-                 stock_points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
+def front_figure(front_points: Sequence[PointLike], *, all_points: Iterable[PointLike] = (),
+                 stock_points: Iterable[PointLike] = (), objectives: Sequence[str] = OBJECTIVES,
                  title: str = "") -> Any:
     """One panel per objective pair (latency-area, latency-power, area-power; latency is one
     request through the whole network, `codesign.pareto.objectives`): every evaluated
@@ -35,25 +37,27 @@ def front_figure(front_points: Sequence[dict[str, Any]], *, all_points: Iterable
     plt = pyplot()
     pairs = list(combinations(objectives, 2))
     fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4.2), squeeze=False)
-    others = list(all_points)
-    stock = list(stock_points)
+    others = [DesignPoint.of(p) for p in all_points]
+    stock = [DesignPoint.of(p) for p in stock_points]
+    front = [DesignPoint.of(p) for p in front_points]
     # One colour per stock config, named in the legend: labels beside the stars overlapped.
     stock_colors = ["tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:olive"]
     for ax, (x, y) in zip(axes[0], pairs):
         if others:
-            ax.scatter([p[x] for p in others], [p[y] for p in others], s=12, c="0.75", label="evaluated design")
-        pts = sorted(front_points, key=lambda p: p[x])
-        ok = [p for p in pts if p.get("clock_verified") is not False]
-        bad = [p for p in pts if p.get("clock_verified") is False]
+            ax.scatter([p.get(x) for p in others], [p.get(y) for p in others], s=12, c="0.75",
+                       label="evaluated design")
+        pts = sorted(front, key=lambda p: p.get(x))
+        ok = [p for p in pts if p.clock_verified is not False]
+        bad = [p for p in pts if p.clock_verified is False]
         if ok:
-            ax.scatter([p[x] for p in ok], [p[y] for p in ok], s=28, c="tab:blue", zorder=3,
+            ax.scatter([p.get(x) for p in ok], [p.get(y) for p in ok], s=28, c="tab:blue", zorder=3,
                        label="Pareto front, verified clock" if bad else f"Pareto front ({len(objectives)}-D)")
         if bad:
-            ax.scatter([p[x] for p in bad], [p[y] for p in bad], s=28, facecolors="none", edgecolors="tab:blue",
+            ax.scatter([p.get(x) for p in bad], [p.get(y) for p in bad], s=28, facecolors="none", edgecolors="tab:blue",
                        zorder=3, label="Pareto front, unverified clock (latency optimistic)")
         for k, s in enumerate(stock):
-            name = str(s.get("config", "stock")).replace("_i8w8a32", "")
-            ax.scatter([s[x]], [s[y]], marker="*", s=160, c=stock_colors[k % len(stock_colors)], zorder=4,
+            name = (s.config or "stock").replace("_i8w8a32", "")
+            ax.scatter([s.get(x)], [s.get(y)], marker="*", s=160, c=stock_colors[k % len(stock_colors)], zorder=4,
                        edgecolors="black", linewidths=0.4, label=f"stock {name}")
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))

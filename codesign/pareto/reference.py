@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from codesign.errors import ConfigError
-from codesign.hw.power import default_model
-from codesign.pareto.objectives import OBJECTIVES, sign
+from codesign.hw.power import PowerModel, default_model
+from codesign.hw.space import HwSpace
+from codesign.pareto.objectives import OBJECTIVES, Point, sign
 
 MARGIN = 1.1
 REFERENCE_RULE = (
@@ -22,7 +22,7 @@ REFERENCE_RULE = (
 )
 
 
-def space_power_bound(space: Any, power_model: Any = None) -> float:
+def space_power_bound(space: HwSpace, power_model: PowerModel | None = None) -> float:
     """Largest board power over the usable configs of `space` with every module always busy."""
     model = power_model or default_model()
     full = {"load": 1.0, "compute": 1.0, "store": 1.0}
@@ -33,8 +33,9 @@ def space_power_bound(space: Any, power_model: Any = None) -> float:
     return max(model.power_w(hw, space.board, space.estimate(hw), full) for hw in configs)
 
 
-def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any = None, power_model: Any = None,
-                    points: Iterable[dict[str, Any]] = (), objectives: Sequence[str] = OBJECTIVES,
+def reference_point(stock_points: Iterable[Point] = (), *, space: HwSpace | None = None,
+                    power_model: PowerModel | None = None,
+                    points: Iterable[Point] = (), objectives: Sequence[str] = OBJECTIVES,
                     margin: float = MARGIN) -> dict[str, float]:
     """Per objective: margin x the worst of its bounds, or the worst / margin for a maximized
     objective (see REFERENCE_RULE). Values as measured (not signed)."""
@@ -42,13 +43,13 @@ def reference_point(stock_points: Iterable[dict[str, Any]] = (), *, space: Any =
     evaluated = list(points)
     ref: dict[str, float] = {}
     for name in objectives:
-        candidates = [float(p[name]) for p in stock if p.get(name) is not None]
+        candidates = [float(p.get(name)) for p in stock if p.get(name) is not None]
         if name == "area":
             candidates.append(1.0)
         elif name == "power_w" and space is not None:
             candidates.append(space_power_bound(space, power_model))
         if not candidates:
-            candidates = [float(p[name]) for p in evaluated if p.get(name) is not None]
+            candidates = [float(p.get(name)) for p in evaluated if p.get(name) is not None]
         if not candidates:
             raise ConfigError(f"reference point: no stock or evaluated value for objective {name!r}")
         if sign(name) < 0:  # maximized: below the smallest value

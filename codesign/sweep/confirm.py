@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,8 @@ from codesign.fileio import append_jsonl, atomic_write_json
 from codesign.hw.config import HwConfig
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront
-from codesign.pareto.io import PARETO_FILE, read_pareto_json
+from codesign.pareto.io import PARETO_FILE, ParetoDoc, read_pareto
+from codesign.pareto.point import DesignPoint
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule import ScheduleSpace
 from codesign.schedule.support import partition
@@ -77,20 +79,20 @@ def _ranked(records: list[MeasureRecord], hw: str, layer: str, first: int | None
     return out[:max(n, 1)]
 
 
-def confirm_design(runner: RPCRunner, point: dict[str, Any], row: TrialRow, workload: Workload,
+def confirm_design(runner: RPCRunner, point: DesignPoint, row: TrialRow, workload: Workload,
                    records: list[MeasureRecord], retune: int, writer: RecordWriter | None) -> dict[str, Any]:
     """Re-measure one design's layers on the board(s): the `retune` best simulated schedules each."""
     hw = HwConfig.from_dict(row.hw) if isinstance(row.hw, dict) else HwConfig.from_name(str(row.config))
     wl = workload.for_hw(hw)
     offloaded, _cpu = partition(wl, hw)
-    sim = {lay["layer"]: lay for lay in row.layers}
+    sim = {lay.layer: lay for lay in row.layers}
     layers, sources = [], set()
     totals = {"sim_dev": 0.0, "dev": 0.0, "call": 0.0}
     for layer, count in offloaded:
         if layer.name not in sim:  # no schedule ran in the simulator: left out there too
             continue
         space = ScheduleSpace(layer, hw)
-        indices = _ranked(records, hw.name, layer.name, sim[layer.name].get("index"), retune)
+        indices = _ranked(records, hw.name, layer.name, sim[layer.name].index, retune)
         inputs = [MeasureInput(layer, hw, space.get(i)) for i in indices]
         results = runner.run(inputs)
         if writer is not None:
@@ -105,18 +107,18 @@ def confirm_design(runner: RPCRunner, point: dict[str, Any], row: TrialRow, work
         # jitter, which would pick noise among near-equal schedules.
         best = min(ok, key=lambda r: r.seconds)
         sources.update(r.source for r in ok)
-        sim_dev = float(sim[layer.name]["cycles"]) / hw.clock_hz  # the model's device time
+        sim_dev = float(sim[layer.name].cycles or 0) / hw.clock_hz  # the model's device time
         call = float(best.call_s if best.call_s is not None else best.seconds)
         totals["sim_dev"] += sim_dev * count
         totals["dev"] += float(best.seconds) * count
         totals["call"] += call * count
-        layers.append({"layer": layer.name, "count": count, "simulated_s": float(sim[layer.name]["seconds"]),
+        layers.append({"layer": layer.name, "count": count, "simulated_s": float(sim[layer.name].seconds),
                        "simulated_device_s": sim_dev, "measured_device_s": float(best.seconds),
                        "measured_call_s": call, "index": int(best.config.index),
-                       "simulated_index": sim[layer.name].get("index"), "measured": len(results),
+                       "simulated_index": sim[layer.name].index, "measured": len(results),
                        "failed": len(results) - len(ok)})
     ms = 1e3 / wl.batch  # per image
-    return {"config": row.config, "simulated_latency_ms": float(point["latency_ms"]),
+    return {"config": row.config, "simulated_latency_ms": float(point.latency_ms or 0.0),
             "simulated_device_ms": totals["sim_dev"] * ms, "measured_device_ms": totals["dev"] * ms,
             "measured_latency_ms": totals["call"] * ms, "layers": layers, "sources": sorted(sources),
             "retune": retune, "timestamp": time.time()}
@@ -150,41 +152,41 @@ def run_confirm(out_dir: str | Path, *, board: str | None = None, tracker: str |
     out = Path(out_dir).resolve()
     opts = SweepOptions.load(out)
     board_name = HwSpace.load(out / opts.space).board.name
-    doc = read_pareto_json(out / PARETO_FILE)
+    doc = read_pareto(out / PARETO_FILE)
     rows: dict[str, TrialRow] = {}
     for r in read_trials(out):
         if r.design:
             rows.setdefault(str(r.config), r)
-    front = sorted(doc["points"], key=lambda p: p["latency_ms"])
+    front = sorted(doc.points, key=lambda p: p.latency_ms or 0.0)
     chosen = front[:top] if top else front
     entries = catalog.load(user_catalog)
     plan, missing = [], []
     for point in chosen:
-        hw = HwConfig.from_dict(point["hw"]) if isinstance(point.get("hw"), dict) else HwConfig.from_name(point["config"])
+        hw = HwConfig.from_dict(point.hw) if isinstance(point.hw, dict) else HwConfig.from_name(point.config)
         hits = catalog.find(entries, hw, board_name)
         if hits:
             plan.append((point, hits[0]))
         else:
-            missing.append({"config": point["config"], "simulated_latency_ms": point["latency_ms"],
-                            "build": f"codesign bitstream build {point['config']} --board {board_name} "
+            missing.append({"config": point.config, "simulated_latency_ms": point.latency_ms,
+                            "build": f"codesign bitstream build {point.config} --board {board_name} "
                                      "--vta-hw PATH_TO_TVM_VTA"})
     done = read_confirmed(out)
     records = load_records(out / RECORDS_FILE) if (out / RECORDS_FILE).exists() else []
     workload = _workload(opts)
     confirmed: list[dict[str, Any]] = []
     for point, entry in plan:
-        cached = done.get((point["config"], entry.sha256, retune))
+        cached = done.get((point.config, entry.sha256, retune))
         if cached is not None:
-            say(f"{point['config']}: confirmed before ({CONFIRM_FILE}), reused")
+            say(f"{point.config}: confirmed before ({CONFIRM_FILE}), reused")
             confirmed.append(cached)
             continue
         path, downloaded = fetch.fetch(entry)
-        say(f"{point['config']}: {'downloaded' if downloaded else 'cached'} bitstream {path} (sha256 verified)")
+        say(f"{point.config}: {'downloaded' if downloaded else 'cached'} bitstream {path} (sha256 verified)")
         runner = RPCRunner([board] if board else (), tracker=tracker, key=key or "", bitstream=str(path),
                            check_correctness=True)
         try:
             with RecordWriter(out / CONFIRM_RECORDS) as writer:
-                res = confirm_design(runner, point, rows[point["config"]], workload, records, retune, writer)
+                res = confirm_design(runner, point, rows[point.config], workload, records, retune, writer)
         finally:
             runner.close()
         res["sha256"] = entry.sha256
@@ -193,48 +195,47 @@ def run_confirm(out_dir: str | Path, *, board: str | None = None, tracker: str |
             f"{res['measured_latency_ms']:.3f} ms on {', '.join(res['sources'])}")
         confirmed.append(res)
     section = confirm_section(doc, confirmed, missing, front, chosen, board or f"{key}@{tracker}", retune)
-    doc["confirm"] = section
     by_cfg = {c["config"]: c for c in confirmed}
-    for p in doc["points"]:
-        if p["config"] in by_cfg:
-            p["measured_latency_ms"] = by_cfg[p["config"]]["measured_latency_ms"]
-            p["measured_device_ms"] = by_cfg[p["config"]]["measured_device_ms"]
+    points = tuple(replace(p, measured_latency_ms=by_cfg[p.config]["measured_latency_ms"],
+                           measured_device_ms=by_cfg[p.config]["measured_device_ms"]) if p.config in by_cfg else p
+                   for p in doc.points)
+    doc = replace(doc, points=points)
     section["plot"] = str(plot_confirmed(doc, out / CONFIRM_PLOT))
-    atomic_write_json(out / PARETO_FILE, doc)
+    atomic_write_json(out / PARETO_FILE, replace(doc, confirm=section).to_json())
     return section
 
 
-def confirm_section(doc: dict[str, Any], confirmed: list[dict[str, Any]], missing: list[dict[str, Any]],
-                    front: list[dict[str, Any]], chosen: list[dict[str, Any]], where: str,
+def confirm_section(doc: ParetoDoc, confirmed: list[dict[str, Any]], missing: list[dict[str, Any]],
+                    front: list[DesignPoint], chosen: list[DesignPoint], where: str,
                     retune: int) -> dict[str, Any]:
-    by_cfg = {p["config"]: p for p in front}
-    measured = ParetoFront(points=[{**by_cfg[c["config"]], "latency_ms": c["measured_latency_ms"]}
+    by_cfg = {p.config: p for p in front}
+    measured = ParetoFront(points=[replace(by_cfg[c["config"]], latency_ms=c["measured_latency_ms"])
                                    for c in confirmed])
     return {
         "boards": where, "retune": retune,
         "designs": [{k: c[k] for k in ("config", "simulated_latency_ms", "measured_latency_ms",
                                        "simulated_device_ms", "measured_device_ms", "layers", "sources",
                                        "sha256")} for c in confirmed],
-        "measured_front": [p["config"] for p in sorted(measured.points, key=lambda p: p["latency_ms"])],
+        "measured_front": [p.config for p in sorted(measured.points, key=lambda p: p.latency_ms or 0.0)],
         "missing_bitstream": missing,
-        "not_confirmed_top": [p["config"] for p in front if p not in chosen],
+        "not_confirmed_top": [p.config for p in front if p not in chosen],
     }
 
 
-def plot_confirmed(doc: dict[str, Any], path: Path) -> Path:
+def plot_confirmed(doc: ParetoDoc, path: Path) -> Path:
     """Latency vs area of the front: simulated (circles) and measured (crosses) side by side."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    pts = doc["points"]
-    ax.scatter([p["latency_ms"] for p in pts], [p["area"] for p in pts], marker="o", facecolors="none",
+    pts = doc.points
+    ax.scatter([p.latency_ms for p in pts], [p.area for p in pts], marker="o", facecolors="none",
                edgecolors="tab:blue", label="simulated")
-    conf = [p for p in pts if "measured_latency_ms" in p]
+    conf = [p for p in pts if p.measured_latency_ms is not None]
     for p in conf:
-        ax.plot([p["latency_ms"], p["measured_latency_ms"]], [p["area"], p["area"]], color="0.6", lw=0.8)
-    ax.scatter([p["measured_latency_ms"] for p in conf], [p["area"] for p in conf], marker="x",
+        ax.plot([p.latency_ms, p.measured_latency_ms], [p.area, p.area], color="0.6", lw=0.8)
+    ax.scatter([p.measured_latency_ms for p in conf], [p.area for p in conf], marker="x",
                color="tab:red", label="measured on board")
     for p in pts:
-        ax.annotate(p["config"], (p["latency_ms"], p["area"]), fontsize=6, alpha=0.7)
+        ax.annotate(p.config, (p.latency_ms, p.area), fontsize=6, alpha=0.7)
     ax.set_xlabel("latency per image (ms)")
     ax.set_ylabel("area (mean utilization)")
     ax.set_title("Pareto front: simulated vs measured latency")

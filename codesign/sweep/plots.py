@@ -4,31 +4,33 @@ plots), and the per-layer latency of the front designs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from codesign.pareto.objectives import OBJECTIVES
+from codesign.pareto.front import PointLike
+from codesign.pareto.io import ParetoDoc
 from codesign.pareto.plots import plot_front, plot_hypervolume
+from codesign.pareto.point import DesignPoint
 from codesign.plotting import pyplot, save_figure
 from codesign.sweep.results import design_points
 from codesign.sweep.rows import TrialRow
 
 
-def write_plots(out: Path, rows: list[TrialRow], doc: dict[str, Any]) -> list[Path]:
+def write_plots(out: Path, rows: list[TrialRow], doc: ParetoDoc) -> list[Path]:
     """Write the plot files into `out` from the trials and pareto.json; returns their paths."""
     points = design_points(rows)
     if not points:
         return []
     n_ok = sum(1 for r in rows if r.ok)
     paths = [
-        plot_front(doc["points"], out / "pareto_front.png", all_points=points, stock_points=doc.get("stock", ()),
-                   objectives=tuple(doc.get("objectives") or OBJECTIVES), title=f"Pareto front: {len(doc['points'])} of {len(points)} feasible designs ({n_ok} trials)"),
-        plot_hypervolume(doc.get("hypervolume_history", []), out / "hypervolume.png",
+        plot_front(doc.points, out / "pareto_front.png", all_points=points, stock_points=doc.stock,
+                   objectives=doc.objective_keys,
+                   title=f"Pareto front: {len(doc.points)} of {len(points)} feasible designs ({n_ok} trials)"),
+        plot_hypervolume(doc.hypervolume_history or [], out / "hypervolume.png",
                          title="how the front grew: hypervolume after each trial",
-                         reference_point=doc.get("reference_point"),
-                         objectives=tuple(doc.get("objectives") or OBJECTIVES)),
+                         reference_point=doc.reference_point, objectives=doc.objective_keys),
     ]
-    paths.append(plot_layers(doc["points"], out / "layers.png"))
+    paths.append(plot_layers(doc.points, out / "layers.png"))
     return paths
 
 
@@ -53,33 +55,33 @@ def _shape(layer_name: str, transform: str | None = None) -> str:
 MAX_LAYER_BARS = 16  # beyond this many unique layers the smallest are grouped into one bar
 
 
-def step_bars(point: dict[str, Any]) -> dict[str, float]:
+def step_bars(point: DesignPoint) -> dict[str, float]:
     """{bar name: ms per request} of one design: its VTA steps by layer shape ("VTA conv2d ...")
     and its CPU steps by op kind ("CPU max_pool2d"), from the network plan's steps; a design
     known only by its offloaded layers (no steps) by layer ("VTA ..."), its padded batch's time."""
     ms: dict[str, float] = {}
-    if point.get("steps"):
-        for st in point["steps"]:
-            if st.get("placement") == "vta" and st.get("layer"):
-                key = f"VTA {_shape(st['layer'], st.get('transform'))}"
+    if point.steps:
+        for st in point.steps:
+            if st.placement == "vta" and st.layer:
+                key = f"VTA {_shape(st.layer, st.transform)}"
             else:
-                key = f"{str(st.get('placement', 'cpu')).upper()} {st.get('kind', st.get('name'))}"
-            ms[key] = ms.get(key, 0.0) + float(st["ms"])
+                key = f"{(st.placement or 'cpu').upper()} {st.kind or st.name}"
+            ms[key] = ms.get(key, 0.0) + float(st.ms)
         return ms
-    for lay in point["layers"]:
-        key = f"VTA {_shape(lay['layer'])}"
-        ms[key] = ms.get(key, 0.0) + lay["seconds"] * lay["count"] * 1e3
+    for lay in point.layers:
+        key = f"VTA {_shape(lay.layer)}"
+        ms[key] = ms.get(key, 0.0) + lay.seconds * lay.count * 1e3
     return ms
 
 
-def layer_bars(points: list[dict[str, Any]], max_designs: int = 8, max_layers: int = MAX_LAYER_BARS
-               ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, float]], str]:
+def layer_bars(points: Sequence[PointLike], max_designs: int = 8, max_layers: int = MAX_LAYER_BARS
+               ) -> tuple[list[DesignPoint], list[str], list[dict[str, float]], str]:
     """(designs fastest first, bar names, per design {name: ms per request}, note): VTA steps
     by layer, then CPU steps by kind (`step_bars`). Beyond `max_layers` bars the VTA layers with
     the least time (in any shown design) are summed into one "other (N layers)" bar (the note says
     so); the CPU bars are always kept."""
     # Designs at a verified clock first (what a build is known to reach), then the unverified ones.
-    pts = sorted(points, key=lambda p: (p.get("clock_verified") is False, p["latency_ms"]))[:max_designs]
+    pts = sorted(map(DesignPoint.of, points), key=lambda p: (p.clock_verified is False, p.latency_ms))[:max_designs]
     per_design: list[dict[str, float]] = []
     names: list[str] = []  # layer shapes without the batch (designs with BATCH > 1 run batch 2, 4)
     for p in pts:
@@ -112,32 +114,32 @@ def layer_bars(points: list[dict[str, Any]], max_designs: int = 8, max_layers: i
     return pts, vta + cpu, per_design, note
 
 
-def plot_layers(points: list[dict[str, Any]], path: Path, max_designs: int = 8,
+def plot_layers(points: Sequence[PointLike], path: Path, max_designs: int = 8,
                 max_layers: int = MAX_LAYER_BARS) -> Path:
     """Grouped bars: ms per request spent in each step (x its multiplicity) by each front design;
     at most `max_layers` bars per design (`layer_bars`)."""
     plt = pyplot()
-
+    points = [DesignPoint.of(p) for p in points]
     pts, names, per_design, note = layer_bars(points, max_designs, max_layers)
     fig, ax = plt.subplots(figsize=(max(11.0, 0.8 * len(names) + 7), 5.0))  # + the legend beside
     width = 0.8 / max(1, len(pts))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, (p, ms) in enumerate(zip(pts, per_design)):
-        unverified = p.get("clock_verified") is False
+        unverified = p.clock_verified is False
         # Unverified clock: hatched, and said in the legend (its latency assumes timing closure).
         ax.bar([i + k * width for i in range(len(names))], [ms.get(n, 0.0) for n in names], width,
                color=colors[k % len(colors)], hatch="///" if unverified else None,
                edgecolor="white" if unverified else None, linewidth=0,
-               label=f"{p['config'].replace('_i8w8a32', '')}: {p['latency_ms']:.1f} ms/request"
+               label=f"{p.config.replace('_i8w8a32', '')}: {p.latency_ms:.1f} ms/request"
                      + (", unverified clock (optimistic)" if unverified else ", verified clock"))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
     ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
     ax.set_ylabel("ms per request (every occurrence)")
-    n_ok = sum(1 for p in points if p.get("clock_verified") is not False)
+    n_ok = sum(1 for p in points if p.clock_verified is not False)
     shown = (f"{len(pts)} of {len(points)} Pareto designs" if len(points) > len(pts) else f"the {len(pts)} Pareto designs")
     order = (f"; {n_ok} at a verified clock first" if n_ok and n_ok < len(points)
              else "; none at a verified clock" if not n_ok else "")
-    what = ("where one request's time goes, VTA and CPU steps" if any(p.get("steps") for p in pts)
+    what = ("where one request's time goes, VTA and CPU steps" if any(p.steps for p in pts)
             else "offloaded layers of one request (CPU ops not costed)")
     ax.set_title(f"{what}\n{shown}{order}{note}", fontsize=9)
     # Beside the bars; save_figure writes the whole legend (it used to be cut off at the edge).

@@ -19,8 +19,9 @@ from tqdm import tqdm
 from codesign.fileio import append_jsonl
 from codesign.hw.space import HwSpace
 from codesign.pareto import ParetoFront, reference_point, write_pareto_json
-from codesign.pareto.io import PARETO_FILE
+from codesign.pareto.io import PARETO_FILE, ParetoDoc
 from codesign.pareto.objectives import OBJECTIVES, describe
+from codesign.pareto.point import DesignPoint
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.options import OPTIONS_FILE, SPACE_COPY, SweepOptions
 from codesign.sweep.rows import TRIALS_FILE, TrialRow, read_trials
@@ -30,7 +31,7 @@ from codesign.sweep.trial import RECORDS_FILE
 __all__ = ["SweepCallback", "design_points", "pareto_state", "read_trials", "write_pareto"]
 
 
-def design_points(rows: list[TrialRow]) -> list[dict[str, Any]]:
+def design_points(rows: list[TrialRow]) -> list[DesignPoint]:
     """The feasible finished trials as pareto points, first evaluation of each config only."""
     out, seen = [], set()
     for row in rows:
@@ -42,7 +43,8 @@ def design_points(rows: list[TrialRow]) -> list[dict[str, Any]]:
 
 
 def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...], power_bound: float,
-                 objectives: tuple[str, ...] = OBJECTIVES) -> tuple[Any, dict[str, float], list[dict], list[float]]:
+                 objectives: tuple[str, ...] = OBJECTIVES
+                 ) -> tuple[ParetoFront, dict[str, float], list[DesignPoint], list[float]]:
     """(front, reference point, stock points, hypervolume after each trial) of the finished trials.
 
     Reference point: `codesign.pareto.reference_point`'s rule. The space's power bound is computed
@@ -50,12 +52,12 @@ def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...], power_bo
     the candidate `reference_point(space=...)` would add (without re-enumerating the space per trial).
     """
     points = design_points(rows)
-    stock = [p for p in points if p["config"] in stock_names]
+    stock = [p for p in points if p.config in stock_names]
     ref = reference_point([*stock, {"config": "space power bound", "power_w": power_bound}], points=points,
                           objectives=objectives)
     front = ParetoFront(objectives)
     history: list[float] = []
-    by_trial = {p["trial_id"]: p for p in points}
+    by_trial = {p.trial_id: p for p in points}
     for row in rows:
         if not row.ok:
             continue
@@ -67,7 +69,7 @@ def pareto_state(rows: list[TrialRow], *, stock_names: tuple[str, ...], power_bo
 
 
 def write_pareto(out_dir: str | Path, rows: list[TrialRow], *, stock_names: tuple[str, ...],
-                 power_bound: float, objectives: tuple[str, ...] = OBJECTIVES) -> dict[str, Any]:
+                 power_bound: float, objectives: tuple[str, ...] = OBJECTIVES) -> ParetoDoc:
     """Rewrite `out_dir/pareto.json` atomically from the finished trials; returns the document.
     `scopes`: what the designs' latency counts (`codesign.sweep.trial` SCOPE_*)."""
     front, ref, stock, history = pareto_state(rows, stock_names=stock_names, power_bound=power_bound,
@@ -184,7 +186,7 @@ class SweepCallback(tune.Callback):
         data["objective_info"] = describe(self.objectives)  # what the sweep optimizes, on every line
         # Failures Ray Tune retried (a lost worker or node); an error row's last failure was not retried.
         data["retries"] = max(0, int(getattr(trial, "num_failures", 0) or 0) - (status == "error"))
-        row = TrialRow.from_json(data)
+        row = TrialRow.from_json(data).built()  # the fields' order, as trials.jsonl has always had it
         append_jsonl(Path(self.out_dir) / TRIALS_FILE, row.to_json())
         self._rows = [r for r in self._rows if r.trial_id != tid] + [row]
         # No feasible design yet (the first trials were infeasible): no front, no reference point.
@@ -199,7 +201,7 @@ class SweepCallback(tune.Callback):
                                 self._done_at_start, skipped_count(self.out_dir)), file=sys.stderr, flush=True)
         return row
 
-    def _refresh_bar(self, summary: dict[str, Any] | None) -> None:
+    def _refresh_bar(self, summary: ParetoDoc | None) -> None:
         if self._bar is None:
             return
         if summary is None:
@@ -214,11 +216,11 @@ class SweepCallback(tune.Callback):
         self._bar.set_postfix_str(text)
 
 
-def _best_text(summary: dict[str, Any] | None) -> str:
+def _best_text(summary: ParetoDoc | None) -> str:
     if summary is None:
         return "no feasible design yet"
-    best = min((p["latency_ms"] for p in summary["points"]), default=math.inf)
-    text = f"front {len(summary['points'])}, hv {summary['hypervolume']:.4g}"
+    best = min((p.latency_ms for p in summary.points if p.latency_ms is not None), default=math.inf)
+    text = f"front {len(summary.points)}, hv {summary.hypervolume:.4g}"
     return f"best {best:.2f} ms/request, " + text if math.isfinite(best) else text
 
 
@@ -235,7 +237,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def progress_line(row: TrialRow, rows: list[TrialRow], total: int, summary: dict[str, Any] | None,
+def progress_line(row: TrialRow, rows: list[TrialRow], total: int, summary: ParetoDoc | None,
                   elapsed_s: float, done_before: int, skipped: int = 0) -> str:
     """'sweep: 3/48 trials (CONFIG: 12.34 ms/request), best 11.20 ms/request, front 2, hv ..; 40 s
     elapsed, ETA 10 min' — one finished trial, for a log. ETA: this run's mean time per trial."""

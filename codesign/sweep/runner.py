@@ -37,7 +37,7 @@ from codesign.calibrate.profiles import resolve_params
 from codesign.errors import ConfigError
 from codesign.fileio import count_unreadable
 from codesign.hw.space import HwSpace, exclusion_kind
-from codesign.pareto import space_power_bound
+from codesign.pareto import ParetoDoc, space_power_bound
 from codesign.sweep.filtering import SKIPPED_FILE
 from codesign.sweep.lock import SweepLock
 from codesign.sweep.network import network_from_json, network_to_json, timing_network
@@ -65,7 +65,7 @@ class SweepResult:
     out_dir: Path
     options: SweepOptions
     trials: list[TrialRow]  # finished trials in completion order (trials.jsonl)
-    pareto: dict[str, Any]  # the content of pareto.json
+    pareto: ParetoDoc  # pareto.json
     plots: list[Path] = field(default_factory=list)
     planned: int = 0  # trials the search was asked for
     wall_s: float = 0.0
