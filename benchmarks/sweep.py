@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                 "feasible_trials": sum(1 for r in ok if r.get("feasible")),
                 "distinct_configs": len({r["config"] for r in ok}),
                 "measurements": sum(int(r.get("measurements", 0)) for r in ok if not r.get("cached")),
-                "front_size": len(res2.pareto["points"]), "hypervolume": res2.pareto["hypervolume"],
+                "front_size": len(res2.pareto.points), "hypervolume": res2.pareto.hypervolume,
                 "target": "<= 30 min for 50 configs on 2 cores",
                 "loadavg_after": os.getloadavg(),
                 "scaling": {"trials": n_small, "wall_s_1_worker": round(w1, 1), "wall_s_2_workers": round(w2, 1),

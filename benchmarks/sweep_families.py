@@ -70,7 +70,7 @@ def run_family(out: Path, family: str, *, trials: int, max_concurrent: int | Non
         (d / "wall.json").write_text(json.dumps({"wall_s": wall}))
     _log(f"{family}: {len(result.trials)} trials in {wall:.0f} s")
     return {"dir": str(d), "wall_s": round(wall, 1), "complete": result.complete, "resumed": resumed,
-            "pareto": result.pareto}
+            "pareto": result.pareto.to_json()}
 
 
 def trial_cpu(family: str, hw_name: str = STOCK) -> dict:
@@ -90,11 +90,11 @@ def trial_cpu(family: str, hw_name: str = STOCK) -> dict:
             "measurements": r["measurements"], "latency_ms": round(r["latency_ms"], 3)}
 
 
-def _front(rows: list, objectives: tuple[str, ...]) -> dict[str, dict]:
+def _front(rows: list, objectives: tuple[str, ...]) -> dict:
     from codesign.pareto import ParetoFront
     from codesign.sweep.results import design_points
 
-    return {p["config"]: p for p in ParetoFront(objectives, design_points(rows)).points}
+    return {p.config: p for p in ParetoFront(objectives, design_points(rows)).points}
 
 
 def summarize(runs: dict[str, dict], at: int | None = None) -> dict:
@@ -121,9 +121,9 @@ def summarize(runs: dict[str, dict], at: int | None = None) -> dict:
             "measurements_per_trial_median": statistics.median(t.measurements for t in designs[f].values())
             if designs[f] else None,
             "trial_wall_s_median": round(statistics.median(trial_s), 1) if trial_s else None,
-            "front": [{"config": c, "latency_ms": round(p["latency_ms"], 3), "area": round(p["area"], 4),
-                       "power_w": round(p["power_w"], 3)} for c, p in sorted(fronts[f].items(),
-                                                                          key=lambda kv: kv[1]["latency_ms"])],
+            "front": [{"config": c, "latency_ms": round(p.latency_ms, 3), "area": round(p.area, 4),
+                       "power_w": round(p.power_w, 3)} for c, p in sorted(fronts[f].items(),
+                                                                          key=lambda kv: kv[1].latency_ms)],
             "stock_latency_ms": None if stock is None else round(stock.latency_ms, 3),
             "stock_area": None if stock is None else round(stock.area, 4),
             "best_at_stock_area": None if best is None else {"config": best.config, "latency_ms": round(best.latency_ms, 3),
