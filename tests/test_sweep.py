@@ -117,7 +117,7 @@ def test_latency_energy_and_pareto_are_consistent(grid_sweep):
     assert {p["config"] for p in pareto["points"]} == brute
     ref = pareto["reference_point"]
     assert pareto["hypervolume"] == pytest.approx(hypervolume([objs[c] for c in brute], ref), rel=1e-12)
-    assert pareto == result.pareto
+    assert pareto == result.pareto.to_json()
     # One hypervolume per finished trial, non-decreasing, ending at the front's.
     hist = pareto["hypervolume_history"]
     assert len(hist) == 6 and all(a <= b for a, b in zip(hist, hist[1:]))
@@ -293,7 +293,7 @@ def test_verified_clocks_only_sweep(ray_session, space_file, workload, tmp_path)
                        progress=False)
     rows = _lines(out / "trials.jsonl")
     assert len(rows) == 3 and {r["hw"]["clock_mhz"] for r in rows} == {100}
-    assert all(p["clock_verified"] for p in result.pareto["points"])
+    assert all(p.clock_verified for p in result.pareto.points)
     assert json.loads((out / "sweep.json").read_text())["verified_clocks_only"] is True
 
 
@@ -324,7 +324,7 @@ def test_default_inner_search_front_equals_exhaustive_front(ray_session, space_f
     for name, kw in (("default", {"schedules": "autotvm"}), ("exhaustive", {"tuner": "exhaustive"})):
         result = run_sweep(space_file, wl, tmp_path / name, SweepOptions(trials=None, search="grid", seed=0, **kw),
                            progress=False)
-        fronts.append(sorted((p["config"], p["latency_ms"], p["area"], p["power_w"]) for p in result.pareto["points"]))
+        fronts.append(sorted((p.config, p.latency_ms, p.area, p.power_w) for p in result.pareto.points))
         measured.append({t.config: (t.measurements, t.hw) for t in result.trials if t.feasible})
     assert fronts[0] == fronts[1] and fronts[0]
     assert measured[0] == measured[1]

@@ -103,7 +103,7 @@ def test_report_and_layer_plot_show_cpu_steps_beside_vta_steps(trial_1x16):
     doc = {"points": [point], "hypervolume": 1.0, "reference_point": {"latency_ms": 1e3, "area": 1.1, "power_w": 9.0},
            "stock_comparison": {}}
     table = format_table(doc)
-    (line,) = [x for x in table.splitlines() if x.startswith(f"  {point['config']}: VTA")]
+    (line,) = [x for x in table.splitlines() if x.startswith(f"  {point.config}: VTA")]
     slowest_cpu = max((s for s in plan.steps if s.placement != VTA), key=lambda s: s.predicted_s)
     n_cpu = sum(s.placement != VTA for s in plan.steps)
     assert f"CPU {r['cpu_ms']:.2f} ms in {n_cpu} steps" in line
@@ -167,11 +167,11 @@ def test_sweep_of_a_zoo_network_writes_the_whole_network(ray_session, tmp_path, 
                        SweepOptions(trials=None, search="grid", tuner="exhaustive"), progress=False)
     saved = json.loads((out / "sweep.json").read_text())
     assert saved["network"]["name"] == "resnet18" and saved["network_note"] is None
-    (point,) = result.pareto["points"]
-    assert point["scope"] == "whole network" and point["config"] == "pynq_1x16_i8w8a32_15_15_18_17"
-    assert {s["placement"] for s in point["steps"]} == {"vta", "cpu"}
-    assert point["latency_ms"] == pytest.approx(point["vta_ms"] + point["cpu_ms"], rel=1e-12)
-    assert result.pareto["scopes"] == ["whole network"]
+    (point,) = result.pareto.points
+    assert point.scope == "whole network" and point.config == "pynq_1x16_i8w8a32_15_15_18_17"
+    assert {s.placement for s in point.steps} == {"vta", "cpu"}
+    assert point.latency_ms == pytest.approx(point.vta_ms + point.cpu_ms, rel=1e-12)
+    assert result.pareto.scopes == ["whole network"]
     assert main(["report", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "latency counts: whole network" in text and f"  {point['config']}: VTA" in text
+    assert "latency counts: whole network" in text and f"  {point.config}: VTA" in text

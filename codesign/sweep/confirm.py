@@ -191,7 +191,7 @@ def run_confirm(out_dir: str | Path, *, board: str | None = None, tracker: str |
             runner.close()
         res["sha256"] = entry.sha256
         append_jsonl(out / CONFIRM_FILE, res)
-        say(f"{point['config']}: simulated {res['simulated_latency_ms']:.3f} ms, measured "
+        say(f"{point.config}: simulated {res['simulated_latency_ms']:.3f} ms, measured "
             f"{res['measured_latency_ms']:.3f} ms on {', '.join(res['sources'])}")
         confirmed.append(res)
     section = confirm_section(doc, confirmed, missing, front, chosen, board or f"{key}@{tracker}", retune)
