@@ -111,8 +111,32 @@ def test_workload_prints_the_whole_network_line(capsys):
                  "--task-scheduler", "even"]) == 0
     out = capsys.readouterr().out
     assert "total offloaded latency" not in out
-    m = re.search(r"whole network \(its plan with these schedules\): ([\d.]+) ms per request "
-                  r"\(VTA ([\d.]+) ms \+ CPU ([\d.]+) ms; batch 4, pynq_4x8", out)
+    m = re.search(_WHOLE + r"batch 4, pynq_4x8", out)
     assert m is not None, out
     total, vta, cpu = map(float, m.groups())
     assert vta > 0 and abs(total - (vta + cpu)) <= 0.002 + 1e-9 * total
+
+
+_WHOLE = (r"whole network \(its plan with these schedules, as `codesign run --records` picks them\): ([\d.]+) ms "
+          r"per request \(VTA ([\d.]+) ms \+ CPU ([\d.]+) ms; ")
+
+
+def test_workload_line_is_what_run_then_predicts(tmp_path, capsys):
+    """The whole-network line of `tune --workload` is the latency `codesign run --records` predicts
+    with its records (run's chooser: per op the fastest fused op among a layer's best records), so
+    the user's two commands agree; a residual block with a ReLU-fused conv and a fused add."""
+    net = tmp_path / "block.py"
+    net.write_text(
+        "import torch\n\n\nclass Block(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        torch.manual_seed(0)\n"
+        "        self.a = torch.nn.Conv2d(32, 32, 3, padding=1)\n        self.b = torch.nn.Conv2d(32, 32, 3, padding=1)\n\n"
+        "    def forward(self, x):\n        return torch.relu(self.b(torch.relu(self.a(x))) + x)\n\n\n"
+        "def build():\n    torch.manual_seed(1)\n    return Block(), (torch.randn(1, 32, 8, 8),)\n")
+    rec = tmp_path / "r.jsonl"
+    work = f"{net}:build"
+    assert main(["tune", "--workload", work, "--hw", "pynq_1x16", "--budget", "8", "--records", str(rec)]) == 0
+    m = re.search(_WHOLE, capsys.readouterr().out)
+    assert m is not None
+    assert main(["run", "--workload", work, "--hw", "pynq_1x16", "--simulate", "--records", str(rec), "--json"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert abs(float(m.group(1)) - ran["latency_ms"]) <= 0.0015, (m.group(1), ran["latency_ms"])

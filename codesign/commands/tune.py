@@ -15,6 +15,8 @@ from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
+from codesign.netrun.network import refine
+from codesign.netrun.schedules import ScheduleChooser
 from codesign.network.graph import Network
 from codesign.place import plan_network
 from codesign.plotting import pyplot, save_figure
@@ -25,7 +27,14 @@ from codesign.tune import template_local
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S, AutoTuner
 from codesign.tune.loop import RecordCallback, TaskRun, tune_layer
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.records import RecordWriter, describe_skipped, read_autotvm_log, read_records, skipped_line
+from codesign.tune.records import (
+    MeasureRecord,
+    RecordWriter,
+    describe_skipped,
+    read_autotvm_log,
+    read_records,
+    skipped_line,
+)
 from codesign.tune.registry import TUNERS
 from codesign.tune.rpc_runner import RPCRunner
 from codesign.tune.scheduler import POLICIES
@@ -286,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{layer.name} x{count}: {res.best_seconds * 1e3:.4f} ms  index {res.best.index}  "
               f"[{knobs}]  after {res.measurements} measurements ({res.stopped}{searched.get(layer.name, '')})")
     if net is not None and not math.isnan(total):
-        print(_whole(net, hw, results))
+        print(_whole(net, hw, results, params))
     elif len(results) > 1:
         print(f"total offloaded latency: {total * 1e3:.3f} ms per image (batch {batch}, {hw.name}, "
               f"tuner {args.tuner})")
@@ -297,12 +306,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole(net: Network, hw: HwConfig, results: list[tuple[Any, int, Any]]) -> str:
-    """The network plan with the tuned schedules (what a sweep trial reports, `codesign run` runs):
-    its stem forms are alternatives, so the plan's latency, not the layers' sum."""
-    best = {layer: (res.best, float(res.best_seconds)) for layer, _count, res in results}
-    plan = plan_network(net, hw, Board.for_target(hw.TARGET), lambda layer: best[layer])
-    return (f"whole network (its plan with these schedules): {plan.latency_s * 1e3:.3f} ms per request "
+def _whole(net: Network, hw: HwConfig, results: list[tuple[Any, int, Any]], params: Any) -> str:
+    """The whole-network latency `codesign run --records` will predict from these results: the
+    network plan with `run`'s schedule chooser over every successful measurement (per op, the
+    fastest fused op of a layer's best records, `netrun.refine`), not the layers' sum: the stem's
+    forms are alternatives and a layer's best plain schedule is not always its best fused one."""
+    recs = [MeasureRecord.make(layer, hw, r.config, r.seconds, r.cycles, r.error, res.tuner, res.seed)
+            for layer, _count, res in results for r in res.history if r.ok]
+    chooser = ScheduleChooser(hw, recs, params=params)
+    plan, _chosen = refine(plan_network(net, hw, Board.for_target(hw.TARGET), chooser), chooser)
+    return (f"whole network (its plan with these schedules, as `codesign run --records` picks them): "
+            f"{plan.latency_s * 1e3:.3f} ms per request "
             f"(VTA {plan.vta_s * 1e3:.3f} ms + CPU {plan.cpu_s * 1e3:.3f} ms; batch {plan.batch}, {hw.name})")
 
 
