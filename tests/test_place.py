@@ -60,7 +60,9 @@ def test_every_resnet18_op_is_placed_once(resnet18, plan18):
         if step.placement == VTA:
             assert step.kind.startswith("conv2d+add") and step.epilogue.residual is not None
         else:
-            assert step.kind == "add" and "not fused: the plain GEMM" in step.reason
+            # the add's ReLU rides in the same CPU pass: one step, the add's time
+            assert step.kind == "add+relu" and step.ops == (a, plan18.step_of(a).ops[1])
+            assert "not fused: the plain GEMM" in step.reason and "ReLU in the same pass" in step.reason
     # latency is one request through every step; VTA, CPU and host parts add up to it
     assert plan18.latency_s == pytest.approx(sum(s.predicted_s for s in plan18.steps))
     assert plan18.latency_s == pytest.approx(plan18.vta_s + plan18.cpu_s)

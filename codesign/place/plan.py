@@ -48,7 +48,7 @@ from codesign.network.kinds.elementwise import clamp_bounds
 from codesign.network.kinds.pool import window_count
 from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
-from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups
+from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups, is_clip
 from codesign.place.transforms import ENTRIES, Rewrite, entries_as_groups, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
@@ -477,9 +477,8 @@ class _Planner:
         fused_s = min(o.seconds for o in fused)
         plain_s = min(o.seconds for o in options)
         res = self.elems(group.residual, PACKED)
+        # the add's pass; its ReLU rides in the same pass (a clip in registers, no bytes of its own)
         tail = self.costs.op(group.add, dict.fromkeys(group.add.inputs, res), self.rows)
-        if group.relu:
-            tail += self.costs.op(group.ops[-1], {group.add.name: res}, self.rows)
         if plain_s + tail >= fused_s:
             return None
         return (f"not fused: the plain GEMM {_ms(plain_s)} + CPU passes {_ms(tail)} < fused into "
@@ -495,8 +494,12 @@ class _Planner:
         options, why = ([], [why_none]) if layer is None or why_none else self.vta_options(group, layer, epi)
         if group.add is not None and layer is not None and (split := self.split_add(group, layer, options)):
             self.gemm(group.without_add())
-            for op in group.ops[1:]:
-                self.other(op, {op.name: split})
+            rest = list(group.ops[1:])
+            while rest:  # each CPU op with the clips on its output in the same pass
+                op, clips = rest.pop(0), []
+                while rest and is_clip(rest[0]) and self.net.consumers(op.name if not clips else clips[-1].name) == [rest[0]]:
+                    clips.append(rest.pop(0))
+                self.other(op, {o.name: split for o in (op, *clips)}, clips=tuple(clips))
             return
         # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
         cost = self.costs.gemm(head, self.rows)
@@ -575,7 +578,9 @@ class _Planner:
         need = self.need(op.inputs[0], PACKED)
         return pool, pools.measure_pool(pool, self.hw).seconds, [need] if need is not None else []
 
-    def other(self, op: Op, why_not_fused: Mapping[str, str]) -> None:
+    def other(self, op: Op, why_not_fused: Mapping[str, str], clips: tuple[Op, ...] = ()) -> None:
+        """`op` on the CPU (or a pool on VTA when cheaper). `clips`: ReLU/clamp ops on its output
+        computed in the same pass on the CPU (a max/min in registers: no bytes, no time of their own)."""
         kind = kinds.get(op.kind, op.where())
         layout_free = kind.layout_free(self.net, op)
         ins = list(dict.fromkeys(op.inputs))
@@ -588,7 +593,7 @@ class _Planner:
         what = kind.label
         cpu_text = f"CPU {_ms(cpu_total)} ({what}, {self.costs.basis(op, elems)} over the {layout} layout)"
         alternatives = {CPU: cpu_total}
-        if kind.vta == kinds.POOL:
+        if kind.vta == kinds.POOL and not clips:
             vta = self.vta_pool(op)
             if isinstance(vta, str):
                 vta_why = f"VTA cannot run it: {vta}"
@@ -619,14 +624,19 @@ class _Planner:
             reason = f"CPU 0 ms ({what}{'; on 1x1 pixels VTA blocks are the dense layout' if layout == PACKED else ''})"
         for h in cpu_host:
             self.emit_host(h, op.name)
-        self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU, reason=reason, layer=None,
-                               epilogue=None, predicted_s=seconds, alternatives=alternatives, transform=None,
-                               inputs=tuple(op.inputs), output=op.name, batch_s=batch_s, group=op.name))
-        self.have[op.name] = {layout}
-        if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
-            src = self.net.shape(ins[0])
-            padded_c = self.packed_elems[ins[0]] // (self.batch * math.prod(src[2:]))
-            self.packed_elems[op.name] = self.batch * padded_c * math.prod(self.net.shape(op.name)[2:])
+        if clips:
+            reason += f"; {' and '.join(kinds.get(c.kind).label for c in clips)} in the same pass"
+        out = clips[-1].name if clips else op.name
+        self.steps.append(Step(name=op.name, ops=(op.name, *(c.name for c in clips)),
+                               kind="+".join((op.kind, *(c.kind for c in clips))), placement=CPU, reason=reason,
+                               layer=None, epilogue=None, predicted_s=seconds, alternatives=alternatives,
+                               transform=None, inputs=tuple(op.inputs), output=out, batch_s=batch_s, group=op.name))
+        for name in (op.name, *(c.name for c in clips)):
+            self.have[name] = {layout}
+            if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
+                src = self.net.shape(ins[0])
+                padded_c = self.packed_elems[ins[0]] // (self.batch * math.prod(src[2:]))
+                self.packed_elems[name] = self.batch * padded_c * math.prod(self.net.shape(name)[2:])
 
     def outputs(self) -> None:
         for t in self.net.outputs:
