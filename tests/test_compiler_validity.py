@@ -1,5 +1,5 @@
 """The compiler accepts exactly the configs the validity rules accept: it states no rule itself
-(`schedule.families.conv_mapping` reads its geometry from the layer's `ScheduleSpace` and raises the first
+(`ScheduleSpace.mapping` reads its geometry from the layer's `ScheduleSpace` and raises the first
 rule of `codesign.schedule.validity` a config breaks)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from codesign.errors import CodesignError, ConfigError, InvalidSchedule
 from codesign.evaluate.compiler import compile_insns
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
-from codesign.schedule.families import conv_mapping as base_plan
 from codesign.schedule.families import mapping_for as plan_for
 from codesign.schedule.knobs import Config
 from codesign.workloads import Conv2D, Dense
@@ -50,7 +49,7 @@ def _decisions(layer, hw, build) -> tuple[np.ndarray, dict[int, str]]:
 def test_compiler_accepts_exactly_what_validity_accepts(layer, hw):
     space = get_space(layer, hw)
     valid = space.valid_mask()
-    ok, why = _decisions(layer, hw, base_plan)
+    ok, why = _decisions(layer, hw, plan_for)
     assert np.array_equal(ok, valid)
     # the compiler's message is the named rule's, config for config
     assert why == {i: space.why_invalid(i) for i in np.flatnonzero(~valid).tolist()}
@@ -61,7 +60,7 @@ def test_compiler_accepts_exactly_what_validity_accepts(layer, hw):
         stale = Config((index + 1) % space.size, cfg.knobs)
         for config in (dict(cfg.knobs), stale):
             try:
-                base_plan(layer, config, hw)
+                plan_for(layer, config, hw)
                 assert valid[index]
             except InvalidSchedule as err:
                 assert str(err) == why[index]
@@ -93,10 +92,10 @@ def test_knob_outside_the_space_and_layer_without_a_space_are_one_line():
     layer = LAYERS[0]
     knobs = dict(get_space(layer, HW1).valid_configs()[0].knobs, tile_h=[2, 3])  # 3 does not divide 8
     with pytest.raises(ConfigError, match=r"knob tile_h=\[2, 3\] is not a candidate"):
-        base_plan(layer, knobs, HW1)
+        plan_for(layer, knobs, HW1)
     knobs = dict(get_space(layer, HW1).valid_configs()[0].knobs, oc_nthread=4)
     with pytest.raises(ConfigError, match="knob oc_nthread=4 is not a candidate; allowed: 1, 2"):
-        base_plan(layer, knobs, HW1)
+        plan_for(layer, knobs, HW1)
     # in_channels=24 is no multiple of BLOCK_IN=16: no schedule space, so nothing to compile
     with pytest.raises(CodesignError, match="in_channels=24"):
         compile_insns(Conv2D(1, 24, 8, 8, 32, 3, 3, 1, 1), knobs, HW1)

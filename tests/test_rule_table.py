@@ -14,7 +14,7 @@ from codesign.hw.config import HwConfig
 from codesign.mapping import table as shared
 from codesign.mapping.legality import violations
 from codesign.schedule import validity
-from codesign.schedule.families import conv_mapping, mapping_for
+from codesign.schedule.families import mapping_for
 from codesign.schedule.space import get_space
 from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta.producer import row_mapping
@@ -92,7 +92,7 @@ def test_template_space_and_legality_agree(text: str) -> None:
     rng = np.random.default_rng(3)
     for idx in rng.integers(0, space.size, size=60).tolist():
         t = space.mapping_batch(np.array([idx], dtype=np.int64))
-        m = conv_mapping(layer, space.get(idx), HW, skip=names)  # built whatever the rules say
+        m = space.mapping(idx, skip=names)  # built whatever the rules say
         row = _row(validity.table(t, len(clip_epilogue(0))), 0)
         assert row == _row(shared.of_mapping(m), 0), idx
         ok = {r.name: bool(r.ok[0]) for r in validity.check(t)}

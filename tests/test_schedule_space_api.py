@@ -65,3 +65,27 @@ def test_every_layer_kind_has_its_template_object():
     assert "co" not in GROUP_CONV2D.edge_axes and "co" in CONV2D.edge_axes
     with pytest.raises(ConfigError, match="allowed: conv2d_packed.vta"):
         template_of("nope.vta")
+
+
+SPACE_LAYERS = [Conv2D(1, 32, 8, 8, 32, 3, 3, 1, 1), Dense(1, 256, 128),
+                Conv2D(1, 64, 6, 6, 32, 3, 3, 1, 1, groups=2), parse_layer("conv2d_transpose:1,16,4,4,16,4,4,2,1")]
+
+
+@pytest.mark.parametrize("family", ["autotvm", "vta"])
+@pytest.mark.parametrize("layer", SPACE_LAYERS, ids=lambda ly: ly.name)
+def test_every_space_maps_an_index_a_config_and_its_knobs_alike_and_refuses_an_invalid_one(layer, family):
+    """`space.mapping(index)` for every template and the vta family: an index, its Config and its
+    knob dict give the same mapping, whose program is the one `measure` times; an invalid config is
+    refused with the space's own message (`why_invalid`)."""
+    if family == "vta" and template_of(layer).transposed:
+        pytest.skip("the vta family has no transposed-conv space")
+    space = get_space(layer, HW, family)
+    rng = np.random.default_rng(5)
+    valid = space.sample_valid(4, rng) if family == "vta" else rng.choice(space.valid_indices(), 4)
+    for i in (int(v) for v in valid):
+        m = space.mapping(i)
+        assert _same(m, space.mapping(space.get(i))) and _same(m, space.mapping(dict(space.get(i).knobs)))
+    bad = next(int(i) for i in rng.integers(0, space.size, 10_000) if space.why_invalid(int(i)) is not None)
+    with pytest.raises(InvalidSchedule) as err:
+        space.mapping(bad)
+    assert space.why_invalid(bad).split(":")[-1].strip() in str(err.value)

@@ -121,7 +121,7 @@ def test_auto_family_stage_is_the_learned_search_from_64_measurements_per_layer(
     template's results: never worse than the template, the label says which search ran."""
     from codesign.tune.template_local import LEARNED_MIN_BUDGET, family_search
 
-    assert family_search(16) is None and family_search(LEARNED_MIN_BUDGET) == "auto"
+    assert family_search(16) is None and family_search(LEARNED_MIN_BUDGET) == "xgb"
     found = {}
     for budget in (BUDGET, LEARNED_MIN_BUDGET):
         assert main(["tune", "--layer", SPEC, "--budget", str(budget), "--json"]) == 0
@@ -129,7 +129,7 @@ def test_auto_family_stage_is_the_learned_search_from_64_measurements_per_layer(
     t = main(["tune", "--layer", SPEC, "--schedules", "autotvm", "--tuner", "exhaustive", "--json"])
     assert t == 0
     template = json.loads(capsys.readouterr().out)
-    assert found[BUDGET]["tuner"] == "local" and found[LEARNED_MIN_BUDGET]["tuner"] in ("bandit", "xgb")
+    assert found[BUDGET]["tuner"] == "local" and found[LEARNED_MIN_BUDGET]["tuner"] == "xgb"
     assert found[LEARNED_MIN_BUDGET]["measurements"] == found[BUDGET]["measurements"] - BUDGET + LEARNED_MIN_BUDGET
     for out in found.values():
         assert out["best"]["seconds"] <= template["best"]["seconds"] * (1 + 1e-12)

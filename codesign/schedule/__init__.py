@@ -1,6 +1,7 @@
 """Schedule spaces of the VTA AutoTVM templates: knobs, AutoTVM indices, validity rules and
-fixed-size features over the tile geometry of `codesign.mapping.batch`; `families` the templates
-as producers Config -> Mapping."""
+fixed-size features over the tile geometry of `codesign.mapping.batch`; every space
+produces a config's Mapping (`space.mapping`; `producer` for the templates, `families.mapping_for` by
+family)."""
 
 from codesign.schedule.features import (
     CONFIG_FEATURE_NAMES,

@@ -45,7 +45,7 @@ class VtaBatch(Protocol):
 
 EDGE_KNOBS = {"tile_h": "h", "tile_w": "w", "tile_ci": "ci", "tile_co": "co"}
 #: ALU kernels of the epilogue per thread: the requantization's SHR, MIN, MAX, one micro-op each
-#: (`schedule.families.clip_epilogue`; a fused epilogue's kernels are checked when it is built,
+#: (`schedule.templates.clip_epilogue`; a fused epilogue's kernels are checked when it is built,
 #: `evaluate.fused.fused_mapping`).
 EPILOGUE_KERNELS = 3
 THREAD_AXES = (None, "h", "co", "w", "b")  # vta_space.VTHREADS (the thread axis of knob `vthread`)

@@ -15,10 +15,12 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import MappingBatch
+from codesign.mapping.mapping import Mapping
 from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, index_of, make_knobs, positions_of
+from codesign.schedule.producer import template_mapping
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.schedule.vta_space import VtaSpace
 from codesign.workloads.layers import Layer
@@ -54,6 +56,16 @@ class ScheduleSpace(KnobSpace):
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
         t = self.mapping_batch(idx)
         return valid_mask(t) & templates.mask(self.layer, t)
+
+    # -- the producer ------------------------------------------------------------------------------
+    def mapping(self, config: Config | dict | int, shift: int = 8, *, skip: tuple[str, ...] = ()) -> Mapping:
+        """The `Mapping` of `config` (a Config, knob dict or index; `schedule.producer`):
+        InvalidSchedule naming the first rule it breaks (rules named in `skip` aside)."""
+        if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+            config = self.get(int(config))
+        grouped_or_transposed = self.tmpl.grouped or self.tmpl.transposed
+        view = get_space(self.layer.schedule_view(), self.hw) if grouped_or_transposed else self
+        return template_mapping(self, view, config, shift, skip=skip)
 
     # -- features --------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:

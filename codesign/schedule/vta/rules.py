@@ -177,7 +177,7 @@ class RulesMixin:
 
     def table(self, b: VtaBatch) -> MappingTable:
         """The shared rules' table (`mapping.table`) of the configs of `b`: the fields of the
-        mappings the producer builds from them (`families.vta_mapping`)."""
+        mappings the producer builds from them (`VtaSpace.mapping`)."""
         t = b.t
         shareable, once = self._inp_shared(b)
         spatial = np.isin(np.array(PAIR_AXES), ("b", "h", "w"))

@@ -142,10 +142,13 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
     def mapping_batch(self, indices: np.ndarray) -> MappingBatch:
         return self.batch(indices).t
 
-    def mapping(self, config: Config | dict[str, KnobValue], shift: int = 8) -> Mapping:
-        """The `Mapping` of `config` (`schedule.vta.producer`): the template's tile geometry with the
-        config's loop order, INP/WGT residency, loops inside the reduction (ACC slots), thread axis
-        and INP loads per tile. Invalid configs raise InvalidSchedule naming the rule."""
+    def mapping(self, config: Config | dict[str, KnobValue] | int, shift: int = 8) -> Mapping:
+        """The `Mapping` of `config` (a Config, knob dict or index; `schedule.vta.producer`): the
+        template's tile geometry with the config's loop order, INP/WGT residency, loops inside the
+        reduction (ACC slots), thread axis and INP loads per tile. Invalid configs raise
+        InvalidSchedule naming the rule."""
+        if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+            config = self.get(int(config))
         return produce(self, config, shift)
 
     def violations(self, config: Config | dict | list | int) -> list[tuple[str, str]]:
