@@ -4,6 +4,7 @@ templates are objects (`schedule.templates.Template`), not names compared across
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from codesign.errors import ConfigError, InvalidSchedule
 from codesign.evaluate.run import measure
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
+from codesign.schedule.families import mapping_for
+from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.templates import CONV2D, CONV2D_TRANSPOSE, DENSE, GROUP_CONV2D, template_of
 from codesign.schedule.vta.space import VtaSpace
 from codesign.workloads import Conv2D, Dense, parse_layer
@@ -89,3 +92,84 @@ def test_every_space_maps_an_index_a_config_and_its_knobs_alike_and_refuses_an_i
     with pytest.raises(InvalidSchedule) as err:
         space.mapping(bad)
     assert space.why_invalid(bad).split(":")[-1].strip() in str(err.value)
+
+
+# The old producers' (`families.conv_mapping` / `group_mapping` / `transpose_mapping` dispatched by
+# `families.mapping_for`, `families.vta_mapping`; main at 863d0f5) mappings of sampled valid configs
+# as `_digest`s, and their one-line refusal of invalid configs (a codesign rule, then a template rule).
+OLD = {
+    "conv2d": (LAYER, "autotvm", {0: "7c9f4dc9f738686e", 3: "5c0b1c0efc028b7e", 9: "d3a578d4153350b6",
+                                   11: "accfc56445c90ae1"},
+               {2: "uop dst hazard: in the unrolled GEMM kernel (3 uops, tile_co=1, tile_h=1) a micro-op writes "
+                   "the same ACC row as one of the previous two"}),
+    "dense": (Dense(1, 64, 32), "autotvm", {0: "2ae21746dc41ffd7", 2: "6b789daed5f31f97", 5: "cf70ca35cbc090a0",
+                                            8: "0a6bb72856841f91"},
+              {9: "virtual-thread divisibility: 1 co tile(s) (co 2 / tile_co 2) not divisible by oc_nthread=2"}),
+    "group_conv2d": (parse_layer("conv2d:1,64,8,8,64,3,3,1,1,1,4"), "autotvm",
+                     {0: "c9765495d44ebe08", 14: "e3644201fac8558c", 58: "602797399e50c1d0", 110: "85777aec4ab4e9e7"},
+                     {4: "uop dst hazard: in the unrolled GEMM kernel (3 uops, tile_co=1, tile_h=1) a micro-op writes "
+                         "the same ACC row as one of the previous two",
+                      16: "group conv: a co tile of 2 blocks crosses a group boundary (1 output blocks per group; "
+                          "tile_co[1] must divide it)"}),
+    "conv2d_transpose": (parse_layer("conv2d_transpose:1,32,4,4,16,4,4,2,1"), "autotvm",
+                         {6: "09d6bc2220dd815a", 10: "4edcd349efd00b2f", 15: "8392610413db3808",
+                          78: "6d63cb0cc7608c37"},
+                         {0: "uop dst hazard: in the unrolled GEMM kernel (4 uops, tile_co=1, tile_h=1) a micro-op "
+                             "writes the same ACC row as one of the previous two",
+                          2: "conv2d transpose: tile_w=1 is not a multiple of the stride 2 and there are 8 w tiles, "
+                             "so the zero-skip pattern would differ between tiles"}),
+    "vta": (LAYER, "vta", {1824858136: "a9cb060c33a98cc8", 1825117286: "e9cf2bd799ad07d4",
+                           1831694874: "8996e051fb9efdc8", 3075854426: "7cffa328630a2812"},
+            {5: "uop_hazard: uop dst hazard: in the unrolled GEMM kernel (3 uops, tile_co=1, tile_h=1) a micro-op "
+                "writes the same ACC row as one of the previous two"}),
+}
+
+
+def _feed(h: hashlib._Hash, x: object) -> None:
+    if dataclasses.is_dataclass(x):
+        h.update(type(x).__name__.encode())
+        for f in dataclasses.fields(x):
+            h.update(f.name.encode())
+            _feed(h, getattr(x, f.name))
+    elif isinstance(x, np.ndarray):
+        h.update(str(x.dtype).encode() + str(x.shape).encode() + np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, (tuple, list)):
+        h.update(b"(%d" % len(x))
+        for y in x:
+            _feed(h, y)
+    else:
+        h.update(repr(x).encode())
+
+
+def _digest(m: object) -> str:
+    """Every field of a mapping, arrays by dtype, shape and bytes, hashed."""
+    h = hashlib.sha256()
+    _feed(h, m)
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("case", sorted(OLD))
+def test_every_space_maps_an_index_as_the_old_producer_did(case):
+    layer, family, valid, invalid = OLD[case]
+    space = get_space(layer, HW, family)
+    assert isinstance(space, VtaSpace if family == "vta" else ScheduleSpace)
+    for i, old in valid.items():
+        m = space.mapping(i)
+        assert _digest(m) == old, (case, i)
+        assert _same(m, space.mapping(space.get(i))) and _same(m, mapping_for(layer, space.get(i), HW))
+    for i, message in invalid.items():
+        assert "\n" not in message
+        with pytest.raises(InvalidSchedule) as e:
+            space.mapping(i)
+        assert str(e.value) == message
+        with pytest.raises(InvalidSchedule) as e:
+            mapping_for(layer, space.get(i), HW)
+        assert str(e.value) == message
+
+
+def test_a_grouped_or_transposed_space_maps_through_its_view_conv():
+    conv = get_space(LAYER, HW)
+    assert conv.view is conv
+    for spec in ("conv2d:1,64,8,8,64,3,3,1,1,1,4", "conv2d_transpose:1,32,4,4,16,4,4,2,1"):
+        space = get_space(parse_layer(spec), HW)
+        assert space.view is get_space(space.layer.schedule_view(), HW) and space.view.tmpl is CONV2D

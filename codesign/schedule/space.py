@@ -63,9 +63,15 @@ class ScheduleSpace(KnobSpace):
         InvalidSchedule naming the first rule it breaks (rules named in `skip` aside)."""
         if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
             config = self.get(int(config))
-        grouped_or_transposed = self.tmpl.grouped or self.tmpl.transposed
-        view = get_space(self.layer.schedule_view(), self.hw) if grouped_or_transposed else self
-        return template_mapping(self, view, config, shift, skip=skip)
+        return template_mapping(self, self.view, config, shift, skip=skip)
+
+    @property
+    def view(self) -> ScheduleSpace:
+        """The space whose tile geometry this template's mapping uses: its `schedule_view()` conv's
+        for a grouped or transposed conv, itself otherwise."""
+        if not (self.tmpl.grouped or self.tmpl.transposed):
+            return self
+        return get_space(self.layer.schedule_view(), self.hw)  # type: ignore[return-value]
 
     # -- features --------------------------------------------------------------------------------
     def features_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
