@@ -91,7 +91,7 @@ LEARNED_MIN_BUDGET = 64
 #: The learned search of the family stage: XGBoost, not the shipped agent (`auto.learned_tuner`'s
 #: pick on a board, where a measurement costs seconds). ResNet-18 on pynq_1x16 by the user path
 #: (`tune --workload` at its default budget 100, then `run --records`), seeds 0 / 1: xgb 99.78 /
-#: 100.31 ms for 2.3 / 2.9 CPU-min, the agent 100.5 / 100.32 ms for 3.4 / 4.0 CPU-min.
+#: 100.31 ms for 2.3 / 2.9 CPU-min, the agent 100.53 / 100.32 ms for 3.4 / 4.0 CPU-min.
 LEARNED_SEARCH = "xgb"
 
 
