@@ -24,6 +24,7 @@ from codesign.lower import lower_blocks, lower_program
 from codesign.mapping.mapping import AluOp, fuse, fused_slots
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
+from codesign.tune.view import SpaceView
 from codesign.vta import isa, timing
 from codesign.vta.simulator import simulate
 from codesign.workloads import Conv2D, Dense
@@ -184,7 +185,9 @@ def test_fused_on_the_vta_family(hw_name):
     x, w, bias, r = _inputs(layer, 2)
     ref = reference_fused(layer, epi, x, w, bias, r)
     sp = get_space(layer, hw, "vta")
-    configs = [sp.get(int(i)) for i in sp.valid_indices()]
+    # 400 valid schedules drawn by the space's sampler, in index order: listing all (313,221 on the 4x8
+    # core) took ~30 s and the picks below prove the same residencies, threads and orders
+    configs = [sp.get(i) for i in sorted(SpaceView(sp).sample_valid(400, np.random.default_rng(0)))]
     picked = [c for c in configs if c.knobs["wgt_stationary"]][:3] + [c for c in configs if c.knobs["vthread"]][-2:]
     picked += [c for c in configs if c.knobs["order"] not in (0,)][:2]
     assert {c.knobs["wgt_stationary"] for c in picked} == {0, 1}
