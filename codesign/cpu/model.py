@@ -56,6 +56,9 @@ class CpuParams:
     # kind -> (its rate / spatial_pack's, the CPU that ratio was measured on): for a kind this CPU
     # has no record of (the A53's depthwise), filled in by `CpuModel.params` from the other CPUs
     peer_ratios: Mapping[str, tuple[float, str]] = field(default_factory=dict, compare=False)
+    # the parameters the fit left at a bound of its search range (`fit.at_bound` of the parameter
+    # file): its records did not determine them, so a figure built on one is an assumption
+    at_bound: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for name in ("call_overhead_s", "bytes_per_s"):
@@ -97,6 +100,15 @@ class CpuParams:
                                      f"ratio measured on {peer}; no {kind} measurement on {self.cpu}")
         return None
 
+    @property
+    def bandwidth_basis(self) -> str:
+        """Where `bytes_per_s` comes from: "measured" (fitted), or "assumed: ..." when the fit left
+        it at its bound (the Cortex-A9's records are compute-bound convs: they do not determine it)."""
+        if "bytes_per_s" not in self.at_bound:
+            return "measured"
+        return (f"assumed: {self.bytes_per_s / 1e9:.2f} GB/s, the bound of the fit's range "
+                f"(its records on {self.measured_on or self.cpu} do not determine it)")
+
     def kind_ratios(self) -> dict[str, float]:
         """Each measured kind's rate over spatial_pack's in the same dtype (what another CPU may borrow)."""
         out = {}
@@ -123,8 +135,10 @@ class CpuParams:
                 raise ConfigError(f"{where}: cpus.{cpu}: missing key {key!r}")
         if not isinstance(d["gmacs"], Mapping):
             raise ConfigError(f"{where}: cpus.{cpu}.gmacs must map 'kind/dtype' to GMAC/s")
+        fit = d.get("fit", {})
+        at_bound = tuple(str(k) for k in fit.get("at_bound", ())) if isinstance(fit, Mapping) else ()
         return cls(cpu=cpu, call_overhead_s=d["call_overhead_s"], bytes_per_s=d["bytes_per_s"],
-                   gmacs=dict(d["gmacs"]), measured_on=str(d.get("measured_on", "")))
+                   gmacs=dict(d["gmacs"]), measured_on=str(d.get("measured_on", "")), at_bound=at_bound)
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,7 @@ class CpuCost:
     memory_s: float
     overhead_s: float
     basis: str
+    memory_basis: str = "measured"  # where the memory term's bytes_per_s comes from (`bandwidth_basis`)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -159,7 +174,7 @@ def predict(work: CpuWork, params: CpuParams) -> CpuCost:
     memory = work.bytes / params.bytes_per_s
     total = params.call_overhead_s + compute + memory
     return CpuCost(work.name, work.kind, work.dtype, params.cpu, total, compute, memory,
-                   params.call_overhead_s, basis)
+                   params.call_overhead_s, basis, params.bandwidth_basis)
 
 
 @dataclass(frozen=True)

@@ -516,7 +516,9 @@ class _Planner:
         for o in options:
             alternatives[f"{VTA}:{o.rewrite.kind}" if o.rewrite.kind else VTA] = o.seconds
         what = f"{kinds.get(head.kind).label}, " if head.kind == MATMUL else ""
-        cpu_text = f"CPU {_ms(cpu_total)} ({what}{CPU_DTYPE} {cost.kind}, {cost.basis})"
+        memory = ("" if cost.memory_basis == "measured" else
+                  f"; its {_ms(cost.memory_s)} of memory traffic at a bandwidth {cost.memory_basis}")
+        cpu_text = f"CPU {_ms(cpu_total)} ({what}{CPU_DTYPE} {cost.kind}, {cost.basis}{memory})"
         best = min(options, key=lambda o: o.seconds) if options else None
         name, ops, kind = head.name, group.names, group.kind
         if best is not None and best.seconds <= cpu_total:
