@@ -13,6 +13,8 @@ the PYNQ-Z1's CPU at 100 MHz, the stock Ultra96 build at 250 MHz with its Cortex
   functional simulator, every op compared bit for bit with the NumPy integer reference;
 - ms per image: `plan.latency_s` (timing model for VTA steps, the fitted CPU model for the rest);
 - VTA MAC share: MACs of the ops in VTA steps over all MACs;
+- VTA compute floor (`vta_floor_ms`): the GEMM uops and epilogue ALU cycles of the VTA steps at the
+  timing model's rates with no overhead (`codesign.place.floor`), next to those steps' predicted ms;
 - lowest per-op SQNR (`codesign.network.reference.op_sqnr`: the integer network's dequantized
   output of every op against the float network's, on the example input).
 
@@ -143,9 +145,13 @@ def on_target(qnet: Any, name: str, example: np.ndarray | tuple[np.ndarray, ...]
         prep = place(qnet, name, example, target)
     except Exception as exc:  # noqa: BLE001 - one model's failure is a row, not the end of the benchmark
         return _failure(row, "place", exc), None
+    from codesign.place.floor import plan_floor_s
+
     plan, net = prep.plan, qnet.network
+    floor = plan_floor_s(plan)  # the compute floor of its VTA steps: what no schedule goes below
     row.update(place_s=round(time.perf_counter() - t0, 2), latency_ms=plan.latency_s * 1e3,
                vta_ms=plan.vta_s * 1e3, vta_mac_share=_vta_mac_share(plan, net),
+               vta_floor_ms={k: round(v * 1e3, 2) for k, v in floor.items()},
                vta_steps=sum(1 for s in plan.steps if s.placement == "vta" and not s.host),
                cpu_ops=sum(len(s.ops) for s in plan.steps if s.placement != "vta" and not s.host))
     if not run:
