@@ -48,7 +48,7 @@ from codesign.evaluate.run import layer_io_bytes, measure
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
 from codesign.schedule import get_space, partition
-from codesign.schedule.families import clip_epilogue
+from codesign.schedule.templates import clip_epilogue
 from codesign.tune.exhaustive import exhaustive_table
 from codesign.vta import timing
 from codesign.workloads import get_workload

@@ -45,7 +45,7 @@ from codesign.evaluate.run import layer_io_bytes, random_inputs
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
 from codesign.schedule import get_space, partition
-from codesign.schedule.families import clip_epilogue
+from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta_space import VtaSpace
 from codesign.tune.exhaustive import exhaustive, exhaustive_table
 from codesign.tune.loop import tune_layer

@@ -82,13 +82,20 @@ class ScheduleSpace(KnobSpace):
 SPACES: dict[str, type[KnobSpace]] = {"autotvm": ScheduleSpace, "vta": VtaSpace}  # by family (knobs.FAMILIES)
 
 
-@lru_cache(maxsize=512)
 def get_space(layer: Layer, hw: HwConfig, family: str = "autotvm") -> ScheduleSpace | VtaSpace:
     """The cached schedule space of `layer` on `hw` of a family: "autotvm" (`ScheduleSpace`, the
     templates) or "vta" (`VtaSpace`); its valid indices are computed once per layer and config."""
+    return _cached_space(layer, hw, family)  # one cache key however the family is passed
+
+
+@lru_cache(maxsize=512)
+def _cached_space(layer: Layer, hw: HwConfig, family: str) -> ScheduleSpace | VtaSpace:
     if family not in SPACES:
         raise ConfigError(f"schedule family {family!r}: allowed {', '.join(SPACES)}")
     return SPACES[family](layer, hw)
+
+
+get_space.cache_clear = _cached_space.cache_clear  # type: ignore[attr-defined]
 
 
 __all__ = ["SPACES", "ScheduleSpace", "VtaSpace", "get_space", "index_of", "positions_of"]
