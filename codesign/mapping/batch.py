@@ -33,6 +33,7 @@ The reset GEMM (reduction init, `reset_reg=1`) folds the same way over (w, co, h
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
@@ -100,20 +101,21 @@ class Kernel:
     def from_fold(cls, roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...] = ()) -> Kernel:
         """A Kernel from `MappingBatch`' fold of one config: roles 1 = iter_out, 2 = iter_in,
         3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (docs/vta.md §7.3)."""
+        # plain Python on the (6,) roles: this runs once per kernel of every evaluated schedule
+        r = roles.tolist()
         kw: dict[str, int] = {}
         for role, slot in ((1, "out"), (2, "in")):
-            sel = loops[roles == role]
-            if sel.shape[0]:
+            if role in r:
                 kw[f"iter_{slot}"], kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
-                    sel[0].tolist())
-        live = tuple(n for n, r in zip(names, roles.tolist()) if r) if names else ()
-        return cls(loops[roles == 3], names=live, **kw)
+                    loops[r.index(role)].tolist())
+        live = tuple(n for n, x in zip(names, r) if x) if names else ()
+        return cls(loops[[i for i, x in enumerate(r) if x == 3]], names=live, **kw)
 
-    @property
+    @cached_property  # frozen: the lowering asks for it many times per kernel
     def size(self) -> int:
         if self.explicit is not None:
             return int(self.explicit.shape[0])
-        return int(np.prod(self.unrolled[:, 0])) if self.unrolled.shape[0] else 1
+        return math.prod(self.unrolled[:, 0].tolist())
 
     @cached_property
     def uops(self) -> np.ndarray:

@@ -51,12 +51,23 @@ def produce(space: VtaSpace, config: Config | dict[str, KnobValue], shift: int =
     # search that measures a few configs must not enumerate the family's 10^5-10^6 valid ones.
     index = space.valid_index_of(config) if listed(space) else None
     if index is None:
-        cfg = space.as_config(config)
-        why = space.why_invalid(cfg)
-        if why is not None:
-            raise InvalidSchedule(why)
-        index = cfg.index
+        index = _index(space, config)
+        if not space.proven_valid(index):  # a sampled config is proven: no rule to check again
+            why = space.why_invalid(index)
+            if why is not None:
+                raise InvalidSchedule(why)
     return row_mapping(space, index, shift)
+
+
+def _index(space: VtaSpace, config: Config | dict[str, KnobValue] | int) -> int:
+    """The canonical index of `config` (`as_config(config).index`) without building its Config:
+    the knob positions in mixed radix, first knob least significant (`knobs.index_of`)."""
+    if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+        return space.as_config(config).index
+    index = 0
+    for p, d in zip(reversed(space.positions(config)), reversed(space.dims)):
+        index = index * d + p
+    return index
 
 
 def _row(space: VtaSpace, index: int) -> tuple[VtaBatch, int]:
