@@ -18,7 +18,7 @@ from codesign.hw.config import HwConfig
 from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
-from codesign.mapping.batch import Geometry
+from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import SOURCES, AluOp, Mapping, fused_slots
 from codesign.vta import isa
@@ -100,12 +100,21 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
                 + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
-    kern = np.array([[[getattr(k, f) for f in LOOP_FIELDS] for k in pair] for pair in tiles], dtype=np.int64)
+    kern = np.array([[_loop_fields(k) for k in pair] for pair in tiles], dtype=np.int64)
     epi = _epilogue(m.epilogue)
     uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
     counts = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
                   (m.n_lift, preload_size(m, u), m.early_epilogue))
     return out[:int(counts.sum()) + 3], counts
+
+
+def _loop_fields(k: Kernel) -> list[int]:
+    """`k`'s instruction loop fields (`emit.LOOP_FIELDS`), kept on the (frozen) kernel: the edge
+    tiles' kernels are shared by every config of a space that runs them."""
+    row = k.__dict__.get("_loop_fields")
+    if row is None:
+        row = k.__dict__["_loop_fields"] = [getattr(k, f) for f in LOOP_FIELDS]
+    return row
 
 
 @lru_cache(maxsize=64)

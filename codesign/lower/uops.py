@@ -208,17 +208,21 @@ def pair_variants(m: Mapping) -> np.ndarray:
     """(T, P, C) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair
     and sub-step c (the output tiles of the loops inside the reduction, `Mapping.inner_loops`)."""
     last = dict(zip(("h", "w", "co"), m.edges.last[:3])) if m.edges is not None else {}
-    j = np.arange(m.n_pairs, dtype=np.int64)[:, None]
-    c = np.arange(m.n_inner, dtype=np.int64)[None, :]
-    out = np.zeros((m.n_threads, m.n_pairs, m.n_inner), dtype=np.int64)
-    for t in range(m.n_threads):
-        idx = {a: np.zeros((m.n_pairs, m.n_inner), dtype=np.int64) for a in AXIS}
-        for it, tab in ((j, loop_table(m.pair_loops)), (t, loop_table(m.vthreads)), (c, loop_table(m.inner_loops))):
-            for (ext, place, ax, scale) in tab.tolist():
-                idx[next(a for a, i in AXIS.items() if i == ax)] += (it // place) % ext * scale
-        for bit, a in enumerate(("h", "w", "co")):
-            if last.get(a, -1) >= 0:
-                out[t] |= (idx[a] == last[a]).astype(np.int64) << bit
+    T, P, C = m.n_threads, m.n_pairs, m.n_inner
+    out = np.zeros((T, P, C), dtype=np.int64)
+    # the tile index on an axis: the sum over the pair, thread and inner loops walking it (all threads at once)
+    walks = ((np.arange(P, dtype=np.int64)[None, :, None], loop_table(m.pair_loops).tolist()),
+             (np.arange(T, dtype=np.int64)[:, None, None], loop_table(m.vthreads).tolist()),
+             (np.arange(C, dtype=np.int64)[None, None, :], loop_table(m.inner_loops).tolist()))
+    for bit, a in enumerate(("h", "w", "co")):
+        if last.get(a, -1) < 0:
+            continue
+        idx = np.zeros((T, P, C), dtype=np.int64)
+        for it, tab in walks:
+            for ext, place, ax, scale in tab:
+                if ax == AXIS[a]:
+                    idx += (it // place) % ext * scale
+        out |= (idx == last[a]).astype(np.int64) << bit
     return out
 
 
@@ -266,13 +270,13 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
     codes = (np.arange(T * C, dtype=np.int64).reshape(T, C, 1) * 8 + pv.transpose(0, 2, 1)).ravel()  # bits < 8
     specials = sorted(set((np.unique(codes, return_index=True)[1] % m.n_pairs).tolist()))
     first_pair = np.full(len(sizes), -1, dtype=np.int64)
-    order: list[int] = []
-    for j in specials:
-        for kid in kvar[uses, pv[thread_of, j, sub] | ci].tolist():
-            if first_pair[kid] < 0:
-                first_pair[kid] = j
-                order.append(kid)
-    first = np.array(order, dtype=np.int64)
+    # the kernel of every use of those pairs in program order (pair by pair); each kernel's first
+    # occurrence gives the first-use order and its pair
+    sp = np.array(specials, dtype=np.int64)
+    kids = kvar[uses[None, :], pv[thread_of[None, :], sp[:, None], sub[None, :]] | ci[None, :]].ravel()
+    at = np.sort(np.unique(kids, return_index=True)[1])
+    first = kids[at]
+    first_pair[first] = sp[at // len(uses)]
     dram_off = _offsets(sizes, first)
     total = int(sizes[first].sum())
     if total > depth:

@@ -169,22 +169,23 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     `EdgeTile` are read from it at first use."""
     bits = sum(1 << k for k, x in enumerate(last) if x >= 0)
     g = b.t.geo
-    fold = int(b.fold[r])
-    keys: dict[int, tuple[int, ...]] = {}
-    for v in range(N_VARIANTS):
-        if v & ~bits:
-            continue
-        sizes = [one["tile_b"], one["oc_nthread"], one["h_nthread"], fold]  # edge_rules.VARIANT_KEY
-        for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"),
-                                           ("co", g.co, "co_tiles"), ("ci", g.ci, "ci_steps"))):
-            f = one[f"tile_{a}"]
-            sizes.append(n - (one[tiles] - 1) * f if v >> k & 1 else f)  # as edge_rules.variant_sizes
-        keys[v] = tuple(sizes)
+    base = (one["tile_b"], one["oc_nthread"], one["h_nthread"], int(b.fold[r]))  # edge_rules.VARIANT_KEY
+    # each axis' (full, edge) tile size, as edge_rules.variant_sizes
+    opts = [(f, n - (one[tiles] - 1) * f) for f, n, tiles in (
+        (one["tile_h"], g.out_h, "h_tiles"), (one["tile_w"], g.out_w, "w_tiles"), (one["tile_co"], g.co, "co_tiles"),
+        (one["tile_ci"], g.ci, "ci_steps"))]
+    keys = {v: base + tuple(o[v >> k & 1] for k, o in enumerate(opts)) for v in range(N_VARIANTS) if not v & ~bits}
+    # configs that differ only in loop order, residency or threads' axis share their variants
+    whole: dict[tuple, Edges] = space.__dict__.setdefault("_edges_of", {})
+    wkey = (last, tuple(keys.values()))
+    if wkey in whole:
+        return whole[wkey]
     cache: dict[tuple[int, ...], EdgeTile] = space.__dict__.setdefault("_edge_variants", {})
     missing = [v for v, key in keys.items() if key not in cache]
     if missing:
         if len(cache) > _VARIANT_CACHE_MAX:
             cache.clear()
+            whole.clear()
         # a batch of many configs (the valid table, a search's sample) builds every variant its
         # configs run at once and keeps them on the batch; a one-config batch builds its own
         of_table = b.t.n > 1
@@ -203,7 +204,8 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
             for i, v in enumerate(rest):
                 cache[keys[v]] = _edge_tile(vb, i, bool(split[i]), width)
     variants = [cache[keys[v & bits]] for v in range(N_VARIANTS)]
-    return Edges(last, tuple(variants))
+    whole[wkey] = Edges(last, tuple(variants))
+    return whole[wkey]
 
 
 def _edge_tile(vb: MappingBatch, i: int, split: bool, width: int) -> EdgeTile:
