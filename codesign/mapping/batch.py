@@ -391,13 +391,7 @@ def pad_skip_kernel(geo: Geometry, tile_ci: int, tile_co: int) -> tuple[Kernel, 
     all the skipped uops did, so the accumulators are bit-identical. Hazard (docs/vta.md §3.9): a
     micro-op writes the ACC row of one of the previous two in the stream (incl. the iteration wraps)."""
     g = geo
-    vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
-    vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
-    rows = [(h * g.out_w + w, (h * g.stride + di - g.pad) * g.width + w * g.stride + dj - g.pad, di * g.kw + dj)
-            for di in range(g.kh) for dj in range(g.kw)
-            for h in np.flatnonzero(vh[:, di]).tolist() for w in np.flatnonzero(vw[:, dj]).tolist()]
-    uops = np.array(rows, dtype=np.int64).reshape(-1, 3)
-    uops.setflags(write=False)  # cached and shared
+    uops = _pad_skip_uops(g)
     kk, plane = g.kh * g.kw, g.out_h * g.out_w
     kernel = Kernel(np.zeros((0, 4), dtype=np.int64), iter_out=tile_ci, iter_in=tile_co,
                     src_factor_out=g.height * g.width, wgt_factor_out=kk, dst_factor_in=plane,
@@ -409,6 +403,25 @@ def pad_skip_kernel(geo: Geometry, tile_ci: int, tile_co: int) -> tuple[Kernel, 
         streams.append(np.concatenate([d + (tile_co - 1) * plane, d]))
     hazard = len(d) < 3 or any((s[1:] == s[:-1]).any() or (s[2:] == s[:-2]).any() for s in streams)
     return kernel, bool(hazard)
+
+
+@lru_cache(maxsize=64)
+def _pad_skip_uops(g: Geometry) -> np.ndarray:
+    """(m, 3) [dst, src, wgt] micro-ops of `pad_skip_kernel` (they depend on the layer alone, not
+    on the tile's channel blocks): tap (di, dj) outer, pixel (h, w) inner, only taps inside the
+    image. A 56x56 3x3 plane has ~28k of them: built with NumPy per tap, not per micro-op."""
+    vh = pad_taps(g.out_h, g.kh, g.stride, g.pad, g.height)
+    vw = pad_taps(g.out_w, g.kw, g.stride, g.pad, g.width)
+    parts = [np.zeros((0, 3), dtype=np.int64)]
+    for di in range(g.kh):
+        for dj in range(g.kw):
+            h, w = (a.ravel() for a in np.meshgrid(np.flatnonzero(vh[:, di]), np.flatnonzero(vw[:, dj]),
+                                                   indexing="ij"))
+            parts.append(np.stack([h * g.out_w + w, (h * g.stride + di - g.pad) * g.width + w * g.stride + dj - g.pad,
+                                   np.full(h.shape, di * g.kw + dj)], axis=1).astype(np.int64))
+    uops = np.concatenate(parts)
+    uops.setflags(write=False)  # cached and shared
+    return uops
 
 
 def pad_skip_uops(geo: Geometry) -> int:
