@@ -11,6 +11,7 @@ import math
 
 from codesign.evaluate.fused import Epilogue, epilogue_steps
 from codesign.hw.config import HwConfig
+from codesign.place.plan import Plan
 from codesign.vta import timing
 from codesign.workloads.layers import Conv2D, Dense, Layer
 
@@ -34,7 +35,7 @@ def step_floor_cycles(layer: Layer, epi: Epilogue | None, hw: HwConfig, params: 
     return float(calls * vectors * uops_per_vector), float(calls * vectors * alu)
 
 
-def plan_floor_s(plan) -> dict[str, float]:  # noqa: ANN001 - a place.plan.Plan (no import cycle)
+def plan_floor_s(plan: Plan) -> dict[str, float]:
     """Seconds at the floor of the plan's VTA steps, split "gemm" / "alu" / "total", and the
     steps' predicted "predicted" seconds (steps without a formula count in neither)."""
     out = {"gemm": 0.0, "alu": 0.0, "predicted": 0.0}

@@ -55,7 +55,7 @@ class Group:
         return Group(self.ops[:1])
 
 
-def is_clip(op: Op) -> bool:
+def _is_clip(op: Op) -> bool:
     """A clip the epilogue's last MIN/MAX computes: ReLU, or a clamp to constant bounds."""
     return op.kind in ("relu", "clamp")
 
@@ -82,13 +82,13 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
             continue
         user = _sole_user(net, op)
         group = Group((op,))
-        if user is not None and is_clip(user):
+        if user is not None and _is_clip(user):
             group = Group((op, user), relu=True)
         elif user is not None and user.kind == "add" and len(set(user.inputs)) == 2 and op.kind != MATMUL:
             other = next(t for t in user.inputs if t != op.name)
             if other in inputs or pos.get(other, len(pos)) < i:
                 after = _sole_user(net, user)
-                if after is not None and is_clip(after):
+                if after is not None and _is_clip(after):
                     group = Group((op, user, after), relu=True, add=user, residual=other)
                 else:
                     group = Group((op, user), add=user, residual=other)
@@ -119,4 +119,4 @@ def groups(net: Network) -> tuple[list[Group], dict[str, str]]:
     return out, why
 
 
-__all__ = ["GEMM_KINDS", "MATMUL", "Group", "groups", "is_clip"]
+__all__ = ["GEMM_KINDS", "MATMUL", "Group", "groups"]

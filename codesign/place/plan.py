@@ -48,7 +48,7 @@ from codesign.network.kinds.elementwise import clamp_bounds
 from codesign.network.kinds.pool import window_count
 from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
-from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups, is_clip
+from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups
 from codesign.place.transforms import ENTRIES, Rewrite, entries_as_groups, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
@@ -494,12 +494,8 @@ class _Planner:
         options, why = ([], [why_none]) if layer is None or why_none else self.vta_options(group, layer, epi)
         if group.add is not None and layer is not None and (split := self.split_add(group, layer, options)):
             self.gemm(group.without_add())
-            rest = list(group.ops[1:])
-            while rest:  # each CPU op with the clips on its output in the same pass
-                op, clips = rest.pop(0), []
-                while rest and is_clip(rest[0]) and self.net.consumers(op.name if not clips else clips[-1].name) == [rest[0]]:
-                    clips.append(rest.pop(0))
-                self.other(op, {o.name: split for o in (op, *clips)}, clips=tuple(clips))
+            # the add, with its ReLU (the add's sole user, `fusion.groups`) in the same CPU pass
+            self.other(group.add, {o.name: split for o in group.ops[1:]}, clips=group.ops[2:])
             return
         # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
         cost = self.costs.gemm(head, self.rows)
@@ -633,11 +629,12 @@ class _Planner:
                                kind="+".join((op.kind, *(c.kind for c in clips))), placement=CPU, reason=reason,
                                layer=None, epilogue=None, predicted_s=seconds, alternatives=alternatives,
                                transform=None, inputs=tuple(op.inputs), output=out, batch_s=batch_s, group=op.name))
+        # same blocks as its input: padded channels (and rows) carried along
+        padded_c = (self.packed_elems[ins[0]] // (self.batch * math.prod(self.net.shape(ins[0])[2:]))
+                    if layout == PACKED else 0)
         for name in (op.name, *(c.name for c in clips)):
             self.have[name] = {layout}
-            if layout == PACKED:  # same blocks as its input: padded channels (and rows) carried along
-                src = self.net.shape(ins[0])
-                padded_c = self.packed_elems[ins[0]] // (self.batch * math.prod(src[2:]))
+            if layout == PACKED:
                 self.packed_elems[name] = self.batch * padded_c * math.prod(self.net.shape(name)[2:])
 
     def outputs(self) -> None:

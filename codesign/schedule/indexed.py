@@ -13,7 +13,7 @@ import numpy as np
 from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.mapping.batch import geometry
-from codesign.schedule.knobs import Config, Knob, KnobValue, index_of, positions_of
+from codesign.schedule.knobs import Config, Knob, KnobValue, index_of, index_of_one, positions_of
 from codesign.schedule.templates import template_of
 from codesign.workloads.layers import Layer, parse_layer
 
@@ -90,7 +90,7 @@ class KnobSpace:
                 raise ConfigError(f"knob {k.name} position {p} out of range [0, {d})")
         knobs = {k.name: (list(k.candidates[p]) if k.kind == "sp" else k.candidates[p])
                  for k, p in zip(self.knobs, pos)}
-        return Config(int(self.index_of(np.array(pos))[0]), knobs, self.family)
+        return Config(index_of_one(pos, self.dims), knobs, self.family)
 
     def get(self, index: int) -> Config:
         """The config with AutoTVM index `index`."""

@@ -157,6 +157,15 @@ def positions_of(indices: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     return out
 
 
+def index_of_one(positions: Sequence[int], dims: Sequence[int]) -> int:
+    """One config's index from its knob positions (`index_of` of one row, in plain Python: the
+    producers call it per evaluated schedule)."""
+    index = 0
+    for p, d in zip(reversed(positions), reversed(dims)):
+        index = index * d + int(p)
+    return index
+
+
 def index_of(positions: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     """(n, n_knobs) knob positions -> (n,) config indices."""
     pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(dims))

@@ -25,7 +25,7 @@ from codesign.mapping.edges import N_VARIANTS, Edges, EdgeTile
 from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
 from codesign.schedule.indexed import KnobSpace as VtaSpace  # the space's base: vta.space imports this module
-from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.knobs import Config, KnobValue, index_of_one
 from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import LIFTS, ORDERS, PAIR_AXES, VTHREADS
@@ -61,13 +61,10 @@ def produce(space: VtaSpace, config: Config | dict[str, KnobValue], shift: int =
 
 def _index(space: VtaSpace, config: Config | dict[str, KnobValue] | int) -> int:
     """The canonical index of `config` (`as_config(config).index`) without building its Config:
-    the knob positions in mixed radix, first knob least significant (`knobs.index_of`)."""
+    its knob positions in mixed radix (`knobs.index_of_one`)."""
     if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
         return space.as_config(config).index
-    index = 0
-    for p, d in zip(reversed(space.positions(config)), reversed(space.dims)):
-        index = index * d + p
-    return index
+    return index_of_one(space.positions(config), space.dims)
 
 
 def _row(space: VtaSpace, index: int) -> tuple[VtaBatch, int]:
