@@ -4,13 +4,16 @@ fastest config measured so far, in a seeded random order; when the best's neighb
 spent, those of the next fastest; random valid configs only when every measured config's
 neighbourhood is. No model and no enumeration of the space: validity comes from the space's
 vectorized mask, so it costs about its measurements even on spaces of 10^8 configs — the
-`vta` family's default search starts it from the template optimum (`codesign.tune.template_local`)."""
+`vta` family's default search starts it from the template optimum (`codesign.tune.template_local`)
+with `ranked=True`: a centre's neighbours in the order `codesign.tune.rank` ranks them (the moves
+of the knobs the templates lack first), not a random one."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from codesign.schedule.knobs import Config
+from codesign.tune.rank import ranked_neighbours
 from codesign.tune.tuner import Tuner
 
 
@@ -18,8 +21,9 @@ class LocalTuner(Tuner):
     name = "local"
     batch_size = 8
 
-    def __init__(self, *args, **kw) -> None:  # noqa: ANN002, ANN003 - the Tuner signature
+    def __init__(self, *args, ranked: bool = False, **kw) -> None:  # noqa: ANN002, ANN003 - the Tuner signature
         super().__init__(*args, **kw)
+        self.ranked = ranked  # neighbours in `rank.ranked_neighbours`' order, else a seeded random one
         self._frontier: dict[int, list[int]] = {}  # centre -> its neighbours not proposed yet
         self._proposed: set[int] = set()
 
@@ -30,7 +34,10 @@ class LocalTuner(Tuner):
             centre = int(r.config.index)
             if centre not in self._frontier:
                 nb = self.view.neighbours(centre)
-                self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
+                if self.ranked:  # popped from the end: the first to time last
+                    self._frontier[centre] = ranked_neighbours(self.view, centre, nb, self.rng)[::-1]
+                else:
+                    self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
             todo = self._frontier[centre]
             while todo and len(out) < n:
                 j = todo.pop()

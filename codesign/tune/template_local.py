@@ -122,7 +122,7 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
         if learned is None:
             # not enumerated: validity from the mask, index by index (the family has 10^5-10^6 valid
             # schedules per layer; counting them costs more than the search)
-            tuner: Tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0))
+            tuner: Tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0), ranked=True)
         else:  # sampled, never listed (`SpaceView`, `VtaSpace.sample_valid`)
             tuner = learned_tuner(space, SpaceView(space), layer, hw, seed + k,
                                   learned=None if learned == "auto" else learned)[0]
