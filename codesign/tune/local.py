@@ -10,20 +10,27 @@ of the knobs the templates lack first), not a random one."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from codesign.schedule.knobs import Config
 from codesign.tune.rank import ranked_neighbours
 from codesign.tune.tuner import Tuner
 
+RANKED_BATCH = 2  # configs per round when ranked
+
 
 class LocalTuner(Tuner):
     name = "local"
     batch_size = 8
 
-    def __init__(self, *args, ranked: bool = False, **kw) -> None:  # noqa: ANN002, ANN003 - the Tuner signature
+    def __init__(self, *args, ranked: bool = False, tilings: Sequence[int] = (), **kw) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kw)
         self.ranked = ranked  # neighbours in `rank.ranked_neighbours`' order, else a seeded random one
+        self.tilings = [int(i) for i in tilings]  # ranked: the template's fastest tilings, for transplants
+        if ranked:  # best-first needs feedback: a round of 8 would spend half a sweep trial's budget blind
+            self.batch_size = RANKED_BATCH
         self._frontier: dict[int, list[int]] = {}  # centre -> its neighbours not proposed yet
         self._proposed: set[int] = set()
 
@@ -35,7 +42,8 @@ class LocalTuner(Tuner):
             if centre not in self._frontier:
                 nb = self.view.neighbours(centre)
                 if self.ranked:  # popped from the end: the first to time last
-                    self._frontier[centre] = ranked_neighbours(self.view, centre, nb, self.rng)[::-1]
+                    self._frontier[centre] = ranked_neighbours(self.view, centre, nb, self.rng,
+                                                               tilings=self.tilings)[::-1]
                 else:
                     self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
             todo = self._frontier[centre]

@@ -28,6 +28,7 @@ from codesign.tune.auto import learned_tuner
 from codesign.tune.local import LocalTuner
 from codesign.tune.loop import TaskRun, TuneResult
 from codesign.tune.measure import MeasureResult
+from codesign.tune.rank import TRANSPLANTS
 from codesign.tune.records import family_space
 from codesign.tune.scheduler import TaskScheduler
 from codesign.tune.tuner import Tuner
@@ -52,6 +53,20 @@ def template_seed(space: Any, template_best: Config | None) -> list[Config]:
     except Exception:  # noqa: BLE001 - a template config the family cannot express
         return []
     return [point] if space.why_invalid(point) is None else []
+
+
+def fastest_tilings(space: Any, template: TuneResult, n: int = TRANSPLANTS) -> list[int]:
+    """The family's points of the template stage's `n` fastest distinct tilings after its best,
+    fastest first (what `rank.transplants` puts a centre's other knobs on)."""
+    ok = sorted((r for r in template.history if r.ok), key=lambda r: (r.seconds, int(r.config.index)))
+    out: list[int] = []
+    for r in ok[1:4 * n]:  # the best is the family stage's first centre already
+        point = as_family(space, [r])
+        if point and int(point[0].config.index) not in out:
+            out.append(int(point[0].config.index))
+        if len(out) >= n:
+            break
+    return out
 
 
 def combine(template: TuneResult, family: TuneResult) -> TuneResult:
@@ -122,7 +137,8 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
         if learned is None:
             # not enumerated: validity from the mask, index by index (the family has 10^5-10^6 valid
             # schedules per layer; counting them costs more than the search)
-            tuner: Tuner = LocalTuner(space, seed + k, view=SpaceView(space, enumerate_limit=0), ranked=True)
+            view = SpaceView(space, enumerate_limit=0)
+            tuner: Tuner = LocalTuner(space, seed + k, view=view, ranked=True, tilings=fastest_tilings(space, res))
         else:  # sampled, never listed (`SpaceView`, `VtaSpace.sample_valid`)
             tuner = learned_tuner(space, SpaceView(space), layer, hw, seed + k,
                                   learned=None if learned == "auto" else learned)[0]
