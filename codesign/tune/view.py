@@ -31,6 +31,9 @@ FULL_FEATURES = 1 << 17  # featurize whole spaces up to this size (VTA template 
 ENUMERATE_LIMIT = 1 << 21
 SAMPLE_CHUNK = 4096  # indices drawn per mask call when sampling a large space
 MAX_SAMPLE_DRAWS = 1 << 22  # give up sampling after this many draws (a space with ~no valid configs)
+# Validity of up to this many indices per mask call is remembered (`is_valid` then needs no mask call):
+# a local search's neighbours (~50-300), proposed next and checked one by one by the tuning loop.
+REMEMBER_MAX = 1024
 
 
 def squash(x: np.ndarray) -> np.ndarray:
@@ -113,8 +116,12 @@ class SpaceView:
             return v[np.minimum(np.searchsorted(v, idx), v.size - 1)] == idx
         staged = getattr(self.space, "valid_mask_staged", None)  # the same mask, the costly rules last
         if staged is not None:
-            return np.asarray(staged(idx, exact=exact), dtype=bool)
-        return np.asarray(self.space.valid_mask(idx), dtype=bool)
+            ok = np.asarray(staged(idx, exact=exact), dtype=bool)
+        else:
+            ok = np.asarray(self.space.valid_mask(idx), dtype=bool)
+        if exact and idx.size <= REMEMBER_MAX:  # a search's neighbours: proposed next, then checked one by one
+            self._known.update(zip(idx.tolist(), ok.tolist()))
+        return ok
 
     def is_valid(self, index: int) -> bool:
         index = int(index)
