@@ -7,7 +7,9 @@
    has them);
 2. the `vta` family: the template optimum's point of the family (`VtaSpace.from_template`, the
    identical program, so it times the same) measured first, then `local` (best-first
-   neighbourhood search) with `budget` measurements per layer, shared by the task scheduler — or,
+   neighbourhood search, its moves ranked before any is timed: `codesign.tune.rank`, with the
+   template stage's fastest tilings to transplant onto) with `budget` measurements per layer,
+   shared by the task scheduler — or,
    from `LEARNED_MIN_BUDGET` measurements per layer on, the learned search (`family_search`),
    which observes the template stage's results first.
 
