@@ -12,6 +12,11 @@ execute every step in order, check every op against the integer reference.
   a CPU step runs its ops with the integer reference's op functions;
 - check: every op's output against `run_int` of the same input. Ops fused into a VTA step never
   leave VTA: they share the step's output check.
+- packed buffers, as the plan costs them (`codesign.place.layouts`): every VTA GEMM step keeps the
+  packed bytes it wrote; a step the plan marks as reading an operand in place (`Step.reads`, no
+  pack charged) gets exactly those bytes from the plan's offset; a view over a packed buffer
+  moves nothing; a positional CPU op (softmax) reads its input from the buffer through its
+  positions and writes its own buffer at the same positions (pads zero).
 
 Input: the network's example inputs, or the first batch of `--calibration` when given. Times: the
 plan's predicted seconds per step (VTA: the timing model of the chosen schedule; CPU: the CPU cost
@@ -37,11 +42,13 @@ from codesign.netrun.schedules import Chosen, ScheduleChooser
 from codesign.network.graph import Network
 from codesign.network.importer import load_model
 from codesign.network.kinds import EPILOGUE, GEMM, POOL, REGISTRY
+from codesign.network.kinds import get as get_kind
 from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantize import quantize
 from codesign.network.quantized import QuantizedNetwork
 from codesign.network.reference import int_op, run_int
 from codesign.place import Plan, Step, plan_network
+from codesign.place.layouts import Located, gemm_output, through, unpack_input
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
@@ -214,6 +221,23 @@ class Execution:
     env: dict[str, np.ndarray]          # every tensor as executed (int8)
     reference: dict[str, np.ndarray]    # every tensor of run_int on the same input
     rows: list[OpRow] = field(default_factory=list)
+    buffers: dict[str, np.ndarray] = field(default_factory=dict)  # packed bytes a VTA step / in-place op wrote
+    located: dict[str, Callable[[], Located] | Located] = field(default_factory=dict)  # where they hold a tensor
+
+    def where(self, tensor: str) -> Located:
+        got = self.located.get(tensor)
+        if got is None:
+            raise ConfigError(f"the plan reads {tensor} from a packed buffer, but no step left it in one")
+        if not isinstance(got, Located):
+            self.located[tensor] = got = got()
+        return got
+
+    def window(self, buffer: str, offset: int, size: int) -> np.ndarray:
+        """`size` bytes of `buffer` from `offset` (what a VTA DMA reading it in place gets)."""
+        buf = self.buffers[buffer]
+        if offset + size > buf.size:
+            raise ConfigError(f"a read of {size} bytes at {offset} overruns {buffer}'s packed buffer ({buf.size})")
+        return buf[offset:offset + size]
 
     @property
     def bit_exact(self) -> bool:
@@ -262,13 +286,51 @@ def execute(prep: Prepared, x: np.ndarray, executor: VtaExecutor,
         else:
             for k, name in enumerate(step.ops):
                 op = net.op(name)
-                env[name] = int_op(qnet, op, [env[t] for t in op.inputs])
+                if k == 0 and step.reads:
+                    _in_place(qnet, op, exe)
+                else:
+                    env[name] = int_op(qnet, op, [env[t] for t in op.inputs])
                 bad = _compare(env[name], reference[name])
                 exe.rows.append(OpRow(name, op.kind, "cpu", step.name, step.predicted_s * 1e3 if k == 0 else 0.0,
                                       bad == 0, bad, step.reason if k == 0 else f"fused into {step.name}"))
         if on_step is not None:
             on_step(step)
     return exe
+
+
+def _in_place(qnet: QuantizedNetwork, op: Any, exe: Execution) -> None:
+    """A CPU op over a tensor where a packed buffer holds it (`Step.reads`): a view moves nothing
+    (its output's positions follow); a positional op reads its input's elements from the buffer
+    through their positions and writes its output at the same positions of a buffer of its own."""
+    src = exe.where(op.inputs[0])
+    if get_kind(op.kind).view:
+        exe.env[op.name] = int_op(qnet, op, [exe.env[op.inputs[0]]])  # the same values, named anew
+        exe.located[op.name] = through(op, src)
+        return
+    x = exe.buffers[src.buffer][src.positions]
+    y = int_op(qnet, op, [x])
+    out = np.zeros(src.size, np.int8)
+    out[src.positions] = y
+    exe.buffers[op.name], exe.env[op.name] = out, y
+    exe.located[op.name] = Located(op.name, src.size, src.positions)
+
+
+def _in_place_input(exe: Execution, step: Step, tensor: str, layer: Any, hw: HwConfig, call: int = 0) -> np.ndarray | None:
+    """The VTA layer's input, in its data layout, when the plan reads operand `tensor` in place:
+    call `call`'s bytes of the buffer from the plan's offset (the executor packs them back to the
+    same bytes); None when the plan packs it on the host."""
+    for t, buffer, offset in step.reads:
+        if t == tensor:
+            size = int(np.prod(layer.packed_data_shape(hw)))
+            return unpack_input(layer, exe.window(buffer, offset + call * size, size), hw)
+    return None
+
+
+def _keep_output(exe: Execution, step: Step, name: str, outputs: list[np.ndarray], rewrite: Rewrite, hw: HwConfig,
+                 shape: tuple[int, ...], matmul: bool) -> None:
+    """The packed bytes the VTA step wrote (its calls' back to back), where its output lies in them."""
+    exe.buffers[name] = np.concatenate([step.layer.pack_output(np.asarray(o, np.int8), hw).ravel() for o in outputs])
+    exe.located[name] = lambda: gemm_output(rewrite, hw, shape, name, matmul)
 
 
 def _vta_pool(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execution, executor: VtaExecutor,
@@ -299,8 +361,9 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
                           "`codesign run` executes VTA conv/dense steps")
     chosen = prep.schedules[step.name]
     config = chosen.config
+    out_name = step.ops[-1]
     if gemm.kind == "matmul":
-        output, device_s, call_s = _vta_matmul(prep, step, env, executor, hw, config)
+        output, device_s, call_s = _vta_matmul(prep, step, exe, executor, hw, config)
     else:
         p = qnet.params[gemm.name]
         x, w = env[gemm.inputs[0]], p.weight
@@ -309,10 +372,13 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
         residual = env[res_name] if res_name is not None else None
         # The plan's host transform (pad / space-to-depth / im2col) in NumPy, around the VTA layer.
         rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
+        given = _in_place_input(exe, step, gemm.inputs[0], step.layer, hw)
+        if given is not None:  # no host pass: the input's bytes are where the plan says
+            x = np.zeros_like(x)
         x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
-        output, device_s, call_s = executor(step, config, hw, x, w, bias, residual)
+        output, device_s, call_s = executor(step, config, hw, x if given is None else given, w, bias, residual)
+        _keep_output(exe, step, out_name, [output], rewrite, hw, tuple(net.op(out_name).shape), False)
         output = rewrite.vta_output(np.asarray(output, dtype=np.int8))
-    out_name = step.ops[-1]
     y = output.reshape(net.op(out_name).shape)
     env[out_name] = y
     bad = _compare(y, exe.reference[out_name])
@@ -328,29 +394,40 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
         exe.rows.append(row)
 
 
-def _vta_matmul(prep: Prepared, step: Step, env: dict[str, np.ndarray], executor: VtaExecutor, hw: HwConfig,
+def _vta_matmul(prep: Prepared, step: Step, exe: Execution, executor: VtaExecutor, hw: HwConfig,
                 config: Any) -> tuple[np.ndarray, float, float | None]:
     """A matmul of two activations on VTA: one call of the step's layer per batch entry (or one
     grouped conv of them all: `entries_as_groups`), the entry's first operand as the input and
     its second (transposed to (out, in) unless `transpose_b`) as the weight, a bias of
     2^(shift-1) rounding the shift. -> (the entries' outputs stacked (E, M, N), device seconds
     and call seconds summed over the calls)."""
-    op = prep.network.op(step.ops[0])
-    layer = layer_of(prep.network, op)[0]
+    env, net = exe.env, prep.network
+    op = net.op(step.ops[0])
+    layer = layer_of(net, op)[0]
     rewrite = step.rewrite or Rewrite(step.transform, layer, step.layer, calls=calls_of(op))
-    xs, ws = matmul_entries(env[op.inputs[0]], env[op.inputs[1]], op.shape, bool(op.attrs.get("transpose_b")))
+    a = env[op.inputs[0]]
+    in_place = any(t == op.inputs[0] for t, _, _ in step.reads)
+    if in_place:  # no host pass: the first operand's bytes are read where the plan says
+        a = np.zeros_like(a)
+    xs, ws = matmul_entries(a, env[op.inputs[1]], op.shape, bool(op.attrs.get("transpose_b")))
     bias = rounding_bias(int(step.epilogue.shift), layer.out_features) if step.epilogue.bias else None
+    shape, out_name = tuple(op.shape), step.ops[-1]
     if rewrite.kind == ENTRIES:  # every entry in one call: a grouped conv
         x, w, bias, _ = rewrite.vta_operands(xs, ws, bias)
-        output, device_s, call_s = executor(step, config, hw, x, w, bias, None)
+        given = _in_place_input(exe, step, op.inputs[0], step.layer, hw)
+        output, device_s, call_s = executor(step, config, hw, x if given is None else given, w, bias, None)
+        _keep_output(exe, step, out_name, [output], rewrite, hw, shape, True)
         return rewrite.vta_output(np.asarray(output, dtype=np.int8)), device_s, call_s
-    outs, device_s, call_s = [], 0.0, 0.0
-    for a, b in zip(xs, ws):
-        x, w, entry_bias, _ = rewrite.vta_operands(a, b, bias)
-        output, dev, call = executor(step, config, hw, x, w, entry_bias, None)
+    outs, raw, device_s, call_s = [], [], 0.0, 0.0
+    for e, (xe, we) in enumerate(zip(xs, ws)):
+        x, w, entry_bias, _ = rewrite.vta_operands(xe, we, bias)
+        given = _in_place_input(exe, step, op.inputs[0], step.layer, hw, e)
+        output, dev, call = executor(step, config, hw, x if given is None else given, w, entry_bias, None)
+        raw.append(output)
         outs.append(rewrite.vta_output(np.asarray(output, dtype=np.int8)))
         device_s += dev
         call_s = None if call is None or call_s is None else call_s + call
+    _keep_output(exe, step, out_name, raw, rewrite, hw, shape, True)
     return np.stack(outs), device_s, call_s
 
 

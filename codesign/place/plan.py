@@ -49,6 +49,7 @@ from codesign.network.kinds.pool import window_count
 from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
 from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups
+from codesign.place.layouts import Located, gemm_output, input_slots, through, window
 from codesign.place.transforms import ENTRIES, Rewrite, entries_as_groups, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
@@ -56,6 +57,7 @@ from codesign.workloads.layers import Layer
 
 VTA, CPU = "vta", "cpu"
 HOST, PACKED, FLOAT = "host", "vta", "float"
+VIEW = "view"  # elements left where a packed buffer holds them, behind views (`layouts.Located`)
 # Timing-only plans (no quantization): the epilogue's SHR amounts are unknown; nonzero ones keep
 # every optional ALU step (the time of a quantized network's epilogue is at most this).
 TIMING_SHIFT = 8
@@ -91,6 +93,10 @@ class Step:
     batch_s: float | None = None      # seconds for a full padded batch (throughput); None = predicted_s
     group: str = ""                   # the fused group's name (its head op) for an op step
     pool: pools.Pool | None = None    # a pool on VTA's ALU
+    # (operand, buffer, offset): a VTA step reads that operand in place, the buffer's packed
+    # bytes from the offset on (`layouts.window`), no host pass; a CPU step of a view or a
+    # positional op over a packed buffer: (input, buffer, -1)
+    reads: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def host(self) -> bool:
@@ -220,7 +226,7 @@ class _Costs:
     def pass_s(self, name: str, read: int, write: int, rd: str = CPU_DTYPE, wd: str = CPU_DTYPE) -> float:
         return layer_cost(tensor_pass(name, read, write, rd, wd), self.board).seconds
 
-    def op_cost(self, op: Op, elems: Mapping[str, int], rows: int) -> CpuCost | None:
+    def op_cost(self, op: Op, elems: Mapping[str, int], rows: int, write: int | None = None) -> CpuCost | None:
         """A non-GEMM op on the CPU: what its kind asks (`OpKind.cpu`, by default a bytes-bound
         pass over what it reads and writes; `elems`: the elements of each input as stored, padded
         when packed). None for a view, which moves nothing."""
@@ -229,15 +235,16 @@ class _Costs:
             return None
         scale = rows / self.rows
         read = int(sum(elems[t] for t in op.inputs) * scale)
-        return layer_cost(kind.cpu(self.net, op, rows, read, int(_per_row(op.shape, self.rows) * rows)), self.board, CPU_DTYPE)
+        written = int(_per_row(op.shape, self.rows) * rows) if write is None else int(write * scale)
+        return layer_cost(kind.cpu(self.net, op, rows, read, written), self.board, CPU_DTYPE)
 
-    def op(self, op: Op, elems: Mapping[str, int], rows: int) -> float:
-        cost = self.op_cost(op, elems, rows)
+    def op(self, op: Op, elems: Mapping[str, int], rows: int, write: int | None = None) -> float:
+        cost = self.op_cost(op, elems, rows, write)
         return 0.0 if cost is None else cost.seconds
 
-    def basis(self, op: Op, elems: Mapping[str, int]) -> str:
+    def basis(self, op: Op, elems: Mapping[str, int], write: int | None = None) -> str:
         """How the op's CPU time is modelled, for its reason."""
-        cost = self.op_cost(op, elems, self.rows)
+        cost = self.op_cost(op, elems, self.rows, write)
         if cost is None or cost.kind == "pass":
             return "bytes-bound pass"
         return f"{CPU_DTYPE} {cost.kind}, {cost.basis}"
@@ -290,6 +297,7 @@ class _VtaOption:
     vta_s: float
     host: list[HostPass]  # the host passes it needs first
     unpack_s: float = 0.0  # a matmul: the unpack of its output its consumers need (emitted by them)
+    reads: tuple[tuple[str, str, int], ...] = ()  # operands read in place from a packed buffer
 
     @property
     def seconds(self) -> float:
@@ -307,6 +315,9 @@ class _Planner:
         self.costs = _Costs(self.net, board, self.rows)
         self.have: dict[str, set[str]] = {n: {FLOAT} for n, _ in self.net.inputs}
         self.packed_elems: dict[str, int] = {}  # tensor -> elements of its packed (padded) copy
+        # tensor -> where a packed buffer holds its elements (VTA outputs, views of them), made
+        # when first asked (`located`) and dropped once every consumer is placed
+        self.locations: dict[str, Callable[[], Located] | Located] = {}
         self.steps: list[Step] = []
         self.group = ""  # the GEMM group being placed
         self.calls = 1   # how many times the form `choose` is asked about runs (a matmul's entries)
@@ -334,17 +345,36 @@ class _Planner:
         if have == {FLOAT}:
             read = self.elems(tensor, HOST)
             return HostPass("quantize", tensor, to, self.costs.pass_s(f"quantize {tensor}", read, write, "float32"))
-        src = HOST if HOST in have else PACKED
+        src = HOST if HOST in have else (PACKED if PACKED in have else VIEW)
         kind = "pack" if to == PACKED else "unpack"
         return HostPass(kind, tensor, to, self.costs.pass_s(f"{kind} {tensor}", self.elems(tensor, src), write))
 
+    def located(self, tensor: str) -> Located | None:
+        """Where a packed buffer holds `tensor`'s elements, or None (not tracked)."""
+        got = self.locations.get(tensor)
+        if got is None or isinstance(got, Located):
+            return got
+        self.locations[tensor] = got = got()
+        return got
+
+    def read_in_place(self, op: Op, rw: Rewrite, tensor: str) -> tuple[str, str, int] | None:
+        """(tensor, buffer, offset) when the VTA form `rw` of `op` reads its first operand
+        `tensor` where a packed buffer already holds it (`layouts.window`), else None."""
+        src = self.located(tensor)
+        if src is None:
+            return None
+        off = window(src, input_slots(self.net, op, rw, self.hw))
+        return None if off is None else (tensor, src.buffer, off)
+
     def emit_host(self, hp: HostPass, before: str) -> None:
         have = self.have[hp.tensor]
-        src = FLOAT if have == {FLOAT} else (HOST if HOST in have else PACKED)
+        src = FLOAT if have == {FLOAT} else (HOST if HOST in have else (PACKED if PACKED in have else VIEW))
+        gather = (f", a gather from {loc.buffer}'s packed bytes"
+                  if src in (PACKED, VIEW) and (loc := self.located(hp.tensor)) is not None else "")
         what = {"quantize": f"quantize float32 -> int8{' + pack into VTA blocks' if hp.to == PACKED else ''}",
-                "pack": "pack int8 NCHW -> VTA blocks (zero-padded to BATCH/BLOCK)",
-                "unpack": "unpack VTA blocks -> int8 NCHW",
-                "rewrite": f"{'quantize + ' if src == FLOAT else ''}host rewrite into VTA blocks"}[hp.kind]
+                "pack": f"pack int8 NCHW -> VTA blocks (zero-padded to BATCH/BLOCK){gather}",
+                "unpack": f"unpack VTA blocks -> int8 NCHW{gather}",
+                "rewrite": f"{'quantize + ' if src == FLOAT else ''}host rewrite into VTA blocks{gather}"}[hp.kind]
         self.steps.append(Step(name=f"{hp.kind}:{hp.tensor}", ops=(), kind=hp.kind, placement=CPU,
                                reason=f"{what} ({src} -> {hp.to}) for {before}", layer=None, epilogue=None,
                                predicted_s=hp.seconds, alternatives={}, transform=None, inputs=(hp.tensor,),
@@ -385,11 +415,16 @@ class _Planner:
                 continue
             config, seconds = fused
             host: list[HostPass] = []
-            if group.head.kind == MATMUL:  # each operand packed per entry
-                options.append(_VtaOption(rw, config, seconds * rw.calls, self.matmul_host(group.head, rw),
-                                          self.matmul_unpack(group, rw)))
+            if group.head.kind == MATMUL:  # each operand packed per entry (or read in place)
+                host, reads = self.matmul_host(group.head, rw)
+                options.append(_VtaOption(rw, config, seconds * rw.calls, host, self.matmul_unpack(group, rw), reads))
                 continue
-            if rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
+            reads: tuple[tuple[str, str, int], ...] = ()
+            # a pass would be charged: unless the input already lies in a buffer as this form reads it
+            if ((rw.reshapes_input or PACKED not in self.have[x])
+                    and (got := self.read_in_place(group.head, rw, x)) is not None):
+                reads = (got,)
+            elif rw.reshapes_input:  # read from the host layout (or the float input: quantized on the way)
                 read, write = rw.host_elems()
                 src_float = self.have[x] == {FLOAT}
                 if not src_float and HOST not in self.have[x]:
@@ -400,24 +435,32 @@ class _Planner:
                 host.append(need)
             if group.residual is not None and (need := self.need(group.residual, PACKED)) is not None:
                 host.append(need)
-            options.append(_VtaOption(rw, config, seconds, host))
+            options.append(_VtaOption(rw, config, seconds, host, reads=reads))
         return options, why
 
-    def matmul_host(self, op: Op, rw: Rewrite) -> list[HostPass]:
-        """The host passes a matmul on VTA needs: each operand, from the host layout (unpacked
-        first when only packed), broadcast over the batch entries and packed into the form's
-        blocks — the first as INP (E·M'·K' elements), the second transposed as WGT (E·N'·K');
-        a float graph input quantized in the same pass."""
-        v, host = rw.layer, []
+    def matmul_host(self, op: Op, rw: Rewrite) -> tuple[list[HostPass], tuple[tuple[str, str, int], ...]]:
+        """(host passes, operands read in place) of a matmul on VTA: the first operand read where
+        a packed buffer already holds it as the form's INP blocks (`read_in_place`: Q in the QKV
+        projection's output, the attention probabilities in the softmax's), else each operand
+        broadcast over the batch entries and packed into the form's blocks — the first as INP
+        (E·M'·K' elements), the second transposed as WGT (E·N'·K') — in one pass from the host
+        layout or gathered from the packed buffer that holds it (unpacked first when only packed
+        and untracked); a float graph input quantized in the same pass."""
+        v, host, reads = rw.layer, [], []
         written = (rw.calls * math.prod(v.data_shape()), rw.calls * math.prod(v.weight_shape()))
         for k, t in enumerate(op.inputs):
+            if k == 0 and (got := self.read_in_place(op, rw, t)) is not None:
+                reads.append(got)
+                continue
             src_float = self.have[t] == {FLOAT}
-            if not src_float and HOST not in self.have[t] and not any(h.tensor == t for h in host):
+            gather = not src_float and HOST not in self.have[t] and self.located(t) is not None
+            if not src_float and not gather and HOST not in self.have[t] and not any(h.tensor == t for h in host):
                 host.append(self.need(t, HOST))
             what = "input" if k == 0 else "weight"
             host.append(HostPass("rewrite", t, PACKED, self.costs.pass_s(
-                f"pack {what} entries {t}", self.elems(t, HOST), written[k], "float32" if src_float else CPU_DTYPE)))
-        return host
+                f"{'gather' if gather else 'pack'} {what} entries {t}", self.elems(t, HOST), written[k],
+                "float32" if src_float else CPU_DTYPE)))
+        return host, tuple(reads)
 
     def matmul_unpack(self, group: Group, rw: Rewrite) -> float:
         """Seconds of the unpack its consumers will need of a matmul's packed output (a softmax,
@@ -425,7 +468,9 @@ class _Planner:
         it (the consumer's step emits it, as for any GEMM)."""
         out = group.output
         users = self.net.consumers(out)
-        if out not in self.net.outputs and all(kinds.get(u.kind).layout_free(self.net, u) for u in users):
+        # a view or positional consumer reads it where it lies (its own consumers pay any gather)
+        if out not in self.net.outputs and all(
+                (k := kinds.get(u.kind)).layout_free(self.net, u) or k.view or k.positional for u in users):
             return 0.0
         packed = math.prod(rw.layer.output_shape()) * rw.calls
         return self.costs.pass_s(f"unpack {out}", packed, self.elems(out, HOST))
@@ -526,16 +571,20 @@ class _Planner:
                 form += f", {calls} call{'s' if calls > 1 else ''} of {best.rewrite.layer.name} (one per batch entry)"
             host_s = sum(h.seconds for h in best.host)
             unpack = f" + unpack after {_ms(best.unpack_s)}" if best.unpack_s else ""
+            in_place = "".join(f"; reads {t} in place from {b}'s packed output (offset {o}: no pack)"
+                               for t, b, o in best.reads)
             reason = (f"VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host {_ms(host_s)}{unpack}){form} "
-                      f"< {cpu_text}")
+                      f"< {cpu_text}{in_place}")
             self.steps.append(Step(name=name, ops=ops, kind=kind, placement=VTA, reason=reason, layer=best.rewrite.layer,
                                    epilogue=epi, predicted_s=best.vta_s, alternatives=alternatives,
                                    transform=best.rewrite.kind, config=best.config, rewrite=best.rewrite,
                                    residual=group.residual, inputs=tuple(reads), output=group.output,
-                                   batch_s=best.vta_s, group=name))
+                                   batch_s=best.vta_s, group=name, reads=best.reads))
             out = best.rewrite.layer.output_shape()
             self.packed_elems[group.output] = math.prod(out) * best.rewrite.calls
             self.have[group.output] = {PACKED}
+            rw, shape, matmul = best.rewrite, self.net.shape(group.output), head.kind == MATMUL
+            self.locations[group.output] = lambda: gemm_output(rw, self.hw, shape, group.output, matmul)
             return
         for h in cpu_host:
             self.emit_host(h, name)
@@ -583,6 +632,10 @@ class _Planner:
         layout_free = kind.layout_free(self.net, op)
         ins = list(dict.fromkeys(op.inputs))
         layout = PACKED if layout_free and all(PACKED in self.have[t] for t in ins) else HOST
+        if (layout == HOST and (kind.view or kind.positional) and not clips and len(ins) == 1
+                and HOST not in self.have[ins[0]] and (src := self.located(ins[0])) is not None):
+            self.in_place(op, kind, src)
+            return
         cpu_host = [h for h in (self.need(t, HOST) for t in ins) if h is not None] if layout == HOST else []
         elems = {t: self.elems(t, layout) for t in ins}
         seconds = self.costs.op(op, elems, self.rows)
@@ -637,14 +690,46 @@ class _Planner:
             if layout == PACKED:
                 self.packed_elems[name] = self.batch * padded_c * math.prod(self.net.shape(name)[2:])
 
+    def in_place(self, op: Op, kind: kinds.OpKind, src: Located) -> None:
+        """`op` over its input where packed buffer `src.buffer` holds it: a view moves nothing (its
+        output's positions follow, `layouts.through`); a positional op (softmax) is one pass that
+        reads the elements through their positions and writes its output at the same positions of
+        a buffer of its own (pads zero) — the integer reference's values, in the packed layout."""
+        x = op.inputs[0]
+        reads = ((x, src.buffer, -1),)
+        if kind.view:
+            self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU,
+                                   reason=(f"CPU 0 ms ({kind.label}): a view of {src.buffer}'s packed VTA output, no data "
+                                           "moved (a consumer that needs another layout gathers it in its own pass)"),
+                                   layer=None, epilogue=None, predicted_s=0.0, alternatives={CPU: 0.0}, transform=None,
+                                   inputs=(x,), output=op.name, batch_s=0.0, group=op.name, reads=reads))
+            self.have[op.name] = {VIEW}
+            self.locations[op.name] = through(op, src)
+            return
+        elems = {x: src.size}
+        seconds = self.costs.op(op, elems, self.rows, write=src.size)
+        batch_s = self.costs.op(op, {x: int(src.size * self._scale())}, self.batch, write=int(src.size * self._scale()))
+        reason = (f"CPU {_ms(seconds)} ({kind.label}, {self.costs.basis(op, elems, src.size)} over {src.buffer}'s packed "
+                  "VTA layout in place: read through its positions, written at the same positions, pads zero; "
+                  "no unpack or pack around it)")
+        self.steps.append(Step(name=op.name, ops=(op.name,), kind=op.kind, placement=CPU, reason=reason, layer=None,
+                               epilogue=None, predicted_s=seconds, alternatives={CPU: seconds}, transform=None,
+                               inputs=(x,), output=op.name, batch_s=batch_s, group=op.name, reads=reads))
+        # the same layout as its input: the canonical packed one when the input had it
+        self.have[op.name] = {PACKED} if PACKED in self.have[x] else {VIEW}
+        if PACKED in self.have[x]:
+            self.packed_elems[op.name] = self.packed_elems[x]
+        self.locations[op.name] = Located(op.name, src.size, src.positions)
+
     def outputs(self) -> None:
         for t in self.net.outputs:
             have = self.have[t]
-            src = HOST if HOST in have else (PACKED if PACKED in have else FLOAT)
+            src = HOST if HOST in have else (PACKED if PACKED in have else (VIEW if VIEW in have else FLOAT))
             read = self.elems(t, src) if src != FLOAT else self.elems(t, HOST)
             write = self.elems(t, HOST)
             seconds = self.costs.pass_s(f"dequantize {t}", read, write, CPU_DTYPE, "float32")
-            what = "unpack VTA blocks + dequantize int8 -> float32" if src == PACKED else "dequantize int8 -> float32"
+            what = ("unpack VTA blocks + dequantize int8 -> float32" if src in (PACKED, VIEW)
+                    else "dequantize int8 -> float32")
             self.steps.append(Step(name=f"dequantize:{t}", ops=(), kind="dequantize", placement=CPU,
                                    reason=f"{what} of output {t}", layer=None, epilogue=None, predicted_s=seconds,
                                    alternatives={}, transform=None, inputs=(t,), output=t,
@@ -652,11 +737,17 @@ class _Planner:
 
     def run(self) -> Plan:
         gs, why = groups(self.net)
+        placed: set[str] = set()
         for g in gs:
             if g.head.kind in GEMM_KINDS:
                 self.gemm(g)
             else:
                 self.other(g.head, why)
+            placed.update(g.names)
+            # a buffer's positions are kept while an unplaced op may read them
+            for t in {t for op in g.ops for t in op.inputs} & set(self.locations):
+                if t not in self.net.outputs and all(u.name in placed for u in self.net.consumers(t)):
+                    del self.locations[t]
         self.outputs()
         return Plan(network=self.qnet or self.net, hw=self.hw, board=self.board, batch=self.batch,
                     steps=tuple(self.steps), request_batch=self.rows)

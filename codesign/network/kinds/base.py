@@ -109,6 +109,13 @@ class OpKind:
     layout_free: Callable[[Network, Op], bool] = never  # runs on VTA's packed blocks as on NCHW
     vta: str | None = None             # VTA lowering (VTA_FORMS) or None: CPU only
     moves_data: bool = True            # False: a view (reshape) that costs nothing
+    # Layout tracking (codesign.place.layouts): `view`: int_ref only moves values (any integer
+    # dtype, no arithmetic), so the placement follows a packed VTA buffer through it as positions
+    # (no data moved). `positional`: it computes from its input's logical values wherever they
+    # lie, so it reads a tracked packed layout through its position map and writes its output
+    # in the same layout (padding zero): same integers, no unpack / pack around it.
+    view: bool = False
+    positional: bool = False
 
     def __post_init__(self) -> None:
         if self.vta is not None and self.vta not in VTA_FORMS:

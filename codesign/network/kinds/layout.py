@@ -357,13 +357,13 @@ register(OpKind(
     "(dims[0] != 0 moves the batch axis: the network then runs at its exported batch)", PERMUTES, build_permute,
     int_ref=lambda op, p, xs, f: np.ascontiguousarray(np.transpose(xs[0], op.attrs["dims"])),
     float_ref=lambda op, xs: np.transpose(xs[0], op.attrs["dims"]),
-    label="permute (a copy in the new axis order)"))
+    label="permute (a copy in the new axis order)", view=True))
 
 register(OpKind(
     "slice", "axis `dim` at start:stop:step, reshaped to the op's shape (slice, select, narrow, items of split, "
     "chunk, unbind: select and unbind drop the axis)", ("slice", "select", "narrow"), build_slice,
     int_ref=lambda op, p, xs, f: slice_int(op, xs[0]), float_ref=lambda op, xs: slice_int(op, xs[0]),
-    label="slice", cpu=slice_cpu, layout_free=spatial))
+    label="slice", cpu=slice_cpu, layout_free=spatial, view=True))
 register_builder(SPLITS, build_split)  # its items are slices
 
 register(OpKind(

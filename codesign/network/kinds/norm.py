@@ -182,6 +182,7 @@ register_builder(("native_layer_norm",), build_native_layer_norm)
 register(OpKind(
     "softmax", "softmax along `dim` (output exponent observed, 7 when not: q = round(128·p)); `causal`: over "
     "the last axis row i keeps columns j <= i", ("softmax", "_softmax"), build_softmax,
-    int_ref=softmax_int, float_ref=softmax_float, label="softmax", quant=softmax_quant, observe=True))
+    int_ref=softmax_int, float_ref=softmax_float, label="softmax", quant=softmax_quant, observe=True,
+    positional=True))
 
 __all__ = ["EXP_BITS", "SOFTMAX_FRAC", "causal_mask", "exp_table", "ln_int", "softmax_int"]

@@ -56,7 +56,7 @@ def concat_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
 register(OpKind(
     "flatten", "reshape to `shape` (flatten, view, reshape): no arithmetic", RESHAPES, build_reshape,
     int_ref=lambda op, p, xs, f: reshape(op, xs[0]), float_ref=lambda op, xs: reshape(op, xs[0]),
-    label="a reshape: no data moved", layout_free=pixels_only, moves_data=False))
+    label="a reshape: no data moved", layout_free=pixels_only, moves_data=False, view=True))
 
 def constant_quant(ctx: QuantContext, op: Op) -> tuple[int, QParams]:
     """Its own exponent from its values (max |w|), int8 once."""
