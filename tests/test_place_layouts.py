@@ -1,0 +1,147 @@
+"""Packed layouts tracked through views (codesign.place.layouts, codesign.place.plan,
+codesign.netrun.network): a GEMM reads an operand in place when a VTA buffer already holds it as
+its form reads it, a softmax runs over the packed layout, and the runner executes exactly those
+reads from the VTA steps' packed bytes, bit-exact against the integer reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch_cases import randn as _x
+from torch_cases import seeded_weights  # noqa: F401 - autouse fixture: seeded module weights
+
+from codesign.hw.config import HwConfig
+from codesign.netrun import network as whole
+from codesign.network.graph import Network, Op
+from codesign.place.layouts import gemm_output, input_slots, through, unpack_input, window
+from codesign.place.transforms import ENTRIES, TOKENS, entries_as_groups, rewrites
+from codesign.workloads.layers import Dense
+
+SDPA = "scaled_dot_product_attention"
+HW = HwConfig.resolve("pynq_1x16")
+
+
+class EncoderBlock(nn.Module):
+    """torchvision's ViT encoder block: LayerNorm, nn.MultiheadAttention (batch first: sequence
+    first inside, one QKV projection, heads split by views), residual, LayerNorm, GELU MLP."""
+
+    def __init__(self, c: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(c, eps=1e-6), nn.LayerNorm(c, eps=1e-6)
+        self.attn = nn.MultiheadAttention(c, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
+
+    def forward(self, inp: torch.Tensor) -> torch.Tensor:
+        x = self.ln_1(inp)
+        x = self.attn(x, x, x, need_weights=False)[0] + inp
+        return x + self.mlp(self.ln_2(x))
+
+
+def _producer(net: Network, tensor: str) -> Op:
+    """The first op up a chain of views from `tensor` that is not a view."""
+    op = net.op(tensor)
+    while op.kind in ("flatten", "permute", "slice"):
+        op = net.op(op.inputs[0])
+    return op
+
+
+@pytest.fixture(scope="module")
+def block(run_net):
+    return run_net(EncoderBlock(64, 4), (_x(1, 128, 64),), min_sqnr_db=15.0)
+
+
+def test_attention_reads_its_operands_where_vta_left_them(block):
+    """Q is read in place from the QKV projection's packed output, the probabilities from the
+    softmax's, the head merge from A·V's: no pack or unpack between the QKV linear, the score
+    matmul, the softmax, A·V and the out projection; only K and V (WGT) are gathered, in one pass each."""
+    prep, _ = block
+    net, plan = prep.network, prep.plan
+    scores, soft, av = (plan.step_of(n) for n in (f"{SDPA}_scores", f"{SDPA}_attn", SDPA))
+    qkv = _producer(net, net.op(scores.ops[0]).inputs[0])
+    assert qkv.kind == "linear" and plan.step_of(qkv.name).placement == "vta"
+    assert plan.step_of(qkv.name).transform == TOKENS
+    q, k = net.op(scores.ops[0]).inputs
+    assert scores.placement == av.placement == "vta" and scores.transform == av.transform == ENTRIES
+    assert scores.reads == ((q, qkv.name, 0),) and "reads " + q + " in place" in scores.reason
+    assert av.reads == ((soft.name, soft.name, 0),)
+    assert soft.placement == "cpu" and soft.reads == ((scores.name, scores.name, -1),)
+    assert "packed VTA layout in place" in soft.reason
+    out_proj = next(s for s in plan.steps if s.placement == "vta" and s.reads and s.name not in (scores.name, av.name))
+    assert _producer(net, out_proj.reads[0][0]).name == av.name and out_proj.reads[0][1] == av.name
+    # the host passes from the QKV projection to the out projection: one gather each of K and V
+    i, j = plan.steps.index(plan.step_of(qkv.name)), plan.steps.index(out_proj)
+    host = [s for s in plan.steps[i:j] if s.host]
+    assert [(s.kind, s.inputs[0]) for s in host] == [("rewrite", k), ("rewrite", net.op(av.ops[0]).inputs[1])]
+    assert all("a gather from " + qkv.name in s.reason for s in host)
+    views = [s for s in plan.steps[i:j] if not s.host and s.placement == "cpu" and s is not soft]
+    assert views and all(s.predicted_s == 0 and "no data moved" in s.reason for s in views)
+
+
+def test_the_runner_reads_the_bytes_vta_wrote(block, run_net):
+    """Executed again with an executor that records what each VTA step is given: the score
+    matmul's input packs to exactly the QKV step's packed bytes at the plan's offset (pads
+    included), A·V's to the softmax's buffer, whose pads are zero; every op bit-exact."""
+    prep, _ = block
+    seen = {}
+    sim = whole.simulator_executor()
+
+    def recording(step, config, hw, x, w, bias, residual):
+        seen[step.name] = x
+        return sim(step, config, hw, x, w, bias, residual)
+
+    exe = whole.execute(prep, prep.example, recording)
+    assert exe.bit_exact
+    for name in (f"{SDPA}_scores", SDPA):
+        step = prep.plan.step_of(name)
+        (_, buffer, offset), = step.reads
+        given = step.layer.pack_data(seen[name], HW).ravel()
+        assert np.array_equal(given, exe.buffers[buffer][offset:offset + given.size])
+    soft = exe.where(f"{SDPA}_attn")
+    buf = exe.buffers[soft.buffer]
+    pads = np.ones(buf.size, bool)
+    pads[soft.positions.ravel()] = False
+    assert pads.any() or buf.size == soft.positions.size
+    assert not buf[pads].any()
+    assert np.array_equal(buf[soft.positions], exe.reference[f"{SDPA}_attn"])
+
+
+def test_window_of_a_head_split():
+    """A 1x1-conv (tokens) projection of 3·C channels: the first C channels split into heads are
+    exactly the grouped score conv's input (offset 0); the second C at offset C·T; transposed
+    (K as the first operand, tokens as its contraction) they are not a window; a dense form's
+    row-major output is not one either."""
+    t, c, heads = 32, 64, 4
+    d = c // heads
+    qkv = Dense(t, c, 3 * c)
+    tokens = next(r for r in rewrites(qkv, HW) if r.kind == TOKENS)
+    loc = gemm_output(tokens, HW, (1, t, 3 * c), "qkv", False)
+    dense = gemm_output(next(r for r in rewrites(qkv, HW) if r.kind is None), HW, (1, t, 3 * c), "qkv", False)
+
+    def split(part: int, swap: bool, src=loc):
+        ops = [Op("sl", "slice", ("qkv",), (1, t, c), {"dim": 2, "start": part * c, "stop": (part + 1) * c, "step": 1}),
+               Op("v", "flatten", ("sl",), (1, t, heads, d), {"shape": (1, t, heads, d)}),
+               Op("p", "permute", ("v",), (1, heads, t, d) if not swap else (1, heads, d, t),
+                  {"dims": (0, 2, 1, 3) if not swap else (0, 2, 3, 1)})]
+        for op in ops:
+            src = through(op, src)
+        return ops, src
+
+    def slots(ops: list[Op]) -> np.ndarray:
+        m, k = ops[-1].shape[-2:]
+        mm = Op("mm", "matmul", ("p", "other"), (1, heads, m, m), {"contract": k, "transpose_b": True})
+        net = Network("n", (("qkv", (1, t, 3 * c)), ("other", (1, heads, m, k))), (*ops, mm), ("mm",))
+        return input_slots(net, mm, entries_as_groups(Dense(m, k, m), heads, HW), HW)
+
+    for part in (0, 1, 2):
+        ops, src = split(part, False)
+        assert window(src, slots(ops)) == part * c * t
+    for ops, src in (split(0, True), split(0, False, dense)):
+        assert window(src, slots(ops)) is None
+
+
+def test_unpack_input_inverts_pack_data():
+    rw = entries_as_groups(Dense(16, 20, 16), 3, HW)
+    x = np.random.default_rng(0).integers(-128, 128, rw.layer.data_shape(), dtype=np.int8)
+    assert np.array_equal(unpack_input(rw.layer, rw.layer.pack_data(x, HW), HW), x)
