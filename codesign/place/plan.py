@@ -108,7 +108,8 @@ class Step:
                 "layer": None if self.layer is None else self.layer.spec, "transform": self.transform,
                 "config": None if self.config is None else self.config.to_dict(),
                 "epilogue": None if self.epilogue is None else dict(self.epilogue.__dict__),
-                "alternatives_ms": {k: v * 1e3 for k, v in self.alternatives.items()}}
+                "alternatives_ms": {k: v * 1e3 for k, v in self.alternatives.items()},
+                "reads_in_place": [{"tensor": t, "buffer": b, "offset": o} for t, b, o in self.reads]}
 
 
 @dataclass(frozen=True, eq=False)
