@@ -302,11 +302,12 @@ def _in_place(qnet: QuantizedNetwork, op: Any, exe: Execution) -> None:
     """A CPU op over a tensor where a packed buffer holds it (`Step.reads`): a view moves nothing
     (its output's positions follow); a positional op reads its input's elements from the buffer
     through their positions and writes its output at the same positions of a buffer of its own."""
-    src = exe.where(op.inputs[0])
     if get_kind(op.kind).view:
         exe.env[op.name] = int_op(qnet, op, [exe.env[op.inputs[0]]])  # the same values, named anew
-        exe.located[op.name] = through(op, src)
+        # its positions only when a positional op reads through it (a VTA read needs the offset only)
+        exe.located[op.name] = lambda: through(op, exe.where(op.inputs[0]))
         return
+    src = exe.where(op.inputs[0])
     x = exe.buffers[src.buffer][src.positions]
     y = int_op(qnet, op, [x])
     out = np.zeros(src.size, np.int8)
