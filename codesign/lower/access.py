@@ -50,6 +50,7 @@ _IN_ORDER = itemgetter(*SPEC)
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
            E_PIX)
+_VARIANT_AT = np.array(VARIANT, dtype=np.int64)
 
 
 @lru_cache(maxsize=1024)
@@ -106,11 +107,10 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     if m.edges is not None:
         sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
         scv = np.repeat(sc[None, :], len(m.edges.variants), axis=0)
-        for v, e in enumerate(m.edges.variants):
-            et = e.tile
-            # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
-            scv[v, list(VARIANT)] = (et.hin, et.win, *e.inp, *e.wgt, *e.out, e.inp_loads, et.ci,
-                                     C * t.acc_sram if C > 1 else et.acc_sram, et.co, et.h * et.w)
+        # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
+        scv[:, _VARIANT_AT] = [(e.tile.hin, e.tile.win, *e.inp, *e.wgt, *e.out, e.inp_loads, e.tile.ci,
+                                C * t.acc_sram if C > 1 else e.tile.acc_sram, e.tile.co, e.tile.h * e.tile.w)
+                               for e in m.edges.variants]
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
 
 

@@ -128,12 +128,25 @@ def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: in
     first `n_pre` ops). The program order is the emitter's: the kernels its blocks use, block by
     block of `emit.pair_order` (`emit.pair_uses`; `early`: `Mapping.early_epilogue`)."""
     n_pre = E if n_pre < 0 else n_pre
-    comp_kid = pair_uses(pair_order(T, K, C, R, early), G, G * L, C, n_pre, R, E - n_pre - (1 if R else 0))
-    _, at = np.unique(comp_kid, return_index=True)
-    first = comp_kid[np.sort(at)]  # first-use order
+    comp_kid, first = _use_order(T, K, G, E, R, n_pre, C, L, early)
     for arr in (comp_kid, first):
         arr.setflags(write=False)
     return comp_kid, first
+
+
+@njit(cache=True)
+def _use_order(T, K, G, E, R, n_pre, C, L, early):  # pragma: no cover - compiled
+    """`use_order` in one compiled call (a miss costs a few us, not the ~40 us of NumPy calls)."""
+    comp_kid = pair_uses(pair_order(T, K, C, R, early), G, G * L, C, n_pre, R, E - n_pre - (1 if R else 0))
+    seen = np.zeros(comp_kid.max() + 1 if comp_kid.shape[0] else 1, np.bool_)
+    first = np.empty(comp_kid.shape[0], np.int64)
+    n = 0
+    for k in comp_kid:  # first-use order
+        if not seen[k]:
+            seen[k] = True
+            first[n] = k
+            n += 1
+    return comp_kid, first[:n].copy()
 
 
 @dataclass(frozen=True)
@@ -237,46 +250,12 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
     GC = G * C  # resets (slots 0..GC-1: c * G + b), then GEMMs (GC + c * G + b), then the epilogue
     bias = 2 * GC + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
     ev = m.edges.variants
-    kvar = np.repeat(np.arange(len(sizes), dtype=np.int64)[:, None], len(ev), axis=1)
-    size_list = sizes.tolist()
-    origin: list[tuple[int, int, int]] = [(t, s, 0) for t in range(T) for s in range(S)]  # (thread, slot, variant)
-    edged = m.edges.bits()
-    for t in range(T):
-        for v in range(1, len(ev)):
-            if v & ~edged:  # never runs (an edge bit of an axis without edge tiles)
-                continue
-            for slot in (*range(2 * GC), bias):
-                gemm = GC <= slot < 2 * GC
-                key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the tile's h, w, co bits
-                if slot >= S or key == 0:
-                    continue
-                if key != v:
-                    kvar[t * S + slot, v] = kvar[t * S + slot, key]
-                    continue
-                kvar[t * S + slot, v] = len(size_list)
-                size_list.append(ev[key].gemm.size if gemm else ev[key].reset.size if slot < GC else ev[key].tile.co)
-                origin.append((t, slot, key))
-    sizes = np.array(size_list, dtype=np.int64)
-    # the step of each GEMM/reset use (uses: for k: for c: for t: [k = 0: G resets], G GEMMs; then the epilogue)
-    slot_of, thread_of = uses % S, uses // S
-    is_gemm = (slot_of >= GC) & (slot_of < 2 * GC)  # T x GC GEMM uses per step, in step order
-    step = np.where(is_gemm, (np.cumsum(is_gemm) - 1) // (T * GC), -1)
-    ci_last = m.edges.last[3]
-    ci = np.where((slot_of >= GC) & (slot_of < 2 * GC) & (step == ci_last) & (ci_last >= 0), CI_BIT, 0)
-    # the ACC slot (sub-step) of each reset / GEMM use; the epilogue sees the pair's tile (slot 0)
-    sub = np.where(slot_of < GC, slot_of // G, np.where(slot_of < 2 * GC, (slot_of - GC) // G, 0))
+    # each variant's (GEMM, reset, bias-ADD) kernel size (the full tile's row unused)
+    vsize = np.array([(e.gemm.size, e.reset.size, e.tile.co) if v else (0, 0, 0) for v, e in enumerate(ev)],
+                     dtype=np.int64)
+    kvar, sizes, kinds = _edge_kernels(sizes, T, S, GC, bias, m.edges.bits(), vsize)
     # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
-    pv = pair_variants(m)
-    codes = (np.arange(T * C, dtype=np.int64).reshape(T, C, 1) * 8 + pv.transpose(0, 2, 1)).ravel()  # bits < 8
-    specials = sorted(set((np.unique(codes, return_index=True)[1] % m.n_pairs).tolist()))
-    first_pair = np.full(len(sizes), -1, dtype=np.int64)
-    # the kernel of every use of those pairs in program order (pair by pair); each kernel's first
-    # occurrence gives the first-use order and its pair
-    sp = np.array(specials, dtype=np.int64)
-    kids = kvar[uses[None, :], pv[thread_of[None, :], sp[:, None], sub[None, :]] | ci[None, :]].ravel()
-    at = np.sort(np.unique(kids, return_index=True)[1])
-    first = kids[at]
-    first_pair[first] = sp[at // len(uses)]
+    first, first_pair = _edge_first(uses, S, GC, G, T, m.edges.last[3], pair_variants(m), kvar, len(sizes))
     dram_off = _offsets(sizes, first)
     total = int(sizes[first].sum())
     if total > depth:
@@ -284,9 +263,94 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> U
                               f"{total} micro-ops together > UOP depth {depth}")
     first_pair[first_pair < 0] = np.iinfo(np.int64).max  # never used: never loaded
     ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
-    kinds = np.array(origin, dtype=np.int64)
     kinds.setflags(write=False)
     return Uops(sizes, uses, ring, dram_off, first, kvar, first_pair, origin=kinds)
+
+
+@njit(cache=True)
+def _edge_kernels(sizes, T, S, GC, bias, edged, vsize):  # pragma: no cover - compiled
+    """The kernels of the edge tile variants (`_edge_plan`): for each thread t, variant v that runs
+    (no edge bit outside `edged`) and slot (resets, GEMMs, the bias ADD at slot `bias`; S: none), a
+    new kernel when the slot sees all of v's bits (GEMMs see the ci bit, resets and the epilogue
+    only the tile's h, w, co bits: `PAIR_BITS`), else the kernel of the variant it does see.
+    Returns (kvar, sizes, origin: (thread, slot, variant) of every kernel)."""
+    V = vsize.shape[0]
+    n0 = sizes.shape[0]
+    kvar = np.empty((n0, V), np.int64)
+    for i in range(n0):
+        kvar[i, :] = i
+    cap = n0 + T * V * (2 * GC + 1)
+    out = np.empty(cap, np.int64)
+    out[:n0] = sizes
+    origin = np.empty((cap, 3), np.int64)
+    for i in range(n0):
+        origin[i, 0], origin[i, 1], origin[i, 2] = i // S, i % S, 0
+    n = n0
+    for t in range(T):
+        for v in range(1, V):
+            if v & ~edged:  # never runs (an edge bit of an axis without edge tiles)
+                continue
+            for si in range(2 * GC + 1):
+                slot = si if si < 2 * GC else bias
+                gemm = GC <= slot < 2 * GC
+                key = v if gemm else v & PAIR_BITS  # resets and the epilogue see the tile's h, w, co bits
+                if slot >= S or key == 0:
+                    continue
+                if key != v:
+                    kvar[t * S + slot, v] = kvar[t * S + slot, key]
+                    continue
+                kvar[t * S + slot, v] = n
+                out[n] = vsize[key, 0] if gemm else vsize[key, 1] if slot < GC else vsize[key, 2]
+                origin[n, 0], origin[n, 1], origin[n, 2] = t, slot, key
+                n += 1
+    return kvar, out[:n].copy(), origin[:n].copy()
+
+
+@njit(cache=True)
+def _edge_first(uses, S, GC, G, T, ci_last, pv, kvar, n_kernels):  # pragma: no cover - compiled
+    """(kernels in first-use order, the pair of each kernel's first use: -1 never) with edge tiles
+    (`_edge_plan`). Every kernel is first used in a pair that first runs some (thread t, sub-step c,
+    variant of `pv` (T, P, C)); the uses of those pairs, pair by pair in program order, give the
+    order. A use's variant: its thread's tile in its sub-step (resets and GEMMs: the ACC slot of
+    its slot; the epilogue: slot 0), plus the ci bit for the GEMMs of the last reduction step."""
+    T_, P, C = pv.shape
+    U = uses.shape[0]
+    slot_of = uses % S
+    thread_of = uses // S
+    ci = np.zeros(U, np.int64)
+    sub = np.zeros(U, np.int64)
+    n_gemm = 0
+    for u in range(U):
+        s = slot_of[u]
+        if s < GC:
+            sub[u] = s // G
+        elif s < 2 * GC:  # T x GC GEMM uses per step, in step order
+            sub[u] = (s - GC) // G
+            if ci_last >= 0 and n_gemm // (T * GC) == ci_last:
+                ci[u] = CI_BIT
+            n_gemm += 1
+    special = np.zeros(P, np.bool_)
+    seen_code = np.zeros(T_ * C * 8, np.bool_)  # bits < 8
+    for t in range(T_):
+        for c in range(C):
+            for p in range(P):
+                code = (t * C + c) * 8 + pv[t, p, c]
+                if not seen_code[code]:
+                    seen_code[code] = True
+                    special[p] = True
+    first = np.empty(n_kernels, np.int64)
+    first_pair = np.full(n_kernels, -1, np.int64)
+    n = 0
+    for p in range(P):
+        if not special[p]:
+            continue
+        for u in range(U):
+            kid = kvar[uses[u], pv[thread_of[u], p, sub[u]] | ci[u]]
+            if first_pair[kid] < 0:
+                first_pair[kid] = p
+                first[n] = kid
+                n += 1
+    return first[:n].copy(), first_pair
 
 
 def uop_array(m: Mapping, first: np.ndarray, wgt_depth: int = 0, origin: np.ndarray | None = None) -> np.ndarray:

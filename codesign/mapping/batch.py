@@ -35,11 +35,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from codesign.hw.config import HwConfig
+from codesign.mapping.lazy import lazy
 from codesign.workloads.layers import Conv2D, Layer
 
 KnobValue = list[int] | tuple[int, ...] | int  # a knob's value (schedule.knobs)
@@ -111,13 +112,13 @@ class Kernel:
         live = tuple(n for n, x in zip(names, r) if x) if names else ()
         return cls(loops[[i for i, x in enumerate(r) if x == 3]], names=live, **kw)
 
-    @cached_property  # frozen: the lowering asks for it many times per kernel
+    @lazy  # frozen: the lowering asks for it many times per kernel
     def size(self) -> int:
         if self.explicit is not None:
             return int(self.explicit.shape[0])
         return math.prod(self.unrolled[:, 0].tolist())
 
-    @cached_property
+    @lazy
     def uops(self) -> np.ndarray:
         u = self.unrolled
         if self.explicit is not None:
@@ -284,7 +285,7 @@ class MappingBatch:
                    "inp_sram", "wgt_sram", "acc_sram")
     ROW_PATTERNS = ("inp", "wgt", "store")
 
-    @cached_property
+    @lazy
     def _table(self) -> tuple[tuple[str, ...], np.ndarray]:
         """Every scalar and DMA-pattern field flattened into one int64 row per config, built once,
         so that one config's geometry is a single row lookup."""

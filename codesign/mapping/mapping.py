@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.edges import Edges
+from codesign.mapping.lazy import lazy
 
 AXES = ("b", "h", "co", "w", "ci")
 OPERANDS = ("inp", "wgt", "out")  # loaded / stored operands (ACC and UOP live on chip, see lower)
@@ -136,36 +136,36 @@ class Mapping:
     uop_preload: bool = False
     early_epilogue: bool = False
 
-    @cached_property
+    @lazy
     def red(self) -> int:
         """Index in `loops` of the reduction loop (axis ci)."""
         return next((i for i, lp in enumerate(self.loops) if lp.axis == "ci"), len(self.loops) - 1)
 
-    @cached_property
+    @lazy
     def pair_loops(self) -> tuple[Loop, ...]:
         """The loops outside the reduction: one iteration of them is a *pair* (the tiles of all
         virtual threads and inner loops, K reduction steps, epilogue and STOREs)."""
         return self.loops[:self.red]
 
-    @cached_property
+    @lazy
     def inner_loops(self) -> tuple[Loop, ...]:
         """The loops inside the reduction: their output tiles stay resident in ACC."""
         return self.loops[self.red + 1:]
 
-    @cached_property
+    @lazy
     def n_inner(self) -> int:
         """ACC slots per thread: the output tiles of the inner loops (1 without them)."""
         return math.prod(lp.extent for lp in self.inner_loops)
 
-    @cached_property
+    @lazy
     def n_pairs(self) -> int:
         return math.prod(lp.extent for lp in self.pair_loops)
 
-    @cached_property
+    @lazy
     def n_steps(self) -> int:
         return self.loops[self.red].extent
 
-    @cached_property
+    @lazy
     def n_lift(self) -> int:
         """GEMM instructions per batch block and reduction step (1: the kernel is whole)."""
         return math.prod(lp[0] for lp in self.gemm_lift)
@@ -177,7 +177,7 @@ class Mapping:
             out = [(a + i * d, b + i * s, c + i * w) for a, b, c in out for i in range(e)]
         return out
 
-    @cached_property
+    @lazy
     def n_threads(self) -> int:
         return math.prod(lp.extent for lp in self.vthreads)
 
@@ -185,7 +185,7 @@ class Mapping:
         """Index in `loops` of the loop where `operand` is loaded/stored."""
         return self._levels[operand]
 
-    @cached_property
+    @lazy
     def _levels(self) -> dict[str, int]:
         names = [lp.name for lp in self.loops]
         return {op: names.index(name) for op, name in self.residency}
@@ -200,7 +200,7 @@ class Mapping:
     def pattern(self, operand: str) -> Dma:
         return dict(self.dma)[operand]
 
-    @cached_property
+    @lazy
     def inp_loads_per_thread(self) -> int:
         """INP load groups of one thread over the program (`lower.access.loaded`): per iteration of
         its residency loop and the pair loops outside it, or per reduction step (and inner loop
@@ -211,7 +211,7 @@ class Mapping:
         inside = math.prod(lp.extent for lp in self.loops[lv + 1:])  # inner loops it stays across
         return self.n_pairs * self.n_steps * self.n_inner // inside
 
-    @cached_property
+    @lazy
     def inp_shared(self) -> bool:
         """One INP tile for the whole program, read by every thread: input-stationary and each thread
         would load it once, the same tile (no thread axis it depends on). Thread 0 loads it into its
@@ -224,11 +224,11 @@ class Mapping:
         return (self.n_threads > 1 and self.level("inp") < self.red and self.inp_loads_per_thread == 1
                 and not self.has_residual and all(lp.extent == 1 for lp in self.vthreads if lp.axis in dep))
 
-    @cached_property
+    @lazy
     def has_bias(self) -> bool:
         return any(a.src == "bias" for a in self.epilogue)
 
-    @cached_property
+    @lazy
     def has_residual(self) -> bool:
         return any(a.src == "residual" for a in self.epilogue)
 
