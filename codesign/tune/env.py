@@ -226,16 +226,44 @@ class SampledView(SpaceView):
         return self.valid[d == d.min()] if len(d) > 1 else self.valid[:0]
 
 
+#: Draws a sampled pool gives rejection before it lists the family (`VtaSpace.sample_valid`'s own bound).
+POOL_MAX_DRAWS = 1 << 22
+#: Draws per round of `sample_valid_pool`: a multiple of the sampler's 2,048-draw chunk, so the rounds
+#: continue one random stream and a pool rejection fills is the one a single unbroken call draws.
+POOL_ROUND = 1 << 16
+#: A pool the first round does not fill is drawn from the listing when the family holds fewer than this
+#: many times its size (`VtaSpace.valid_estimate`): rejection then pays ~n / acceptance draws (plus the
+#: repeats of collecting a good part of the family), the listing about support / 120 rows (one per
+#: geometry and kernel, `VtaSpace.valid_indices`): on conv2d:1,16,8,8,16,3,3 (8,743 valid) 4,096
+#: sampled took ~30 s, the listing 0.3 s.
+POOL_LIST_RATIO = 16
+
+
 def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:
     """Up to `n` distinct valid configs of `space`, uniformly at random, sorted: by the space's
-    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices. A
-    sampler that finds fewer than `n` (a family about that small: rejection draws miss its rarest
-    configs) gives way to the listing, so the pool is then the whole family, exactly."""
+    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices.
+    The sampler draws in rounds of `POOL_ROUND` (the pool is the one a single call draws); a pool
+    the first round does not fill is drawn from the listing when the family is small next to it
+    (`POOL_LIST_RATIO`), or when at the last round's rate the sampler would not fill it within
+    `POOL_MAX_DRAWS` (a family about the pool's size: rejection misses its rarest configs), so a
+    family smaller than the pool is then the pool, exactly, without the draws that once ran
+    `POOL_MAX_DRAWS` out before it was listed."""
     sampler = getattr(space, "sample_valid", None)
     if sampler is not None:
-        out = np.unique(np.asarray(sampler(n, rng), dtype=np.int64))
-        if out.size >= n:
-            return out
+        got: list[int] = []
+        draws = 0
+        while draws < POOL_MAX_DRAWS:
+            step = min(POOL_ROUND, POOL_MAX_DRAWS - draws)
+            new = np.asarray(sampler(n - len(got), rng, set(got), max_draws=step), dtype=np.int64)
+            got += new.tolist()
+            draws += step
+            if len(got) >= n:
+                return np.unique(np.asarray(got, dtype=np.int64))
+            estimate = getattr(space, "valid_estimate", None)
+            if draws == step and estimate is not None and estimate() < POOL_LIST_RATIO * n:
+                break  # a small family: its listing costs less than the draws
+            if not new.size or (n - len(got)) / new.size * step > 2 * (POOL_MAX_DRAWS - draws):
+                break  # at the last round's rate the bound would run out: list
     valid = np.asarray(space.valid_indices(), dtype=np.int64)
     return np.sort(rng.choice(valid, size=min(n, valid.size), replace=False)) if valid.size else valid
 

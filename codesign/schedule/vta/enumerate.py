@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from codesign.errors import ConfigError
 from codesign.mapping.batch import (
     FOLD_PAIRS,
     MappingBatch,
@@ -14,11 +15,12 @@ from codesign.mapping.batch import (
 )
 from codesign.schedule import edge_rules
 from codesign.schedule.knobs import Config
-from codesign.schedule.vta.batch import VtaBatch
+from codesign.schedule.vta.batch import CANONICAL, VtaBatch
 from codesign.schedule.vta.knobs import (
     KERNEL_KNOBS,
     NESTS,
     ORDERS,
+    PAIR_AXES,
 )
 from codesign.schedule.vta.rules import KERNEL_RULES, ORDER_RULES
 
@@ -61,52 +63,111 @@ class EnumerateMixin:
 
 
     def valid_indices(self) -> np.ndarray:
-        """Sorted valid indices, in three passes: (A) the rules that depend neither on the kernel
-        knobs (`KERNEL_KNOBS`, `KERNEL_RULES`) nor on the loop order and residency (`ORDER_RULES`)
-        over the tile sizes x threads with those knobs at 0 (1/64,512 of the space); (B) the rules
-        that ignore order and residency over the survivors x the kernel-knob values their GEMM loops
-        allow (`sample_support`: a fold of live loops, a lift `uop_lift_live` and `uop_lift_edge`
-        allow, pad_skip where it applies; ~1/13 of every fold and lift), their geometry taken from
-        A's batch; (C) every rule over B's survivors x all orders x `NESTS` (the residency
-        combinations the other rules leave), the geometry and kernels taken from B's batch."""
+        """Sorted valid indices (`_listed`), listed once."""
         if self._valid is None:
-            names = self.knob_names
-            free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
-            kern = [names.index(k) for k in KERNEL_KNOBS]
-            grid = np.array([(o, *nest) for o in range(self.dims[free[0]]) for nest in NESTS], dtype=np.int64)
-            pos_a, geo, _f, _l, _p = self.sample_support()  # pass A
-            rows_b, kvals = self.support_kernels()
-            survivors = []
-            chunk = 1 << 15  # configs per batch: memory stays ~0.5 GB
-            for start in range(0, len(rows_b), chunk):
-                rows = rows_b[start:start + chunk]
-                pos_b = pos_a[rows]
-                pos_b[:, kern] = kvals[start:start + chunk]
-                b = self.batch(self.index_of(pos_b), take(geo, rows))
-                ok = np.ones(len(pos_b), dtype=bool)
-                for rule in self.rules(b, edges=False):
-                    if rule.name not in ORDER_RULES:
-                        ok &= rule.ok
-                for rule in edge_rules.rules(b, ok):  # the edge tiles' kernels, of the survivors only
-                    ok &= rule.ok
-                keep = np.flatnonzero(ok)
-                # pass C on these survivors x every order and residency: their geometry is taken
-                # from this batch, not rebuilt; the edge rules ignore order and residency
-                for part in range(0, len(keep), max(1, chunk // len(grid))):
-                    kp = keep[part:part + max(1, chunk // len(grid))]
-                    full = np.repeat(pos_b[kp], len(grid), axis=0)
-                    for col, j in enumerate(free):
-                        full[:, j] = np.tile(grid[:, col], len(kp))
-                    bf = take(b, np.repeat(kp, len(grid)), b.t.n)
-                    bf.set_nest(*(full[:, j] for j in free))
-                    ok2 = np.ones(len(full), dtype=bool)
-                    for rule in self.rules(bf, edges=False):
-                        ok2 &= rule.ok
-                    survivors.append(self.index_of(full[ok2]))
-            idx = np.sort(np.concatenate(survivors)) if survivors else np.zeros(0, dtype=np.int64)
-            self._valid = idx
+            self._valid = self._listed(self._allowed({}))
             self._valid.setflags(write=False)
         return self._valid
+
+    def valid_where(self, **fixed: int | Sequence[int]) -> np.ndarray:
+        """Sorted valid indices whose knobs take the given values (`tile_h=14`: a tile of 14 rows;
+        `pad_skip=1`; a sequence: any of those values), listed without listing the others: the
+        staged passes run only over the fixed knobs' values, so a test or a report that wants the
+        configs of one residency or one kernel pays for those. The listing's own rows when the
+        whole family is listed already."""
+        allowed = self._allowed(fixed)
+        if self._valid is not None:
+            pos = self.positions_of(self._valid)
+            keep = np.ones(len(pos), dtype=bool)
+            for j, ok in enumerate(allowed):
+                keep &= ok[pos[:, j]]
+            return self._valid[keep]
+        return self._listed(allowed)
+
+    def _allowed(self, fixed: dict[str, int | Sequence[int]]) -> list[np.ndarray]:
+        """Per knob, which of its positions a listing covers: those whose value is in `fixed[name]`,
+        every position of a knob not named. Unknown names or values raise ConfigError."""
+        names = self.knob_names
+        bad = sorted(set(fixed) - set(names))
+        if bad:
+            raise ConfigError(f"valid_where: no knob {', '.join(bad)} in the vta family (knobs: {', '.join(names)})")
+        out = []
+        for j, name in enumerate(names):
+            if name not in fixed:
+                out.append(np.ones(self.dims[j], dtype=bool))
+                continue
+            want = np.atleast_1d(np.asarray(fixed[name], dtype=np.int64))
+            ok = np.isin(self._values[j], want)
+            if not ok.any():
+                raise ConfigError(f"valid_where: {name}={fixed[name]} is no value of the knob "
+                                  f"(values: {sorted(set(self._values[j].tolist()))})")
+            out.append(ok)
+        return out
+
+    def _listed(self, allowed: list[np.ndarray]) -> np.ndarray:
+        """Sorted valid indices among the positions `allowed` (per knob), in three passes: (A) the
+        rules that depend neither on the kernel knobs (`KERNEL_KNOBS`, `KERNEL_RULES`) nor on the loop
+        order and residency (`ORDER_RULES`) over the tile sizes x threads with those knobs at 0
+        (1/64,512 of the space); (B) the rules that ignore order and residency over the survivors x
+        the kernel-knob values their GEMM loops allow (`sample_support`: a fold of live loops, a lift
+        `uop_lift_live` and `uop_lift_edge` allow, pad_skip where it applies; ~1/13 of every fold and
+        lift), their geometry taken from A's batch; (C) every rule over B's survivors x the orders x
+        `NESTS` (the residency combinations the other rules leave) that `_nest_candidates` leaves, the
+        geometry and kernels taken from B's batch."""
+        names = self.knob_names
+        free = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident")]
+        kern = [names.index(k) for k in KERNEL_KNOBS]
+        grid = np.array([(o, *nest) for o in range(self.dims[free[0]]) for nest in NESTS], dtype=np.int64)
+        grid = grid[np.all([allowed[j][grid[:, c]] for c, j in enumerate(free)], axis=0)]
+        pos_a, geo, fold_ok, lift_ok, ps_ok = self._support_where(allowed)  # pass A
+        rows_b, kvals = self._kernels(fold_ok, lift_ok, ps_ok)
+        keep_k = np.all([allowed[j][kvals[:, c]] for c, j in enumerate(kern)], axis=0)
+        rows_b, kvals = rows_b[keep_k], kvals[keep_k]
+        survivors = []
+        chunk = 1 << 15  # configs per batch: memory stays ~0.5 GB
+        for start in range(0, len(rows_b) if len(grid) else 0, chunk):
+            rows = rows_b[start:start + chunk]
+            pos_b = pos_a[rows]
+            pos_b[:, kern] = kvals[start:start + chunk]
+            b = self.batch(self.index_of(pos_b), take(geo, rows))
+            ok = np.ones(len(pos_b), dtype=bool)
+            for rule in self.rules(b, edges=False):
+                if rule.name not in ORDER_RULES:
+                    ok &= rule.ok
+            for rule in edge_rules.rules(b, ok):  # the edge tiles' kernels, of the survivors only
+                ok &= rule.ok
+            keep = np.flatnonzero(ok)
+            # pass C on these survivors x their candidate orders and residencies: their geometry is
+            # taken from this batch, not rebuilt; the edge rules ignore order and residency
+            part_n = max(1, chunk // len(grid))
+            for part in range(0, len(keep), part_n):
+                kp = keep[part:part + part_n]
+                row, g = np.nonzero(self._nest_candidates(b, kp, grid))
+                full = pos_b[kp[row]]
+                full[:, free] = grid[g]
+                bf = take(b, kp[row], b.t.n)
+                bf.set_nest(*(full[:, j] for j in free))
+                ok2 = np.ones(len(full), dtype=bool)
+                for rule in self.rules(bf, edges=False):
+                    ok2 &= rule.ok
+                survivors.append(self.index_of(full[ok2]))
+        return np.sort(np.concatenate(survivors)) if survivors else np.zeros(0, dtype=np.int64)
+
+    @staticmethod
+    def _nest_candidates(b: VtaBatch, rows: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        """(len(rows), len(grid)) bool: the (order, wgt_stationary, inp_stationary, acc_resident)
+        rows of `grid` that configs `rows` of `b` can take by the three rules of pass C that read
+        only the geometry and those knobs, computed as the rules compute them: `order_canonical`
+        (an order moving only extent-1 loops is another's program: most of the 24 orders on small
+        layers), `wgt_stationary_ci` and `inp_stationary_ci` (a stationary tile holds the whole
+        reduction). Pass C then builds only these (its rules still check them: the listing is
+        the same)."""
+        live = sum((b.extent[a][rows] > 1).astype(np.int64) << k for k, a in enumerate(PAIR_AXES))
+        ws, ins = grid[:, 1], grid[:, 2]
+        bits = live[:, None] | (ws << PAIR_AXES.index("co"))[None, :]
+        canonical = CANONICAL[bits, grid[None, :, 0]]
+        whole = (b.t.ci_steps[rows] == 1)[:, None] | ((ws == 0) & (ins == 0))[None, :]
+        return canonical & whole
 
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
@@ -156,47 +217,78 @@ class EnumerateMixin:
         geometry (a `MappingBatch`, row-aligned, the template's kernels), fold ok (g, folds), lift
         ok (g, lifts), pad_skip ok (g,)); computed once."""
         if not hasattr(self, "_support"):
-            names = self.knob_names
-            zero = [names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident",
-                                             *KERNEL_KNOBS)]
-            geo_dims = [1 if j in zero else d for j, d in enumerate(self.dims)]
-            n_geo = int(np.prod(geo_dims, dtype=np.int64))
-            keep_pos = []
-            for start in range(0, n_geo, 1 << 15):
-                pos = np.stack(np.unravel_index(np.arange(start, min(start + (1 << 15), n_geo)), geo_dims[::-1])[::-1],
-                               axis=1)
-                ba = self.batch(self.index_of(pos))
-                ok = np.ones(len(pos), dtype=bool)
-                for rule in self.rules(ba, edges=False):
-                    if rule.name not in ORDER_RULES and rule.name not in KERNEL_RULES:
-                        ok &= rule.ok
-                keep_pos.append(pos[ok])
-            pos = np.concatenate(keep_pos) if keep_pos else np.zeros((0, len(self.dims)), dtype=np.int64)
-            geo = self.batch(self.index_of(pos)).t  # the template's kernels (kernel knobs at 0)
-            n_fold, n_lift = self.dims[names.index("uop_fold")], self.dims[names.index("uop_lift")]
-            transpose = self.tmpl.transposed
-            live = geo.gemm["loops"][..., 0] > 1  # (g, GEMM loops) of the unlifted kernel
-            pairs = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[:n_fold]
-            fold_ok = live[:, pairs[:, 0]] & live[:, pairs[:, 1]]
-            fold_ok[:, 0] = True
-            if transpose:
-                fold_ok[:, 1:] = False
-            lift_ok = np.zeros((len(pos), n_lift), dtype=bool)
-            ps_ok = np.zeros(len(pos), dtype=bool)
-            if len(pos):
-                for value in range(n_lift):
-                    p = pos.copy()
-                    p[:, names.index("uop_lift")] = value
-                    b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
-                    rules = {r.name: r.ok for r in self.rules(b, edges=False)}
-                    lift_ok[:, value] = rules["uop_lift_live"] & rules["uop_lift_edge"]
-                p = pos.copy()
-                p[:, names.index("pad_skip")] = 1
-                b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
-                ps_ok = {r.name: r.ok for r in self.rules(b, edges=False)}["pad_skip_tile"].copy()
-            self._support = (pos, geo, fold_ok, lift_ok, ps_ok)
+            self._support = self._support_of(self._geometries(None))
             self._sampled = [0, 0]  # draws from the support, valid ones among them (`valid_estimate`)
         pos, geo, fold_ok, lift_ok, ps_ok = self._support
+        return pos, geo, fold_ok, lift_ok, ps_ok
+
+    def _support_where(self, allowed: list[np.ndarray]) -> tuple[np.ndarray, MappingBatch, np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+        """`sample_support`'s rows whose geometry knobs are at `allowed` positions: its own rows when
+        it is built or nothing is fixed (then built, once), else pass A over those positions only."""
+        geo_knobs = self._geometry_knobs()
+        if hasattr(self, "_support") or all(allowed[j].all() for j in geo_knobs):
+            pos, geo, fold_ok, lift_ok, ps_ok = self.sample_support()
+            rows = np.flatnonzero(np.all([allowed[j][pos[:, j]] for j in geo_knobs], axis=0)) if geo_knobs \
+                else np.arange(len(pos))
+            if len(rows) == len(pos):
+                return pos, geo, fold_ok, lift_ok, ps_ok
+            return pos[rows], take(geo, rows), fold_ok[rows], lift_ok[rows], ps_ok[rows]
+        return self._support_of(self._geometries(allowed))
+
+    def _geometry_knobs(self) -> list[int]:
+        """Positions of the knobs pass A enumerates (all but order, residency and the kernel knobs)."""
+        names = self.knob_names
+        zero = {names.index(k) for k in ("order", "wgt_stationary", "inp_stationary", "acc_resident", *KERNEL_KNOBS)}
+        return [j for j in range(len(names)) if j not in zero]
+
+    def _geometries(self, allowed: list[np.ndarray] | None) -> np.ndarray:
+        """Pass A: the positions (g, knobs) of the geometries (the knobs of `_geometry_knobs` at
+        their `allowed` positions, all when None; the others at 0) that pass every rule free of the
+        kernel knobs, order and residency."""
+        geo_knobs = self._geometry_knobs()
+        choices = [np.flatnonzero(allowed[j]) if allowed is not None and j in geo_knobs
+                   else np.arange(d) if j in geo_knobs else np.zeros(1, dtype=np.int64)
+                   for j, d in enumerate(self.dims)]
+        geo_dims = [len(c) for c in choices]
+        n_geo = int(np.prod(geo_dims, dtype=np.int64))
+        keep_pos = []
+        for start in range(0, n_geo, 1 << 15):
+            sel = np.unravel_index(np.arange(start, min(start + (1 << 15), n_geo)), geo_dims[::-1])[::-1]
+            pos = np.stack([c[s] for c, s in zip(choices, sel)], axis=1)
+            ba = self.batch(self.index_of(pos))
+            ok = np.ones(len(pos), dtype=bool)
+            for rule in self.rules(ba, edges=False):
+                if rule.name not in ORDER_RULES and rule.name not in KERNEL_RULES:
+                    ok &= rule.ok
+            keep_pos.append(pos[ok])
+        return np.concatenate(keep_pos) if keep_pos else np.zeros((0, len(self.dims)), dtype=np.int64)
+
+    def _support_of(self, pos: np.ndarray) -> tuple[np.ndarray, MappingBatch, np.ndarray, np.ndarray, np.ndarray]:
+        """(pos, geometry, fold ok, lift ok, pad_skip ok) of pass A's geometries `pos` (`sample_support`)."""
+        names = self.knob_names
+        geo = self.batch(self.index_of(pos)).t  # the template's kernels (kernel knobs at 0)
+        n_fold, n_lift = self.dims[names.index("uop_fold")], self.dims[names.index("uop_lift")]
+        transpose = self.tmpl.transposed
+        live = geo.gemm["loops"][..., 0] > 1  # (g, GEMM loops) of the unlifted kernel
+        pairs = np.array([(0, 1), *FOLD_PAIRS], dtype=np.int64)[:n_fold]
+        fold_ok = live[:, pairs[:, 0]] & live[:, pairs[:, 1]]
+        fold_ok[:, 0] = True
+        if transpose:
+            fold_ok[:, 1:] = False
+        lift_ok = np.zeros((len(pos), n_lift), dtype=bool)
+        ps_ok = np.zeros(len(pos), dtype=bool)
+        if len(pos):
+            for value in range(n_lift):
+                p = pos.copy()
+                p[:, names.index("uop_lift")] = value
+                b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
+                rules = {r.name: r.ok for r in self.rules(b, edges=False)}
+                lift_ok[:, value] = rules["uop_lift_live"] & rules["uop_lift_edge"]
+            p = pos.copy()
+            p[:, names.index("pad_skip")] = 1
+            b = self.batch(self.index_of(p), take(geo, np.arange(len(pos))))
+            ps_ok = {r.name: r.ok for r in self.rules(b, edges=False)}["pad_skip_tile"].copy()
         return pos, geo, fold_ok, lift_ok, ps_ok
 
     def support_size(self) -> int:
@@ -210,6 +302,11 @@ class EnumerateMixin:
         values (m, len(KERNEL_KNOBS))) — every allowed fold x allowed lift with pad_skip 0, then
         pad_skip 1 with neither where it applies (pass B of `valid_indices`)."""
         _pos, _geo, fold_ok, lift_ok, ps_ok = self.sample_support()
+        return self._kernels(fold_ok, lift_ok, ps_ok)
+
+    @staticmethod
+    def _kernels(fold_ok: np.ndarray, lift_ok: np.ndarray, ps_ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`support_kernels` of the support rows given by their fold, lift and pad_skip oks."""
         g, f, lf = np.nonzero(fold_ok[:, :, None] & lift_ok[:, None, :])
         p = np.flatnonzero(ps_ok)
         col = {k: i for i, k in enumerate(KERNEL_KNOBS)}
@@ -217,4 +314,3 @@ class EnumerateMixin:
         vals[:g.size, col["uop_fold"]], vals[:g.size, col["uop_lift"]] = f, lf
         vals[g.size:, col["pad_skip"]] = 1
         return np.concatenate([g, p]).astype(np.int64), vals
-
