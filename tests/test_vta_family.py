@@ -38,12 +38,19 @@ def _sample(space: VtaSpace, n: int, seed: int) -> list[Config]:
     """n valid configs, the first ones chosen to cover what the template cannot do: a
     stationary weight tile, threads on w, INP loaded one block per LOAD, a chosen micro-op fold."""
     valid = space.valid_indices()
-    b = space.batch(valid)
+    # the first valid config of each kind, from the configs with its knob values (`valid_where`),
+    # batched a chunk at a time up to the first hit (a batch of the whole listing cost seconds)
+    kinds = (({"wgt_stationary": 1}, None), ({"vthread": VTHREADS.index("w")}, None),
+             ({"order": range(1, len(ORDERS))}, lambda b: b.split), ({"uop_fold": range(1, len(FOLD_PAIRS) + 1)}, None))
     picks = []
-    for want in (b.ws == 1, b.vt == VTHREADS.index("w"), b.split & (b.order > 0), b.fold > 0):
-        hits = np.flatnonzero(want)
-        if hits.size:
-            picks.append(int(valid[hits[0]]))
+    for fixed, want in kinds:
+        among = space.valid_where(**fixed)
+        for start in range(0, among.size if want else min(among.size, 1), 1 << 12):
+            part = among[start:start + (1 << 12)]
+            hits = np.flatnonzero(want(space.batch(part))) if want else np.arange(part.size)
+            if hits.size:
+                picks.append(int(part[hits[0]]))
+                break
     rng = np.random.default_rng(seed)
     picks += rng.choice(valid, size=min(n, len(valid)), replace=False).tolist()
     return [space.get(int(i)) for i in dict.fromkeys(picks)]

@@ -20,7 +20,7 @@ from codesign.mapping.legality import violations
 from codesign.mapping.mapping import AluOp, fuse
 from codesign.schedule import get_space
 from codesign.schedule.families import mapping_for
-from codesign.schedule.vta_space import N_FEATURES, ORDERS
+from codesign.schedule.vta_space import EXTRA_FEATURE_NAMES, N_FEATURES, ORDERS
 from codesign.vta import isa, timing
 from codesign.workloads import Conv2D, Dense
 
@@ -35,16 +35,44 @@ BASE = {"tile_b": [1, 1], "wgt_stationary": 0, "vthread": 0, "uop_fold": 0, "inp
 
 def _picks(space, knob: str, value: int, n: int = 2) -> list[int]:
     """The first and n - 1 random valid configs with `knob` = value (and threads, when some have)."""
-    valid = space.valid_indices()
-    b = space.batch(valid)
-    have = {"inp_stationary": b.ins, "acc_resident": b.acc}[knob] == value
-    hits = np.flatnonzero(have)
-    if not hits.size:
+    valid = space.valid_where(**{knob: value})  # the listing's configs with knob = value, in its order
+    if not valid.size:
         return []
-    threaded = np.flatnonzero(have & (b.vt > 0))
+    hits = np.arange(valid.size)
+    threaded = np.flatnonzero(space.batch(valid).vt > 0)
     rng = np.random.default_rng(value)
     rows = [hits[0], *(threaded[:1]), *rng.choice(hits, size=min(n - 1, hits.size), replace=False)]
     return [int(valid[r]) for r in dict.fromkeys(rows)]
+
+
+def test_a_listing_restricted_to_knob_values_is_the_listing_of_those_values():
+    """`VtaSpace.valid_where` (the staged passes over the fixed knobs' values only: what `_picks` and
+    the pad_skip tests list) is exactly the whole listing's configs with those values, in its order,
+    whether the space is unlisted, has its sampler's support built, or is listed; a knob or value the
+    family lacks is refused in one line."""
+    from codesign.errors import ConfigError
+    from codesign.hw.config import HwConfig
+    from codesign.schedule.vta_space import VtaSpace
+
+    layer, hw = Conv2D(1, 16, 4, 4, 32, 3, 3, 1, 1), HwConfig.resolve("pynq_1x16")  # 7,554 valid
+    listed = VtaSpace(layer, hw)
+    full = listed.valid_indices()
+    pos = listed.positions_of(full)
+    value = {k.name: np.array([c[1] if k.kind == "sp" else c for c in k.candidates]) for k in listed.knobs}
+    cases = ({"inp_stationary": 1}, {"acc_resident": (1, 2)}, {"pad_skip": 1, "tile_h": 4},
+             {"tile_w": 2, "order": 5, "vthread": 2}, {"uop_fold": (0, 2), "n_threads": 2, "uop_lift": (0, 1, 9)}, {"wgt_stationary": 1})
+    supported = VtaSpace(layer, hw)
+    supported.sample_support()
+    for fixed in cases:
+        keep = np.all([np.isin(value[k][pos[:, listed.knob_names.index(k)]], v) for k, v in fixed.items()], axis=0)
+        want = full[keep]
+        assert want.size, fixed  # each case selects some configs
+        for space in (VtaSpace(layer, hw), supported, listed):
+            assert np.array_equal(space.valid_where(**fixed), want), fixed
+    with pytest.raises(ConfigError, match="no knob tile_q"):
+        listed.valid_where(tile_q=1)
+    with pytest.raises(ConfigError, match="pad_skip=3 is no value"):
+        listed.valid_where(pad_skip=3)
 
 
 def _loads(insns: np.ndarray, mem: int) -> int:
@@ -166,5 +194,6 @@ def test_template_point_and_features_keep_their_shape(vta_case):
     valid = space.valid_indices()
     feats = space.features_batch(valid)
     assert feats.shape == (len(valid), N_FEATURES) and np.isfinite(feats).all()
-    b = space.batch(valid)
-    assert len(np.unique(feats[b.acc > 0][:, -1])) > 1  # log2 of the ACC slots varies
+    acc = space.positions_of(valid)[:, space.knob_names.index("acc_resident")] > 0
+    slots = feats[:, N_FEATURES - len(EXTRA_FEATURE_NAMES) + EXTRA_FEATURE_NAMES.index("log2_acc_slots")]
+    assert (slots[~acc] == 0).all() and len(np.unique(slots[acc])) > 1  # log2 of the ACC slots varies
