@@ -231,16 +231,24 @@ POOL_MAX_DRAWS = 1 << 22
 #: Draws per round of `sample_valid_pool`: a multiple of the sampler's 2,048-draw chunk, so the rounds
 #: continue one random stream and a pool rejection fills is the one a single unbroken call draws.
 POOL_ROUND = 1 << 16
+#: A pool the first round does not fill is drawn from the listing when the family holds fewer than this
+#: many times its size (`VtaSpace.valid_estimate`, seeded: the choice depends on the request only):
+#: rejection then pays ~n / acceptance draws plus the repeats of collecting a good share of the family,
+#: the listing ~support / 120 rows (one per geometry and kernel, `VtaSpace.valid_indices`). On
+#: conv2d:1,16,8,8,16,3,3 (8,743 valid) a 4,096 pool took ~30 s drawn, 0.3 s listed. Here, not in the
+#: sampler: a search's own draws never list a large family (the sampler's contract), a pool may.
+POOL_LIST_RATIO = 16
 
 
 def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:
     """Up to `n` distinct valid configs of `space`, uniformly at random, sorted: by the space's
-    own sampler when it has one (`VtaSpace.sample_valid`, which takes a family small next to the
-    pool from its listing), else drawn from its valid indices. The sampler draws in rounds of
-    `POOL_ROUND` (the pool is the one a single call draws); when at the last round's rate it would
-    not fill the pool within `POOL_MAX_DRAWS` (a family about the pool's size: rejection misses its
-    rarest configs), the pool is drawn from the listing, so a family smaller than the pool is then the
-    pool, exactly, without first running `POOL_MAX_DRAWS` out."""
+    own sampler when it has one (`VtaSpace.sample_valid`), else drawn from its valid indices.
+    The sampler draws in rounds of `POOL_ROUND` (the pool is the one a single call draws); a pool
+    the first round does not fill is drawn from the listing when the family is small next to it
+    (`POOL_LIST_RATIO`), or when at the last round's rate the sampler would not fill it within
+    `POOL_MAX_DRAWS` (a family about the pool's size: rejection misses its rarest configs), so a
+    family smaller than the pool is then the pool, exactly, without the draws that once ran
+    `POOL_MAX_DRAWS` out before it was listed."""
     sampler = getattr(space, "sample_valid", None)
     if sampler is not None:
         got: list[int] = []
@@ -252,6 +260,9 @@ def sample_valid_pool(space: Any, n: int, rng: np.random.Generator) -> np.ndarra
             draws += step
             if len(got) >= n:
                 return np.unique(np.asarray(got, dtype=np.int64))
+            estimate = getattr(space, "valid_estimate", None)
+            if draws == step and estimate is not None and estimate() < POOL_LIST_RATIO * n:
+                break  # a small family: its listing costs less than the draws
             if not new.size or (n - len(got)) / new.size * step > 2 * (POOL_MAX_DRAWS - draws):
                 break  # at the last round's rate the bound would run out: list
     valid = np.asarray(space.valid_indices(), dtype=np.int64)

@@ -18,25 +18,14 @@ from codesign.schedule.vta.knobs import (
 class SampleMixin:
     """Sampling of `VtaSpace` configs (mixed into it)."""
 
-    #: draws after which an unfilled uniform request asks whether the listing is cheaper (`sample_valid`)
-    LIST_AFTER = 1 << 16
-    #: ... and takes it when the family holds at most this many times the configs still wanted: rejection
-    #: then pays ~wanted / acceptance draws (plus the repeats of collecting a good share of the family),
-    #: the listing ~support / 120 rows (`valid_indices`); 4,096 of conv2d:1,16,8,8,16,3,3's 8,743 took
-    #: ~30 s drawn, 0.3 s listed
-    LIST_RATIO = 16
-
     def sample_valid(self, n: int, rng: np.random.Generator, exclude: object = (), *,
-                     max_draws: int = 1 << 22, nest: int | None = None, listing: bool = True) -> np.ndarray:
+                     max_draws: int = 1 << 22, nest: int | None = None) -> np.ndarray:
         """Up to `n` distinct valid indices not in `exclude`, uniformly at random over the valid
         configs, without enumerating them: configs are drawn uniformly from `sample_support` (a
         superset of the valid ones) and kept when every rule holds (the mask's own rules, so a
         kept config is exactly valid, and every valid config is as likely). Gives up after
         `max_draws` draws (a space with almost no valid configs). `nest`: uniformly over the valid
-        configs of residency `NESTS[nest]` only (`sample_strata`). A uniform request still unfilled
-        after `LIST_AFTER` draws, from a family of at most `LIST_RATIO` x the configs it still wants
-        (`valid_estimate`, seeded: the choice depends on the request and the random stream only), takes
-        the rest uniformly from the listing (`listing=False`: never)."""
+        configs of residency `NESTS[nest]` only (`sample_strata`)."""
         pos, geo, fold_ok, lift_ok, ps_ok = self.sample_support()
         ex = exclude if isinstance(exclude, (set, dict, frozenset)) else set(exclude)  # type: ignore[arg-type]
         out: list[int] = []
@@ -85,20 +74,8 @@ class SampleMixin:
                     out.append(i)
                     if len(out) >= n:
                         break
-            if (listing and nest is None and len(out) < n and draws >= self.LIST_AFTER
-                    and self.valid_estimate() <= self.LIST_RATIO * (n - len(out))):
-                out += self._listed_rest(n - len(out), rng, ex, seen)
-                break
         self.remember_valid(out)
         return np.asarray(out, dtype=np.int64)
-
-    def _listed_rest(self, n: int, rng: np.random.Generator, exclude: object, seen: set[int]) -> list[int]:
-        """Up to `n` valid indices in neither `exclude` nor `seen`, uniformly from the listing (after
-        `seen`, drawn uniformly too, the whole is a uniform draw without replacement)."""
-        valid = self.valid_indices()
-        taken = np.fromiter((*seen, *exclude), dtype=np.int64)  # type: ignore[misc]
-        pool = valid[~np.isin(valid, taken)] if taken.size else valid
-        return rng.choice(pool, size=min(n, pool.size), replace=False).tolist() if pool.size else []
 
     #: valid indices a space remembers having proven (`remember_valid`); a bound on memory (~100 B
     #: each), not a working set: a search measures 10^2-10^4 of them
@@ -171,7 +148,7 @@ class SampleMixin:
             size = self.support_size()
             before = list(self._sampled)
             if size:
-                self.sample_valid(1 << 62, np.random.default_rng(0), max_draws=draws, listing=False)
+                self.sample_valid(1 << 62, np.random.default_rng(0), max_draws=draws)
             drawn, valid = self._sampled[0] - before[0], self._sampled[1] - before[1]
             self._valid_est = size * valid / drawn if drawn else 0.0
         return self._valid_est
