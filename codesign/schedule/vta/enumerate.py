@@ -123,6 +123,9 @@ class EnumerateMixin:
         rows_b, kvals = self._kernels(fold_ok, lift_ok, ps_ok)
         keep_k = np.all([allowed[j][kvals[:, c]] for c, j in enumerate(kern)], axis=0)
         rows_b, kvals = rows_b[keep_k], kvals[keep_k]
+        if len(grid) and (grid[:, 1] | grid[:, 2]).all():  # stationary nests only: one reduction step
+            keep_s = geo.ci_steps[rows_b] == 1  # (wgt_stationary_ci, inp_stationary_ci)
+            rows_b, kvals = rows_b[keep_s], kvals[keep_s]
         survivors = []
         chunk = 1 << 15  # configs per batch: memory stays ~0.5 GB
         for start in range(0, len(rows_b) if len(grid) else 0, chunk):
