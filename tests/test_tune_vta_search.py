@@ -48,13 +48,13 @@ def _template_opt(table) -> float:
 def test_auto_times_the_template_first_when_the_family_is_too_big(table):
     n_template = get_space(LAYER, HW).n_valid
     assert len(table) * 0.01 > 1.0 >= n_template * 0.01  # the family does not fit the budget, its templates do
-    for seed in range(2):
-        task = make_task(LAYER, HW, "auto", seed, family="vta", time_budget_s=1.0, learned_budget=4)
-        res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, seed=seed, runner=TableRunner(table, cost_s=0.01))
-        choice = task.tuner.choice
-        assert choice["template_phase"] and choice["search"].startswith("template+")
-        assert choice["template_points"] == n_template and res.measurements == n_template + 4
-        assert res.best_seconds <= _template_opt(table)  # never worse than the template
+    # one seed: the template phase does not depend on it (seeds 0 and 1 run it again in the scheduler test)
+    task = make_task(LAYER, HW, "auto", 0, family="vta", time_budget_s=1.0, learned_budget=4)
+    res = tune_layer(LAYER, HW, tuner=task.tuner, budget=None, seed=0, runner=TableRunner(table, cost_s=0.01))
+    choice = task.tuner.choice
+    assert choice["template_phase"] and choice["search"].startswith("template+")
+    assert choice["template_points"] == n_template and res.measurements == n_template + 4
+    assert res.best_seconds <= _template_opt(table)  # never worse than the template
 
 
 def test_scheduler_runs_the_template_phase_outside_its_pool(table):
