@@ -22,19 +22,24 @@ memory and every other TVM function are unknown to clients. Requests above `max_
 refused, replies are JSON + raw bytes (`protocol`), nothing is unpickled, and the server binds
 127.0.0.1 unless told otherwise. One log line per request goes to stderr.
 
-Process layout (tvm's): the listener runs in tvm's Popen worker; each client session is a forked
-child of it. What must outlive a session (which bitstream is loaded) lives in `state_dir`.
+Process layout: tvm's listener loop runs on a thread of the serving process, each client session
+is a forked child of it (as in tvm's own server, minus its second interpreter). What must outlive a session (which bitstream is loaded) lives in `state_dir`.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.util
 import json
+import logging
+import multiprocessing
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass
@@ -48,6 +53,7 @@ from codesign.bitstream.bitfile import die_of, parse_header
 from codesign.board import protocol
 from codesign.board.cache import BlobCache
 from codesign.board.driver import DEFAULT_TIMEOUT_S, PynqApi, VTADriver, check_hw
+from codesign.board.lean_tvm import lean_tvm
 from codesign.board.network import Network
 from codesign.errors import BoardError, CodesignError
 from codesign.fileio import atomic_write_bytes, atomic_write_json
@@ -99,8 +105,8 @@ def check_bind(opts: ServeOptions, host_given: bool) -> None:
 
 
 def check_setup(opts: ServeOptions) -> None:
-    """Check the board, the emulated config and pynq here, in the caller's process: inside tvm's
-    server process a failure would reach the user as that process's whole traceback."""
+    """Check the board, the emulated config and pynq before anything listens: a failure is one line,
+    not a traceback from the listener or a session."""
     Board.named(opts.board)
     if opts.cache_bytes < 0 or opts.max_payload < 1:
         raise BoardError(f"--cache-bytes {opts.cache_bytes} / --max-payload {opts.max_payload}: the cache "
@@ -425,13 +431,17 @@ def _session_env(opts: ServeOptions, load_library: Any = None, work_path: Any = 
     """Replaces tvm's `_server_env` in each session process: our functions, nothing else."""
     from tvm.rpc import server as tvm_server  # heavy; board server only
 
+    # forked from the serving process: its Ctrl-C / SIGTERM handlers (which only set its stop event)
+    # must not keep a session alive after the server is told to stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     state = tvm_server.PopenRPCServerState.current  # the listener this session was forked from
     register(BoardService(opts, port=getattr(state, "port", None)))
     expose_only(set(protocol.FUNCTIONS) | {protocol.SESSION_CONSTRUCTOR})
 
 
 def init_server(opts_json: str) -> None:
-    """tvm's `server_init_callback`: runs in the listener process before it accepts sessions."""
+    """Runs in the listener process before it accepts sessions (tvm's `server_init_callback`)."""
     from tvm.rpc import server as tvm_server  # heavy; board server only
 
     opts = ServeOptions(**json.loads(opts_json))
@@ -452,10 +462,15 @@ def _warm_emulator(service: BoardService) -> None:
 
 
 class BoardServer:
-    """A running board server (tvm.rpc.Server in its own process). `stop()` ends it."""
+    """A running board server in this process: tvm.rpc's own listener loop on a thread, each client
+    session a forked child of this process (tvm's `_listen_loop` and `_serving`, the protocol as
+    `tvm.rpc.Server` speaks it). `tvm.rpc.Server` would run the listener in a second interpreter that
+    imports all of tvm (and torch) again: ~5 s more per board start on a 2-core host. `stop()` ends
+    the sessions; the listener thread ends with the process."""
 
     def __init__(self, opts: ServeOptions, host_given: bool = False) -> None:
-        import tvm.rpc  # heavy; board server only
+        lean_tvm()
+        from tvm.rpc import server as tvm_server  # heavy; board server only
 
         check_bind(opts, host_given)
         check_setup(opts)
@@ -463,19 +478,43 @@ class BoardServer:
             opts = ServeOptions(**{**asdict(opts), "state_dir": tempfile.mkdtemp(prefix="codesign-board-")})
         self.opts = opts
         tracker = parse_addr(opts.tracker, "--tracker") if opts.tracker else None
-        self.server = tvm.rpc.Server(opts.host, opts.port, opts.port_end, tracker_addr=tracker, key=opts.key,
-                                     custom_addr=opts.custom_addr, silent=True,
-                                     server_init_callback=functools.partial(init_server, json.dumps(asdict(opts))))
-        self.port = int(self.server.port)
+        tvm_server.logger.setLevel(logging.ERROR)  # tvm.rpc.Server(silent=True)
+        init_server(json.dumps(asdict(opts)))
+        self._sock, self.port = _listen_socket(opts.host, opts.port, opts.port_end)
+        tvm_server.PopenRPCServerState.current = self  # what `_session_env` reads the port from
+        self._listener = threading.Thread(target=tvm_server._listen_loop, name="codesign-board-listener", daemon=True,
+                                          args=(self._sock, self.port, opts.key, tracker, None, opts.custom_addr))
+        self._listener.start()
 
     @property
     def addr(self) -> str:
         return f"{self.opts.host}:{self.port}"
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.terminate()
-            self.server = None
+        """End every session (forked children of this process); the daemon listener thread ends with
+        the process, its socket closed by the OS."""
+        for child in multiprocessing.active_children():
+            child.terminate()
+            child.join(5)
+
+
+def _listen_socket(host: str, port: int, port_end: int) -> tuple[socket.socket, int]:
+    """A listening socket on the first free port of [port, port_end), as tvm's server binds it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for candidate in range(port, port_end):
+        try:
+            sock.bind((host, candidate))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                continue
+            sock.close()
+            raise BoardError(f"cannot bind {host}:{candidate}: {exc.strerror or exc}") from exc
+        sock.listen(1)
+        return sock, candidate
+    sock.close()
+    raise BoardError(f"--port {port}..{port_end - 1}: every port is in use on {host}; pick a free --port "
+                     "(or a wider --port-end)")
 
 
 __all__ = ["ServeOptions", "BoardService", "CacheMiss", "BoardServer", "check_bind", "check_setup", "parse_addr", "handle", "expose_only"]

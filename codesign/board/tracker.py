@@ -1,4 +1,4 @@
-"""`codesign board tracker`: apache-tvm's RPC tracker (`tvm.rpc.tracker.Tracker`, the real one),
+"""`codesign board tracker`: apache-tvm's RPC tracker (the real one, `tvm.rpc.tracker`'s server),
 started with one-line errors.
 
 `python -m tvm.exec.rpc_tracker --port P` dies with a traceback for any P >= 9199, because its
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import errno
 import socket
+import struct
+import threading
 
+from codesign.board.lean_tvm import lean_tvm
 from codesign.errors import BoardError
 
 DEFAULT_TRACKER_PORT = 9190  # tvm's default tracker port (`tvm.exec.rpc_tracker`)
@@ -53,50 +56,46 @@ def _bindable_port(host: str, first: int, last: int) -> int:
 
 
 class TrackerProcess:
-    """A running tvm RPC tracker (its own process, tvm's PopenWorker); `stop()` ends it."""
+    """A running tvm RPC tracker in this process: tvm's own tracker server (`PopenTrackerServerState`,
+    what `tvm.rpc.tracker.Tracker` runs) on its thread. `Tracker` would run it in a second interpreter
+    that imports all of tvm (and torch) again: ~5 s more per start on a 2-core host. `stop()` sends
+    tvm's STOP request and joins the thread."""
 
     def __init__(self, host: str, port: int, port_end: int | None = None) -> None:
-        from tvm.rpc.tracker import Tracker  # heavy; only the tracker needs it
-
-        class _Tracker(Tracker):
-            """tvm's Tracker, but one whose failed start leaves no process and no noisy __del__."""
-
-            def __init__(self, host: str, port: int) -> None:
-                self.host, self.proc = host, None
-                try:
-                    super().__init__(host, port=port, port_end=port + 1, silent=True)  # tvm: end exclusive
-                except BaseException:
-                    if self.proc is not None:
-                        self.proc.kill()
-                    self.proc = None
-                    raise
+        lean_tvm()
+        from tvm.rpc import tracker as tvm_tracker  # heavy; only the tracker needs it
 
         first, last = check_ports(port, port_end)
         chosen = _bindable_port(host, first, last)
-        try:
-            self._tracker: Tracker | None = _Tracker(host, chosen)
+        try:  # tvm: port_end exclusive
+            state = tvm_tracker.PopenTrackerServerState(host, port=chosen, port_end=chosen + 1, silent=True)
         except Exception as e:  # lost a race for the port, or tvm failed: its last line, not its traceback
             last_line = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
             raise BoardError(f"cannot start the tracker on {host}:{chosen}: {last_line}") from e
+        self._thread: threading.Thread | None = state.thread
+        self._stop_key = state.stop_key
         self.host = host
-        self.port = int(self._tracker.port)
+        self.port = int(state.port)
 
     @property
     def addr(self) -> str:
         return f"{self.host}:{self.port}"
 
     def stop(self) -> None:
-        tracker, self._tracker = self._tracker, None
-        if tracker is None:
+        thread, self._thread = self._thread, None
+        if thread is None or not thread.is_alive():
             return
-        try:
-            tracker.terminate()  # tvm's STOP request to its worker
-        except (OSError, AssertionError):
-            # the worker got the same signal (Ctrl-C, a service stop: the whole process group) and
-            # is gone or going: nothing to ask, only to reap
-            if tracker.proc is not None:
-                tracker.proc.kill()
-                tracker.proc = None
+        from tvm.rpc import base
+        from tvm.rpc.base import RPC_TRACKER_MAGIC, TrackerCode
+
+        # tvm's Tracker.terminate: the STOP request with the key only this process knows
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "localhost") else self.host
+        with socket.create_connection((host, self.port), timeout=10) as sock:
+            sock.sendall(struct.pack("<i", RPC_TRACKER_MAGIC))
+            if struct.unpack("<i", base.recvall(sock, 4))[0] == RPC_TRACKER_MAGIC:
+                base.sendjson(sock, [TrackerCode.STOP, self._stop_key])
+                base.recvjson(sock)
+        thread.join(10)
 
 
 __all__ = ["TrackerProcess", "check_ports", "DEFAULT_TRACKER_PORT"]
