@@ -69,6 +69,7 @@ class LocalCluster:
         self.procs: list[subprocess.Popen] = []
         self.node_ids: list[str] = []  # Ray's node id of each process in `procs` (0: the head)
         self.startup_s: float | None = None
+        self._gcs = None  # Ray's GCS client of this cluster, made on first use
 
     def _spawn(self, args: list[str], private: bool) -> subprocess.Popen:
         cpus = self.cpus if private or self.procs else self.head_cpus
@@ -91,6 +92,9 @@ class LocalCluster:
             self._spawn(["start", "--head", "--port", str(self.port), "--include-dashboard=false"], private=False)
             self._wait(lambda: self._gcs_up(), "the head's GCS")
             self._wait(lambda: self._new_node(), "the head")
+            # `ray start --head` writes the cluster's address file once its own start-up is done
+            # (after the GCS lists the node): a started head is one that wrote it
+            self._wait(lambda: (self.tmp / "ray" / "ray_current_cluster").exists(), "the head's ray_current_cluster")
             for i in range(1, self.nodes):  # one at a time: which node id is which process
                 self._spawn(["start", "--address", self.address], private=True)
                 self._wait(lambda: self._new_node(), f"node {i}")
@@ -108,8 +112,22 @@ class LocalCluster:
             return False
 
     def alive_nodes(self) -> list[str]:
-        """Ids of the nodes the GCS lists as alive (asked in a subprocess: this process may hold its
-        own Ray)."""
+        """Ids of the nodes the GCS lists as alive: asked of the GCS directly (milliseconds; no
+        `ray.init`, so this process may hold a Ray of its own), else by a driver in a subprocess
+        (seconds: it imports Ray and joins the cluster) should Ray's GCS client API move."""
+        try:
+            from ray._raylet import GcsClient, InnerGcsClient  # GcsClient forwards to InnerGcsClient
+            from ray.core.generated.gcs_pb2 import GcsNodeInfo
+        except ImportError:
+            GcsClient = InnerGcsClient = None
+        if hasattr(InnerGcsClient, "get_all_node_info"):
+            if self._gcs is None:
+                self._gcs = GcsClient(address=self.address)
+            try:
+                info = self._gcs.get_all_node_info(timeout=10)
+            except Exception:  # noqa: BLE001 - not answering yet: asked again while waiting
+                return []
+            return [node_id.hex() for node_id, node in info.items() if node.state == GcsNodeInfo.ALIVE]
         code = (f"import ray; ray.init(address={self.address!r}, log_to_driver=False, logging_level='ERROR'); "
                 "print(' '.join(n['NodeID'] for n in ray.nodes() if n['Alive']))")
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
