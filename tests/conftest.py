@@ -87,20 +87,6 @@ def tiny_space(tmp_path: Path):
     return write
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray (2 CPUs, no dashboard) per test module that asks for it; shut down after it."""
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        # "local": never the cluster a `ray start` on this machine left in /tmp/ray/ray_current_cluster
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 @pytest.fixture()
 def make_bit_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """make_bit_catalog(config) -> (bit file, catalog entry): a small valid .bit for `config` on
@@ -376,3 +362,48 @@ def seeded_bn():
         return m
 
     return make
+
+
+# -- one local Ray for consecutive modules of the "ray" xdist group (issue 33 §6) -------------------
+# ray.init + shutdown take ~8 s on a 2-core machine; the group's modules run one after another on one
+# worker (pyproject: --dist loadgroup), so they share one Ray instead of starting one each. It stops
+# as soon as the next test is outside the group (nothing idles beside the other tests) and before a
+# test that must start or join its own Ray (`no_ray_in_process`).
+_SHARED_RAY: dict[str, object] = {}  # "ray": the module, while a Ray this process started runs
+
+
+def _in_ray_group(item: pytest.Item | None) -> bool:
+    return item is not None and any((m.args[0] if m.args else m.kwargs.get("name")) == "ray"
+                                    for m in item.iter_markers("xdist_group"))
+
+
+def _stop_shared_ray() -> None:
+    ray = _SHARED_RAY.pop("ray", None)
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """A local Ray (2 CPUs, no dashboard) for the tests that ask for it: started on first use, kept
+    while the next test is in the "ray" group, stopped before any other (pytest_runtest_teardown)."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if not ray.is_initialized():
+        # "local": never the cluster a `ray start` on this machine left in /tmp/ray/ray_current_cluster
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        _SHARED_RAY["ray"] = ray
+    return ray
+
+
+@pytest.fixture()
+def no_ray_in_process() -> None:
+    """For a test that starts or joins its own Ray (or asserts this process runs none): the shared
+    Ray is stopped first."""
+    _stop_shared_ray()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if not _in_ray_group(nextitem):
+        _stop_shared_ray()

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 # Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
-# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine.
-pytestmark = pytest.mark.xdist_group("ray")
+# compete for the ports, /tmp/ray and ~/.ray/auth_token of the machine; every test here starts or joins
+# its own, so the Ray the group's other modules share is stopped first (conftest).
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.usefixtures("no_ray_in_process")]
 
 SPACE = """\
 board: pynq-z1
