@@ -67,6 +67,15 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):
     assert "sweep" in helped.stdout and "Traceback" not in helped.stderr
     sweep_help = cli("sweep", "--help")
     assert sweep_help.returncode == 0 and "hw_configs/spaces/pynq-z1.yaml" in sweep_help.stdout
+    # numba compiles and caches from the wheel's location: one kernel, compiled, its cache index written
+    # next to it (cold, every kernel takes ~25 s on 2 cores: CI's wheel smoke runs a sweep compiled)
+    kernel = subprocess.run([sys.executable, "-c", "import numpy as np; from codesign.lower.access import _add; "
+                             "print(_add(np.array([[2, 1, 1, 3]]), 1, (0, 0, 0, 0)))"], cwd=elsewhere, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert kernel.stdout.strip() == "(0, 3, 0, 0)", kernel.stderr
+    assert list((site / "codesign" / "lower" / "__pycache__").glob("access._add-*.nbi"))
+    # the replay reads the wheel's data folders; its kernels run as Python (the same numbers, ~2 s)
+    env["NUMBA_DISABLE_JIT"] = "1"
     log = site / "codesign" / "_data" / "sim" / "calibration" / "pynq_resnet18.log"
     replayed = cli("replay", str(log), "--json")
     assert replayed.returncode == 0, replayed.stderr
