@@ -4,8 +4,12 @@ Loads a verified bundle (`codesign.board.bundle`), puts every VTA step's program
 contiguous buffers once (`VTADriver.load`: weights, bias, micro-ops, relocated instructions), and
 runs the whole network per call: a VTA step gathers its input into its packed layout (one gather
 map: the host rewrite and the packing in one), runs on the device, gathers its output back; a CPU
-step runs the integer reference's kernels (the op kinds' `int_ref`, vectorized NumPy). Imports
-NumPy and codesign's network IR, program and driver only: no torch, no compiler, no simulator.
+step runs the integer reference's kernels (the op kinds' `int_ref`, vectorized NumPy). Where the
+plan reads an operand in place (schema 3, `Step.reads`: no pack charged), the step is fed the
+producing step's packed output bytes from the planned offset instead of a gather, and a positional
+op (softmax) runs over that buffer through its positions (`window`, `positional`: shared with the
+simulator's runner, `codesign.netrun.network`). Imports NumPy and codesign's network IR, program
+and driver only: no torch, no compiler, no simulator.
 
     net = Network("resnet18.vtanet")            # on a PYNQ board: the real pynq API
     y, ms = net(x)                              # float output, wall ms per step
@@ -15,7 +19,7 @@ NumPy and codesign's network IR, program and driver only: no torch, no compiler,
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +38,30 @@ from codesign.vta.program import DramRegion, Program
 
 
 @dataclass(frozen=True)
+class Read:
+    """Region `region` of a VTA step is fed `nbytes` bytes of packed buffer `buffer` from `offset` on."""
+
+    region: str
+    tensor: str
+    buffer: str
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A positional CPU op over packed buffer `buffer` (`size` bytes): its input's elements at `positions`."""
+
+    buffer: str
+    size: int
+    positions: np.ndarray
+
+
+@dataclass(frozen=True)
 class VtaStep:
     program: Program
     input: str
-    input_map: np.ndarray
+    input_map: np.ndarray | None  # None: its data region is read in place (`reads`)
     residual: str | None
     residual_map: np.ndarray | None
     output: str
@@ -45,6 +69,7 @@ class VtaStep:
     shape: tuple[int, ...]
     weight: str | None = None  # a matmul of two activations: the tensor its weight region holds
     weight_map: np.ndarray | None = None
+    reads: tuple[Read, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +79,25 @@ class StepInfo:
     ops: tuple[str, ...]
     predicted_ms: float
     vta: VtaStep | None = None
+    in_place: InPlace | None = None  # a CPU step whose first op runs over a packed buffer
+
+
+def window(buffers: Mapping[str, np.ndarray], buffer: str, offset: int, size: int) -> np.ndarray:
+    """`size` bytes of packed buffer `buffer` from `offset` on: what a VTA DMA reading it in place gets."""
+    buf = buffers[buffer]
+    if offset < 0 or offset + size > buf.size:
+        raise ConfigError(f"a read of {size} bytes at {offset} overruns {buffer}'s packed buffer ({buf.size} bytes)")
+    return buf[offset:offset + size]
+
+
+def positional(buf: np.ndarray, positions: np.ndarray, size: int,
+               fn: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A positional op over a packed buffer: `fn` of its input's elements read through `positions`
+    -> (its output, a buffer of `size` bytes holding it at the same positions, pads zero)."""
+    y = fn(buf[positions])
+    out = np.zeros(size, np.int8)
+    out[positions] = y
+    return y, out
 
 
 def _gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -86,6 +130,29 @@ def _graph(b: fmt.Bundle) -> QuantizedNetwork:
     return QuantizedNetwork(graph, {k: int(v) for k, v in doc["frac"].items()}, params)
 
 
+def _check_reads(steps: Sequence[StepInfo], source: str) -> frozenset[str]:
+    """The packed buffers later steps read in place, each checked to be written by an earlier step
+    (a VTA step's output or a positional op's), and every region fed (read in place or gathered)."""
+    written: set[str] = set()
+    read: set[str] = set()
+    for s in steps:
+        wants = [(r.buffer, r.tensor) for r in s.vta.reads] if s.vta is not None else []
+        if s.in_place is not None:
+            wants.append((s.in_place.buffer, s.ops[0]))
+        for buffer, what in wants:
+            if buffer not in written:
+                raise ConfigError(f"{source}: step {s.name} reads {what} in place from {buffer}'s packed buffer, "
+                                  "which no earlier step writes (corrupt bundle)")
+            read.add(buffer)
+        if s.vta is not None:
+            if s.vta.input_map is None and not any(r.region == "data" for r in s.vta.reads):
+                raise ConfigError(f"{source}: step {s.name} has neither an input map nor an in-place read")
+            written.add(s.vta.output)
+        elif s.in_place is not None:
+            written.add(s.ops[0])
+    return frozenset(read)
+
+
 class Network:
     """A bundle loaded on a board. `driver` (or `api`): the board's VTA driver (default: the real
     pynq API); `bitstream`: (config, sha256) the board runs, checked against the bundle's;
@@ -109,15 +176,21 @@ class Network:
                 if s["unit"] == "vta":
                     v = s["vta"]
                     out_shape = tuple(self.qnet.network.op(v["output"]).shape)
-                    vta = VtaStep(_program(v, self.hw, b), v["input"], b.array(v["input_map"]), v.get("residual"),
+                    reads = tuple(Read(r["region"], r["tensor"], r["buffer"], int(r["offset"]), int(r["nbytes"]))
+                                  for r in v.get("reads", ()))
+                    vta = VtaStep(_program(v, self.hw, b), v["input"],
+                                  b.array(v["input_map"]) if v.get("input_map") else None, v.get("residual"),
                                   b.array(v["residual_map"]) if v.get("residual") else None, v["output"],
                                   b.array(v["output_map"]), out_shape, v.get("weight"),
-                                  b.array(v["weight_map"]) if v.get("weight") else None)
-                steps.append(StepInfo(s["name"], s["unit"], tuple(s["ops"]), float(s["predicted_ms"]), vta))
+                                  b.array(v["weight_map"]) if v.get("weight") else None, reads)
+                ip = s.get("in_place")
+                in_place = None if ip is None else InPlace(ip["buffer"], int(ip["size"]), b.array(ip["positions"]))
+                steps.append(StepInfo(s["name"], s["unit"], tuple(s["ops"]), float(s["predicted_ms"]), vta, in_place))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{b.source}: network.json is not a network of schema {fmt.SCHEMA} "
                               f"({type(exc).__name__}: {exc})") from None
         self.steps = tuple(steps)
+        self._kept = _check_reads(self.steps, b.source)
         if bitstream is not None:
             fmt.check_target(b, bitstream[0], bitstream[1], self.hw.to_dict() if bitstream[0] else None)
         need = self.resident_bytes
@@ -137,6 +210,10 @@ class Network:
             raise
         self.last_ms: dict[str, float] = {}
         self.last_device_ms: dict[str, float] = {}
+        # per step, per fed region: ("gather", tensor, None) packed on the host by a gather map, or
+        # ("in place", buffer, offset) the producer's packed bytes; a positional CPU op's input:
+        # ("through positions", buffer, None)
+        self.last_feeds: dict[str, dict[str, tuple[str, str, int | None]]] = {}
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -172,27 +249,46 @@ class Network:
     def run(self, *xs: np.ndarray) -> tuple[list[np.ndarray], dict[str, float]]:
         """int8 outputs and wall ms per step (a VTA step: its gathers, copies and device run)."""
         env: dict[str, np.ndarray] = {spec["tensor"]: q for spec, q in zip(self.inputs, self.quantize(xs))}
-        net, times, device = self.qnet.network, {}, {}
+        net, times, device, feeds = self.qnet.network, {}, {}, {}
+        buffers: dict[str, np.ndarray] = {}  # packed bytes a later step reads in place, by tensor
         for s in self.steps:
             if s.unit == "host":  # its data effect is inside the VTA steps' gathers
                 continue
             t0 = time.perf_counter()
+            fed: dict[str, tuple[str, str, int | None]] = {}
             if s.vta is not None:
                 v = s.vta
-                feed = {"data": _gather(env[v.input], v.input_map)}
-                if v.residual is not None:
-                    feed["residual"] = _gather(env[v.residual], v.residual_map)
-                if v.weight is not None:
-                    feed["weight"] = _gather(env[v.weight], v.weight_map)
+                feed = {}
+                for r in v.reads:  # no host pass: the bytes lie where the plan says
+                    feed[r.region] = window(buffers, r.buffer, r.offset, r.nbytes)
+                    fed[r.region] = ("in place", r.buffer, r.offset)
+                gathers = [("data", v.input, v.input_map), ("residual", v.residual, v.residual_map),
+                           ("weight", v.weight, v.weight_map)]
+                for region, tensor, index in gathers:
+                    if tensor is not None and region not in feed:
+                        feed[region] = _gather(env[tensor], index)
+                        fed[region] = ("gather", tensor, None)
                 outs, dev = self.driver.run_resident(self._resident[s.name], feed, self.timeout_s)
-                env[v.output] = outs["output"].view(np.int8)[v.output_map].reshape(v.shape)
+                raw = outs["output"].view(np.int8)
+                if v.output in self._kept:
+                    buffers[v.output] = raw
+                env[v.output] = raw[v.output_map].reshape(v.shape)
                 device[s.name] = dev * 1e3
             else:
-                for name in s.ops:
+                for k, name in enumerate(s.ops):
                     op = net.op(name)
-                    env[name] = int_op(self.qnet, op, [env[t] for t in op.inputs])
+                    if k == 0 and s.in_place is not None:
+                        ip = s.in_place
+                        env[name], out = positional(buffers[ip.buffer], ip.positions, ip.size,
+                                                    lambda x, op=op: int_op(self.qnet, op, [x]))
+                        fed["input"] = ("through positions", ip.buffer, None)
+                        if name in self._kept:
+                            buffers[name] = out
+                    else:
+                        env[name] = int_op(self.qnet, op, [env[t] for t in op.inputs])
             times[s.name] = (time.perf_counter() - t0) * 1e3
-        self.last_ms, self.last_device_ms = times, device
+            feeds[s.name] = fed
+        self.last_ms, self.last_device_ms, self.last_feeds = times, device, feeds
         return [env[o["tensor"]] for o in self.outputs], times
 
     def __call__(self, *xs: np.ndarray) -> tuple[np.ndarray | list[np.ndarray], dict[str, float]]:
@@ -232,4 +328,4 @@ class Network:
         self.close()
 
 
-__all__ = ["Network"]
+__all__ = ["InPlace", "Network", "Read", "positional", "window"]

@@ -9,6 +9,11 @@ is stored as one gather map: `packed = append(x.ravel(), 0)[map]` (-1 picks the 
 the output's unpacking likewise (`y = region[map]`). The maps are found by running the rewrite and
 the packing on each byte of the source positions' indices (an int8 data move keeps every byte).
 CPU steps keep their ops and integer parameters; the board runs them with the kinds' `int_ref`.
+
+Packed buffers (schema 3): where the plan reads a VTA step's input in place (`Step.reads`: no pack
+charged), the step records the read (`reads`: region, tensor, buffer, offset, nbytes) instead of
+an input map, and a positional CPU op over a packed buffer (softmax) records its input's
+positions there (`in_place`), as the planner follows them (`codesign.place.layouts`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from codesign.evaluate.pool import compile_pool
 from codesign.fileio import json_default_or_str
 from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input
 from codesign.network.graph import Network
+from codesign.network.kinds import get as get_kind
 from codesign.network.layers import calls_of, layer_of
 from codesign.place import Step
+from codesign.place.layouts import Located, gemm_output, through
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.vta.program import Program
 
@@ -96,9 +103,10 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
                            "rewrite": rewrite.describe(), "schedule": {
                                "source": prep.schedules[step.name].source, "family": prep.schedules[step.name].family,
                                "index": int(config.index)}}
-    arrays[f"{key}.input_map"] = gather_map(
-        lambda v: layer.pack_data(rewrite.vta_operands(v, p.weight, bias, res0)[0], hw), in_shape)
-    doc["input_map"] = {"array": f"{key}.input_map"}
+    if not _reads(step, gemm.inputs[0], program, doc, hw):
+        arrays[f"{key}.input_map"] = gather_map(
+            lambda v: layer.pack_data(rewrite.vta_operands(v, p.weight, bias, res0)[0], hw), in_shape)
+        doc["input_map"] = {"array": f"{key}.input_map"}
     if res_name is not None:
         arrays[f"{key}.residual_map"] = gather_map(
             lambda v: layer.pack_output(rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, v)[3], hw),
@@ -109,6 +117,65 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
         lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(out_op.shape), (nbytes,))
     doc["output_map"] = {"array": f"{key}.output_map"}
     return doc
+
+
+def _reads(step: Step, tensor: str, program: Program, doc: dict[str, Any], hw: Any) -> bool:
+    """Record in `doc` the plan's in-place read of the step's input `tensor` (its data region fed
+    the buffer's bytes from the offset: no input map, no host pack); False when the host packs it."""
+    got = [(b, o) for t, b, o in step.reads if t == tensor]
+    others = [t for t, _, _ in step.reads if t != tensor]
+    if others:  # the planner reads only a GEMM's first operand in place (a weight's pads must be zero)
+        raise ConfigError(f"bundle: step {step.name} reads {others[0]} in place; only its input can be")
+    if not got:
+        return False
+    nbytes = program.region("data").nbytes
+    if nbytes != math.prod(step.layer.packed_data_shape(hw)):
+        raise ConfigError(f"bundle: step {step.name}: its data region ({nbytes} bytes) is not its layer's packed input")
+    (buffer, offset), = got
+    doc["reads"] = [{"region": "data", "tensor": tensor, "buffer": buffer, "offset": int(offset), "nbytes": nbytes}]
+    return True
+
+
+class _Buffers:
+    """Where the plan's packed buffers hold each tensor, followed as the planner and the simulator's
+    runner follow them (`codesign.place.layouts`): a VTA GEMM step's output, through views, and a
+    positional op's own buffer. Found when first asked (a view's positions cost a pass of int_ref)."""
+
+    def __init__(self) -> None:
+        self.located: dict[str, Callable[[], Located] | Located] = {}
+
+    def where(self, tensor: str) -> Located:
+        got = self.located.get(tensor)
+        if got is None:
+            raise ConfigError(f"bundle: the plan reads {tensor} from a packed buffer, but no step left it in one")
+        if not isinstance(got, Located):
+            self.located[tensor] = got = got()
+        return got
+
+    def step(self, prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any] | None:
+        """Track `step`'s output; the `in_place` entry of a positional CPU step over a buffer, else None."""
+        net, hw = prep.network, prep.plan.hw
+        if step.placement == "vta" and step.pool is None and not step.host:
+            op, out = net.op(step.ops[0]), step.ops[-1]
+            matmul = op.kind == "matmul"
+            rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, op)[0], step.layer,
+                                              calls=calls_of(op) if matmul else 1)
+            shape = tuple(net.op(out).shape)
+            self.located[out] = lambda: gemm_output(rewrite, hw, shape, out, matmul)
+            return None
+        if step.placement == "vta" or step.host or not step.reads:
+            return None
+        op = net.op(step.ops[0])
+        if get_kind(op.kind).view:
+            self.located[op.name] = lambda: through(op, self.where(op.inputs[0]))
+            return None
+        src = self.where(op.inputs[0])
+        if src.size >= 2 ** 31:
+            raise ConfigError(f"bundle: {src.buffer}'s packed buffer of {src.size} bytes is too large for int32 positions")
+        self.located[op.name] = Located(op.name, src.size, src.positions)
+        arrays[f"{key}.positions"] = src.positions.astype(np.int32)
+        return {"input": op.inputs[0], "buffer": src.buffer, "size": int(src.size),
+                "positions": {"array": f"{key}.positions"}}
 
 
 def why_not(prep: Prepared) -> str | None:
@@ -155,14 +222,17 @@ def _vta_matmul(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: 
                            "layer": layer.spec, "rewrite": rewrite.describe(), "schedule": {
                                "source": prep.schedules[step.name].source, "family": prep.schedules[step.name].family,
                                "index": int(config.index)}}
-    arrays[f"{key}.input_map"] = gather_map(
-        lambda v: layer.pack_data(operands(*matmul_entries(v, b0, op.shape, transpose_b))[0], hw), shapes[0])
+    parts = ["weight_map", "output_map"]
+    if not _reads(step, op.inputs[0], program, doc, hw):
+        arrays[f"{key}.input_map"] = gather_map(
+            lambda v: layer.pack_data(operands(*matmul_entries(v, b0, op.shape, transpose_b))[0], hw), shapes[0])
+        parts.append("input_map")
     arrays[f"{key}.weight_map"] = gather_map(
         lambda v: layer.pack_weight(operands(*matmul_entries(a0, v, op.shape, transpose_b))[1], hw), shapes[1])
     nbytes = program.region("output").nbytes
     arrays[f"{key}.output_map"] = gather_map(
         lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(op.shape), (nbytes,))
-    for part in ("input_map", "weight_map", "output_map"):
+    for part in parts:
         doc[part] = {"array": f"{key}.{part}"}
     return doc
 
@@ -201,14 +271,18 @@ def build(prep: Prepared, bitstream_sha256: str, board: str | None = None) -> tu
                                    "mul": p.mul, "in_shifts": tuple(p.in_shifts), "table": p.table,
                                    "extra": dict(p.extra)}, arrays, f"param.{name}")
     steps = []
+    buffers = _Buffers()
     for i, step in enumerate(plan.steps):
         unit = "host" if step.host else step.placement
         d: dict[str, Any] = {"name": step.name, "kind": step.kind, "unit": unit, "ops": list(step.ops),
                              "reason": step.reason, "predicted_ms": step.predicted_s * 1e3,
                              "transform": step.transform}
+        key = f"step{i}"
         if unit == "vta":
-            key = f"step{i}"
             d["vta"] = _vta_pool(prep, step, arrays, key) if step.pool is not None else _vta_gemm(prep, step, arrays, key)
+        in_place = buffers.step(prep, step, arrays, key)
+        if in_place is not None:
+            d["in_place"] = in_place
         steps.append(d)
     quant = [{"tensor": n, "shape": list(s), "frac": int(qnet.frac[n]), "dtype": "int8"} for n, s in net.inputs]
     doc = {"codesign_version": __version__, "name": prep.name, "hw_name": plan.hw.name, "hw": plan.hw.to_dict(),

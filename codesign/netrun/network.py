@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from codesign.board.network import positional
+from codesign.board.network import window as in_place_window
 from codesign.errors import ConfigError
 from codesign.evaluate.fused import measure_fused, run_fused
 from codesign.evaluate.pool import run_pool
@@ -234,10 +236,7 @@ class Execution:
 
     def window(self, buffer: str, offset: int, size: int) -> np.ndarray:
         """`size` bytes of `buffer` from `offset` (what a VTA DMA reading it in place gets)."""
-        buf = self.buffers[buffer]
-        if offset + size > buf.size:
-            raise ConfigError(f"a read of {size} bytes at {offset} overruns {buffer}'s packed buffer ({buf.size})")
-        return buf[offset:offset + size]
+        return in_place_window(self.buffers, buffer, offset, size)
 
     @property
     def bit_exact(self) -> bool:
@@ -308,11 +307,8 @@ def _in_place(qnet: QuantizedNetwork, op: Any, exe: Execution) -> None:
         exe.located[op.name] = lambda: through(op, exe.where(op.inputs[0]))
         return
     src = exe.where(op.inputs[0])
-    x = exe.buffers[src.buffer][src.positions]
-    y = int_op(qnet, op, [x])
-    out = np.zeros(src.size, np.int8)
-    out[src.positions] = y
-    exe.buffers[op.name], exe.env[op.name] = out, y
+    exe.env[op.name], exe.buffers[op.name] = positional(exe.buffers[src.buffer], src.positions, src.size,
+                                                        lambda x: int_op(qnet, op, [x]))
     exe.located[op.name] = Located(op.name, src.size, src.positions)
 
 

@@ -1,0 +1,115 @@
+"""A deployed network reads in place what the plan reads in place (docs/board.md, schema 3): a
+ViT-style encoder block's bundle records the score matmul reading Q from the QKV projection's
+packed output, the softmax running over the scores' buffer through its positions and A·V reading
+the probabilities from the softmax's buffer; on an emulated board each reading step is fed
+exactly the producer's packed bytes from the planned offset (no gather map, no host pack) and the
+outputs are bit-exact with the simulator's run."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+from test_place_layouts import SDPA, EncoderBlock
+from torch_cases import randn as _x
+
+from codesign.board import Network
+from codesign.board import bundle as fmt
+from codesign.board.driver import PynqApi, VTADriver
+from codesign.board.emulated import EmulatedPynq
+from codesign.errors import ConfigError
+from codesign.hw.config import HwConfig
+from codesign.netrun import bundle
+from codesign.netrun import network as whole
+
+HW = HwConfig.resolve("pynq_1x16")
+SHA = hashlib.sha256(b"a bitstream").hexdigest()
+
+
+class Recording(VTADriver):
+    """The emulated board's driver, keeping what each run was fed and what it wrote."""
+
+    def __init__(self) -> None:
+        super().__init__(PynqApi(EmulatedPynq(HW)))
+        self.fed: list[dict[str, np.ndarray]] = []
+        self.wrote: list[np.ndarray] = []
+
+    def run_resident(self, res, inputs, timeout_s=60.0):
+        self.fed.append({k: np.array(v, copy=True).view(np.int8).ravel() for k, v in inputs.items()})
+        outs, dev = super().run_resident(res, inputs, timeout_s)
+        self.wrote.append(outs["output"].view(np.int8))
+        return outs, dev
+
+
+@pytest.fixture(scope="module")
+def block(run_net):
+    """The encoder block placed on HW and run on the simulator (every op bit-exact with the reference)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        module = EncoderBlock(64, 4)
+    prep, exe = run_net(module, (_x(1, 128, 64),), name="vit_block")
+    doc, arrays = bundle.build(prep, SHA)
+    return prep, exe, doc, arrays
+
+
+def test_bundle_records_the_plans_in_place_reads(block) -> None:
+    prep, _, doc, _ = block
+    steps = {s["name"]: s for s in doc["steps"]}
+    plan = prep.plan
+    reading = [s for s in plan.steps if s.placement == "vta" and s.reads]
+    assert {f"{SDPA}_scores", SDPA} <= {s.name for s in reading}
+    for s in reading:
+        (tensor, buffer, offset), = s.reads
+        v = steps[s.name]["vta"]
+        assert v["reads"] == [{"region": "data", "tensor": tensor, "buffer": buffer, "offset": offset,
+                               "nbytes": int(np.prod(s.layer.packed_data_shape(HW)))}]
+        assert "input_map" not in v  # nothing to pack it with
+    soft = steps[f"{SDPA}_attn"]["in_place"]
+    assert soft["buffer"] == f"{SDPA}_scores" and soft["input"] == f"{SDPA}_scores"
+    # every VTA step the plan packs on the host keeps its gather map
+    assert all("input_map" in steps[s.name]["vta"] for s in plan.steps if s.placement == "vta" and not s.reads)
+
+
+def test_deployed_block_reads_the_producers_bytes_and_equals_the_simulator(block) -> None:
+    prep, exe, doc, arrays = block
+    driver = Recording()
+    net = Network(fmt.to_bytes(doc, arrays), driver=driver, bitstream=(HW.name, SHA))
+    try:
+        ys, _ = net.run(prep.example)
+        assert all(np.array_equal(a, b) for a, b in zip(ys, exe.outputs(prep.qnet)))
+        vta = [s for s in prep.plan.steps if s.placement == "vta"]
+        run = dict(zip((s.name for s in vta), range(len(vta))))
+        for s in vta:  # what VTA wrote is the simulator's packed buffer, byte for byte
+            if s.ops[-1] in exe.buffers:
+                want = exe.buffers[s.ops[-1]]
+                assert np.array_equal(driver.wrote[run[s.name]][:want.size], want)
+            feeds = net.last_feeds[s.name]
+            if not s.reads:
+                assert feeds["data"][0] == "gather"
+                continue
+            (_, buffer, offset), = s.reads
+            assert feeds["data"] == ("in place", buffer, offset)  # no host pack for this operand
+            got = driver.fed[run[s.name]]["data"]
+            assert np.array_equal(got, exe.buffers[buffer][offset:offset + got.size])
+        assert net.last_feeds[f"{SDPA}_attn"] == {"input": ("through positions", f"{SDPA}_scores", None)}
+        assert net.last_feeds[SDPA]["data"] == ("in place", f"{SDPA}_attn", 0)
+        # a second input: still bit-exact with the simulator's run of it
+        x2 = _x(1, 128, 64, seed=7).numpy()
+        ys, _ = net.run(x2)
+        want = whole.execute(prep, x2, whole.simulator_executor()).outputs(prep.qnet)
+        assert all(np.array_equal(a, b) for a, b in zip(ys, want))
+    finally:
+        net.close()
+
+
+def test_a_read_of_a_buffer_no_step_writes_is_refused_in_one_line(block) -> None:
+    _, _, doc, arrays = block
+    steps = [dict(s) for s in doc["steps"]]
+    k = next(i for i, s in enumerate(steps) if s["name"] == SDPA)
+    steps[k]["vta"] = {**steps[k]["vta"], "reads": [{**steps[k]["vta"]["reads"][0], "buffer": "nowhere"}]}
+    with pytest.raises(ConfigError, match=f"step {SDPA} reads .* in place from nowhere's packed buffer, which no "
+                                          "earlier step writes") as err:
+        Network(fmt.to_bytes({**doc, "steps": steps}, arrays), driver=VTADriver(PynqApi(EmulatedPynq(HW))))
+    assert len(str(err.value).splitlines()) == 1
