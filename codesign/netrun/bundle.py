@@ -37,7 +37,7 @@ from codesign.network.graph import Network
 from codesign.network.kinds import get as get_kind
 from codesign.network.layers import calls_of, layer_of
 from codesign.place import Step
-from codesign.place.layouts import Located, gemm_output, through
+from codesign.place.layouts import Located, Locations, gemm_output, through
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.vta.program import Program
 
@@ -142,15 +142,10 @@ class _Buffers:
     positional op's own buffer. Found when first asked (a view's positions cost a pass of int_ref)."""
 
     def __init__(self) -> None:
-        self.located: dict[str, Callable[[], Located] | Located] = {}
+        self.located = Locations()
 
     def where(self, tensor: str) -> Located:
-        got = self.located.get(tensor)
-        if got is None:
-            raise ConfigError(f"bundle: the plan reads {tensor} from a packed buffer, but no step left it in one")
-        if not isinstance(got, Located):
-            self.located[tensor] = got = got()
-        return got
+        return self.located.where(tensor, "bundle: ")
 
     def step(self, prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: str) -> dict[str, Any] | None:
         """Track `step`'s output; the `in_place` entry of a positional CPU step over a buffer, else None."""

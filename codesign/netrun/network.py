@@ -50,7 +50,7 @@ from codesign.network.quantize import quantize
 from codesign.network.quantized import QuantizedNetwork
 from codesign.network.reference import int_op, run_int
 from codesign.place import Plan, Step, plan_network
-from codesign.place.layouts import Located, gemm_output, through, unpack_input
+from codesign.place.layouts import Located, Locations, gemm_output, through, unpack_input
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
@@ -224,15 +224,10 @@ class Execution:
     reference: dict[str, np.ndarray]    # every tensor of run_int on the same input
     rows: list[OpRow] = field(default_factory=list)
     buffers: dict[str, np.ndarray] = field(default_factory=dict)  # packed bytes a VTA step / in-place op wrote
-    located: dict[str, Callable[[], Located] | Located] = field(default_factory=dict)  # where they hold a tensor
+    located: Locations = field(default_factory=Locations)  # where they hold a tensor
 
     def where(self, tensor: str) -> Located:
-        got = self.located.get(tensor)
-        if got is None:
-            raise ConfigError(f"the plan reads {tensor} from a packed buffer, but no step left it in one")
-        if not isinstance(got, Located):
-            self.located[tensor] = got = got()
-        return got
+        return self.located.where(tensor, "")
 
     def window(self, buffer: str, offset: int, size: int) -> np.ndarray:
         """`size` bytes of `buffer` from `offset` (what a VTA DMA reading it in place gets)."""

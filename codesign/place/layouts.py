@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from codesign.errors import ConfigError
 from codesign.hw.config import HwConfig
 from codesign.network import kinds
 from codesign.network.graph import Network, Op
@@ -48,6 +49,19 @@ class Located:
     size: int
     positions: np.ndarray
 
+
+
+class Locations(dict):
+    """tensor -> where a packed buffer holds it: a `Located`, or a thunk that finds it when first
+    asked (a view's positions cost a pass of its int_ref). What the planner's runners follow."""
+
+    def where(self, tensor: str, who: str) -> Located:
+        got = self.get(tensor)
+        if got is None:
+            raise ConfigError(f"{who}the plan reads {tensor} from a packed buffer, but no step left it in one")
+        if not isinstance(got, Located):
+            self[tensor] = got = got()
+        return got
 
 def _calls_output(layer: Layer, rewrite: Rewrite, hw: HwConfig, calls: int) -> np.ndarray:
     n = math.prod(layer.packed_output_shape(hw))
@@ -109,4 +123,4 @@ def unpack_input(layer: Layer, packed: np.ndarray, hw: HwConfig) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(packed).reshape(want).transpose(order)).reshape(layer.data_shape())
 
 
-__all__ = ["Located", "gemm_output", "input_slots", "through", "unpack_input", "window"]
+__all__ = ["Located", "Locations", "gemm_output", "input_slots", "through", "unpack_input", "window"]
