@@ -32,12 +32,12 @@ from codesign.errors import ConfigError
 from codesign.evaluate.fused import compile_fused
 from codesign.evaluate.pool import compile_pool
 from codesign.fileio import json_default_or_str
-from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input
+from codesign.netrun.network import GEMM_KINDS, Prepared, _residual_input, fused_views
 from codesign.network.graph import Network
 from codesign.network.kinds import get as get_kind
 from codesign.network.layers import calls_of, layer_of
 from codesign.place import Step
-from codesign.place.layouts import Located, Locations, gemm_output, through
+from codesign.place.layouts import Located, Locations, gemm_output, through, unview, view_index
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.vta.program import Program
 
@@ -94,7 +94,10 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
     rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
     in_shape = _shape(net, gemm.inputs[0])
     out_op = net.op(step.ops[-1])
-    res0 = np.zeros(out_op.shape, np.int8) if res_name is not None else None
+    gemm_shape = tuple(gemm.shape)
+    views = fused_views(net, step)  # a residual add fused through views: added where the GEMM's output lies
+    index = view_index(gemm_shape, views)
+    res0 = np.zeros(gemm_shape, np.int8) if res_name is not None else None
     x, w, b, r = rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, res0)
     config = prep.schedules[step.name].config
     program = compile_fused(layer, config, hw, epi, x, w, b, r)
@@ -109,12 +112,14 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
         doc["input_map"] = {"array": f"{key}.input_map"}
     if res_name is not None:
         arrays[f"{key}.residual_map"] = gather_map(
-            lambda v: layer.pack_output(rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias, v)[3], hw),
-            tuple(out_op.shape))
+            lambda v: layer.pack_output(rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias,
+                                                             unview(v, index, gemm_shape))[3], hw),
+            _shape(net, res_name))
         doc["residual_map"] = {"array": f"{key}.residual_map"}
     nbytes = program.region("output").nbytes
     arrays[f"{key}.output_map"] = gather_map(
-        lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(out_op.shape), (nbytes,))
+        lambda v: rewrite.vta_output(layer.unpack_output(v, hw)).reshape(gemm_shape).ravel()[index].reshape(out_op.shape),
+        (nbytes,))
     doc["output_map"] = {"array": f"{key}.output_map"}
     return doc
 
@@ -155,8 +160,8 @@ class _Buffers:
             matmul = op.kind == "matmul"
             rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, op)[0], step.layer,
                                               calls=calls_of(op) if matmul else 1)
-            shape = tuple(net.op(out).shape)
-            self.located[out] = lambda: gemm_output(rewrite, hw, shape, out, matmul)
+            shape, views = tuple(op.shape), fused_views(net, step)
+            self.located[out] = lambda: gemm_output(rewrite, hw, shape, out, matmul, views)
             return None
         if step.placement == "vta" or step.host or not step.reads:
             return None

@@ -50,7 +50,7 @@ from codesign.network.quantize import quantize
 from codesign.network.quantized import QuantizedNetwork
 from codesign.network.reference import int_op, run_int
 from codesign.place import Plan, Step, plan_network
-from codesign.place.layouts import Located, Locations, gemm_output, through, unpack_input
+from codesign.place.layouts import Located, Locations, gemm_output, through, unpack_input, unview, view_index
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
@@ -319,10 +319,16 @@ def _in_place_input(exe: Execution, step: Step, tensor: str, layer: Any, hw: HwC
 
 
 def _keep_output(exe: Execution, step: Step, name: str, outputs: list[np.ndarray], rewrite: Rewrite, hw: HwConfig,
-                 shape: tuple[int, ...], matmul: bool) -> None:
-    """The packed bytes the VTA step wrote (its calls' back to back), where its output lies in them."""
+                 shape: tuple[int, ...], matmul: bool, views: Sequence[Any] = ()) -> None:
+    """The packed bytes the VTA step wrote (its calls' back to back), where its output lies in them
+    (`shape`: the GEMM's output; `views`: those a residual add was fused through)."""
     exe.buffers[name] = np.concatenate([step.layer.pack_output(np.asarray(o, np.int8), hw).ravel() for o in outputs])
-    exe.located[name] = lambda: gemm_output(rewrite, hw, shape, name, matmul)
+    exe.located[name] = lambda: gemm_output(rewrite, hw, shape, name, matmul, views)
+
+
+def fused_views(net: Network, step: Step) -> tuple[Any, ...]:
+    """The views between a VTA step's GEMM and the residual add fused through them (`fusion.Group.views`)."""
+    return tuple(op for op in (net.op(n) for n in step.ops[1:]) if get_kind(op.kind).view)
 
 
 def _vta_pool(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execution, executor: VtaExecutor,
@@ -362,6 +368,11 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
         bias = p.bias if step.epilogue.bias else None
         res_name = step.residual or _residual_input(net, step)
         residual = env[res_name] if res_name is not None else None
+        views = fused_views(net, step)
+        gemm_shape = tuple(gemm.shape)
+        index = view_index(gemm_shape, views) if views else None
+        if index is not None and residual is not None:  # added where the GEMM's output lies
+            residual = unview(residual, index, gemm_shape)
         # The plan's host transform (pad / space-to-depth / im2col) in NumPy, around the VTA layer.
         rewrite = step.rewrite or Rewrite(step.transform, layer_of(net, gemm)[0], step.layer)
         given = _in_place_input(exe, step, gemm.inputs[0], step.layer, hw)
@@ -369,8 +380,10 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
             x = np.zeros_like(x)
         x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
         output, device_s, call_s = executor(step, config, hw, x if given is None else given, w, bias, residual)
-        _keep_output(exe, step, out_name, [output], rewrite, hw, tuple(net.op(out_name).shape), False)
+        _keep_output(exe, step, out_name, [output], rewrite, hw, gemm_shape, False, views)
         output = rewrite.vta_output(np.asarray(output, dtype=np.int8))
+        if index is not None:
+            output = output.reshape(gemm_shape).ravel()[index]
     y = output.reshape(net.op(out_name).shape)
     env[out_name] = y
     bad = _compare(y, exe.reference[out_name])

@@ -28,6 +28,7 @@ the out-projection's input. Only K and V (read as WGT) are gathered.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,18 +70,39 @@ def _calls_output(layer: Layer, rewrite: Rewrite, hw: HwConfig, calls: int) -> n
     return outs[0] if calls == 1 else np.stack(outs)
 
 
-def gemm_output(rewrite: Rewrite, hw: HwConfig, shape: tuple[int, ...], buffer: str, matmul: bool) -> Located:
+def gemm_output(rewrite: Rewrite, hw: HwConfig, shape: tuple[int, ...], buffer: str, matmul: bool,
+                views: Sequence[Op] = ()) -> Located:
     """Where the VTA step of `rewrite` leaves each element of its op's output (of `shape`): its
     layer's packed output, cut back to the op's (a matmul of per-entry calls: the calls' buffers
-    back to back, stacked as the runner stacks them)."""
+    back to back, stacked as the runner stacks them); behind `views` (a residual add fused
+    through them, `fusion.Group.views`): where it leaves each element of the last view's."""
     calls = rewrite.calls if matmul and rewrite.kind != ENTRIES else 1
     pos = _calls_output(rewrite.layer, rewrite, hw, calls)
-    return Located(buffer, calls * math.prod(rewrite.layer.packed_output_shape(hw)), pos.reshape(shape))
+    loc = Located(buffer, calls * math.prod(rewrite.layer.packed_output_shape(hw)), pos.reshape(shape))
+    for op in views:
+        loc = through(op, loc)
+    return loc
 
 
 def through(op: Op, src: Located) -> Located:
     """The positions of view op `op`'s output: its int_ref on its input's positions."""
     return Located(src.buffer, src.size, kinds.get(op.kind).int_ref(op, QParams(), [src.positions], 0))
+
+
+def view_index(shape: tuple[int, ...], views: Sequence[Op]) -> np.ndarray:
+    """For each element of the last of `views` (element-keeping views from a tensor of `shape`),
+    the flat index of the element of that tensor it is."""
+    idx = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    for op in views:
+        idx = kinds.get(op.kind).int_ref(op, QParams(), [idx], 0)
+    return idx
+
+
+def unview(x: np.ndarray, index: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`x`, shaped as the last view of `view_index`'s, put back in the viewed tensor's order (`shape`)."""
+    out = np.empty(math.prod(shape), dtype=x.dtype)
+    out[index.ravel()] = np.asarray(x).ravel()
+    return out.reshape(shape)
 
 
 def input_slots(net: Network, op: Op, rewrite: Rewrite, hw: HwConfig) -> np.ndarray:
@@ -123,4 +145,5 @@ def unpack_input(layer: Layer, packed: np.ndarray, hw: HwConfig) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(packed).reshape(want).transpose(order)).reshape(layer.data_shape())
 
 
-__all__ = ["Located", "Locations", "gemm_output", "input_slots", "through", "unpack_input", "window"]
+__all__ = ["Located", "Locations", "gemm_output", "input_slots", "through", "unpack_input", "unview", "view_index",
+           "window"]

@@ -262,7 +262,7 @@ def _epilogue(qnet: QuantizedNetwork | None, group: Group) -> Epilogue:
     residual = None
     if group.add is not None:
         a = qnet.params[group.add.name]
-        k = group.add.inputs.index(head.name)
+        k = group.add.inputs.index(group.into_add)
         residual = (a.in_shifts[k], a.in_shifts[1 - k], a.shift)
     clip = clamp_bounds(last, qnet.frac[last.name]) if group.relu and last.kind == "clamp" else None
     return Epilogue(shift=int(p.shift), bias=True, relu=group.relu, residual=residual, clip=clip)
@@ -540,8 +540,11 @@ class _Planner:
         options, why = ([], [why_none]) if layer is None or why_none else self.vta_options(group, layer, epi)
         if group.add is not None and layer is not None and (split := self.split_add(group, layer, options)):
             self.gemm(group.without_add())
+            for view in group.views:  # moves nothing: its output's positions follow the GEMM's
+                self.other(view, {})
             # the add, with its ReLU (the add's sole user, `fusion.groups`) in the same CPU pass
-            self.other(group.add, {o.name: split for o in group.ops[1:]}, clips=group.ops[2:])
+            tail = group.ops[1 + len(group.views):]
+            self.other(group.add, {o.name: split for o in tail}, clips=tail[1:])
             return
         # CPU: the GEMM (TVM fuses ReLU and the add into its kernel: the add reads one more tensor).
         cost = self.costs.gemm(head, self.rows)
@@ -583,9 +586,11 @@ class _Planner:
                                    batch_s=best.vta_s, group=name, reads=best.reads))
             out = best.rewrite.layer.output_shape()
             self.packed_elems[group.output] = math.prod(out) * best.rewrite.calls
-            self.have[group.output] = {PACKED}
-            rw, shape, matmul = best.rewrite, self.net.shape(group.output), head.kind == MATMUL
-            self.locations[group.output] = lambda: gemm_output(rw, self.hw, shape, group.output, matmul)
+            # behind views (a residual add fused through them) it lies in the GEMM's blocks, not
+            # its own: a consumer that wants it packed gathers it
+            self.have[group.output] = {VIEW} if group.views else {PACKED}
+            rw, shape, matmul = best.rewrite, self.net.shape(head.name), head.kind == MATMUL
+            self.locations[group.output] = lambda: gemm_output(rw, self.hw, shape, group.output, matmul, group.views)
             return
         for h in cpu_host:
             self.emit_host(h, name)

@@ -175,7 +175,8 @@ def softmax_float(op: Op, xs: list[np.ndarray]) -> np.ndarray:
 register(OpKind(
     "layer_norm", "layer norm over the trailing `normalized_shape` dims with ε `eps`; weight γ, bias β "
     "(elementwise affine, None without)", ("layer_norm",), build_layer_norm,
-    int_ref=ln_int, float_ref=ln_float, label="layer norm", quant=ln_quant, observe=True))
+    int_ref=ln_int, float_ref=ln_float, label="layer norm", quant=ln_quant, observe=True,
+    positional=True))
 # native_layer_norm (a decomposed export) returns (out, mean, rstd): its getitem 0 makes the op
 register_builder(("native_layer_norm",), build_native_layer_norm)
 
