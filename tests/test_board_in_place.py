@@ -1,9 +1,11 @@
-"""A deployed network reads in place what the plan reads in place (docs/board.md, schema 3): a
-ViT-style encoder block's bundle records the score matmul reading Q from the QKV projection's
+"""A deployed network reads in place what the plan reads in place (docs/board.md, schema 3): two
+ViT-style encoder blocks' bundle records the score matmul reading Q from the QKV projection's
 packed output, the softmax running over the scores' buffer through its positions and A·V reading
-the probabilities from the softmax's buffer; on an emulated board each reading step is fed
-exactly the producer's packed bytes from the planned offset (no gather map, no host pack) and the
-outputs are bit-exact with the simulator's run."""
+the probabilities from the softmax's buffer, the layer norms and GELUs running over the buffers
+before their linears, which read them in place; on an emulated board each reading step is fed
+exactly the producer's packed bytes from the planned offset (no gather map, no host pack), the
+out projection with its residual add fused through views adds its residual in its own output
+order, and the outputs are bit-exact with the simulator's run."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import hashlib
 import numpy as np
 import pytest
 import torch
-from test_place_layouts import SDPA, EncoderBlock
+from test_place_layouts import SDPA, encoder
 from torch_cases import randn as _x
 
 from codesign.board import Network
@@ -45,10 +47,10 @@ class Recording(VTADriver):
 
 @pytest.fixture(scope="module")
 def block(run_net):
-    """The encoder block placed on HW and run on the simulator (every op bit-exact with the reference)."""
+    """Two encoder blocks placed on HW and run on the simulator (every op bit-exact with the reference)."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        module = EncoderBlock(64, 4)
+        module = encoder(2)
     prep, exe = run_net(module, (_x(1, 128, 64),), name="vit_block")
     doc, arrays = bundle.build(prep, SHA)
     return prep, exe, doc, arrays
@@ -95,6 +97,17 @@ def test_deployed_block_reads_the_producers_bytes_and_equals_the_simulator(block
             assert np.array_equal(got, exe.buffers[buffer][offset:offset + got.size])
         assert net.last_feeds[f"{SDPA}_attn"] == {"input": ("through positions", f"{SDPA}_scores", None)}
         assert net.last_feeds[SDPA]["data"] == ("in place", f"{SDPA}_attn", 0)
+        # the layer norm and GELU over the packed buffers the plan tracks, their linears fed in place
+        for cpu, buffer, linear in (("layer_norm_2", "add_1", "linear_4"), ("gelu", "linear_2", "linear_3")):
+            assert net.last_feeds[cpu] == {"input": ("through positions", buffer, None)}
+            assert net.last_feeds[linear]["data"] == ("in place", cpu, 0)
+        # the residual add fused through the out projection's views: its residual gathered in the
+        # projection's output order (the plan's pack of it), the sum kept where the layer norm reads it
+        out_proj = prep.plan.step_of("linear_1")
+        assert out_proj.kind == "linear+flatten+permute+add"
+        assert net.last_feeds["linear_1"]["residual"] == ("gather", out_proj.residual, None)
+        assert any(s.kind == "pack" and s.inputs == (out_proj.residual,) for s in prep.plan.steps)
+        assert net.last_feeds["layer_norm_1"] == {"input": ("through positions", "add", None)}
         # a second input: still bit-exact with the simulator's run of it
         x2 = _x(1, 128, 64, seed=7).numpy()
         ys, _ = net.run(x2)

@@ -15,6 +15,7 @@ from torch_cases import seeded_weights  # noqa: F401 - autouse fixture: seeded m
 from codesign.hw.config import HwConfig
 from codesign.netrun import network as whole
 from codesign.network.graph import Network, Op
+from codesign.place.fusion import groups
 from codesign.place.layouts import gemm_output, input_slots, through, unpack_input, window
 from codesign.place.transforms import ENTRIES, TOKENS, entries_as_groups, rewrites
 from codesign.workloads.layers import Dense
@@ -47,9 +48,14 @@ def _producer(net: Network, tensor: str) -> Op:
     return op
 
 
+def encoder(blocks: int = 2) -> nn.Module:
+    """`blocks` encoder blocks in a row (the second's layer norms read the first's VTA outputs)."""
+    return nn.Sequential(*(EncoderBlock(64, 4) for _ in range(blocks)))
+
+
 @pytest.fixture(scope="module")
 def block(run_net):
-    return run_net(EncoderBlock(64, 4), (_x(1, 128, 64),), min_sqnr_db=15.0)
+    return run_net(encoder(), (_x(1, 128, 64),), min_sqnr_db=15.0)
 
 
 def test_attention_reads_its_operands_where_vta_left_them(block):
@@ -70,11 +76,13 @@ def test_attention_reads_its_operands_where_vta_left_them(block):
     assert "packed VTA layout in place" in soft.reason
     out_proj = next(s for s in plan.steps if s.placement == "vta" and s.reads and s.name not in (scores.name, av.name))
     assert _producer(net, out_proj.reads[0][0]).name == av.name and out_proj.reads[0][1] == av.name
-    # the host passes from the QKV projection to the out projection: one gather each of K and V
+    # the host passes from the QKV projection to the out projection: one gather each of K and V,
+    # and the pack of the residual its epilogue adds (the graph input, on the host for the layer norm)
     i, j = plan.steps.index(plan.step_of(qkv.name)), plan.steps.index(out_proj)
     host = [s for s in plan.steps[i:j] if s.host]
-    assert [(s.kind, s.inputs[0]) for s in host] == [("rewrite", k), ("rewrite", net.op(av.ops[0]).inputs[1])]
-    assert all("a gather from " + qkv.name in s.reason for s in host)
+    assert [(s.kind, s.inputs[0]) for s in host] == [("rewrite", k), ("rewrite", net.op(av.ops[0]).inputs[1]),
+                                                      ("pack", out_proj.residual)]
+    assert all("a gather from " + qkv.name in s.reason for s in host[:2])
     views = [s for s in plan.steps[i:j] if not s.host and s.placement == "cpu" and s is not soft]
     assert views and all(s.predicted_s == 0 and "no data moved" in s.reason for s in views)
 
@@ -145,3 +153,74 @@ def test_unpack_input_inverts_pack_data():
     rw = entries_as_groups(Dense(16, 20, 16), 3, HW)
     x = np.random.default_rng(0).integers(-128, 128, rw.layer.data_shape(), dtype=np.int8)
     assert np.array_equal(unpack_input(rw.layer, rw.layer.pack_data(x, HW), HW), x)
+
+
+def test_the_residual_add_fuses_into_the_out_projection_through_its_views(block):
+    """The out projection's output is viewed back to batch-first (a reshape and a permute) before the
+    residual add: the add and the views run in its epilogue, the residual loaded in the projection's
+    output order; the sum lies in the projection's packed buffer behind the views, bit-exact, and
+    the next layer norm reads it there. Where the plain GEMM + CPU passes are cheaper (the second
+    block on this config: its residual is already packed), the views are placed as views and the
+    add's passes are what the plan charges: a gather of the view and an unpack of the residual."""
+    prep, exe = block
+    net, plan = prep.network, prep.plan
+    fused, split = (plan.step_of(f"linear_{k}") for k in (1, 5))
+    add = net.op(fused.ops[-1])
+    assert fused.placement == "vta" and fused.kind == "linear+flatten+permute+add" and add.kind == "add"
+    assert fused.residual == "input_1" and fused.residual in add.inputs
+    where = exe.where(add.name)
+    assert where.buffer == add.name and np.array_equal(exe.buffers[add.name][where.positions], exe.reference[add.name])
+    ln = plan.step_of(net.consumers(add.name)[0].name)
+    assert ln.kind == "layer_norm" and ln.reads == ((add.name, add.name, -1),)
+    assert split.kind == "linear" and split.ops == (split.name,)
+    viewed = net.consumers(split.name)[0]
+    while net.op(viewed.name).kind != "add":
+        assert plan.step_of(viewed.name).predicted_s == 0 and "no data moved" in plan.step_of(viewed.name).reason
+        viewed = net.consumers(viewed.name)[0]
+    add2 = plan.step_of(viewed.name)
+    i = plan.steps.index(add2)
+    assert [s.kind for s in plan.steps[i - 2:i]] == ["unpack", "unpack"] and add2.placement == "cpu"
+
+
+def test_layer_norm_and_gelu_run_over_the_packed_layout_their_linears_read_in_place(block):
+    """Between two VTA linears of the second block no host pass is left: its first layer norm reads
+    the first block's last output where VTA left it and writes its own buffer at the same positions
+    (pads zero), the QKV linear reads that buffer in place through the head-split's transpose; the
+    MLP's GELU does the same between its two linears."""
+    prep, exe = block
+    net, plan = prep.network, prep.plan
+    ln, qkv = plan.step_of("layer_norm_2"), plan.step_of("linear_4")
+    assert ln.reads == (("add_1", "add_1", -1),) and qkv.reads == ((net.op("linear_4").inputs[0], ln.name, 0),)
+    i, j = plan.steps.index(plan.step_of("linear_3")), plan.steps.index(qkv)
+    assert not [s.name for s in plan.steps[i:j] if s.host]
+    gelu, fc2 = plan.step_of("gelu"), plan.step_of("linear_3")
+    assert gelu.reads == (("linear_2", "linear_2", -1),) and fc2.reads == (("gelu", "gelu", 0),)
+    assert "in place" in ln.reason and "in place" in gelu.reason
+    for name in ("layer_norm_2", "gelu"):
+        where = exe.where(name)
+        buf = exe.buffers[where.buffer]
+        assert np.array_equal(buf[where.positions], exe.reference[name])
+        pads = np.ones(buf.size, bool)
+        pads[where.positions.ravel()] = False
+        assert not buf[pads].any()
+
+
+def test_a_residual_add_fuses_through_element_keeping_views_only():
+    """`fusion.groups`: linear -> reshape -> permute -> add fuses (views in order, the add reading
+    the last view); a slice (drops elements) or a view with another consumer stops it."""
+    t, c = 8, 16
+
+    def net(middle: tuple[Op, ...], outputs: tuple[str, ...] = ("add",)) -> Network:
+        lin = Op("lin", "linear", ("x",), (t, 1, c), {"in_features": c, "out_features": c})
+        last = middle[-1].name
+        add = Op("add", "add", (last, "r"), middle[-1].shape, {})
+        return Network("n", (("x", (t, 1, c)), ("r", middle[-1].shape)), (lin, *middle, add), outputs)
+
+    view = Op("v", "flatten", ("lin",), (t, c), {"shape": (t, c)})
+    perm = Op("p", "permute", ("v",), (c, t), {"dims": (1, 0)})
+    gs, _ = groups(net((view, perm)))
+    assert [g.names for g in gs] == [("lin", "v", "p", "add")]
+    assert gs[0].views == (view, perm) and gs[0].into_add == "p" and gs[0].residual == "r"
+    cut = Op("s", "slice", ("v",), (t // 2, c), {"dim": 0, "start": 0, "stop": t // 2, "step": 1})
+    assert [g.names for g in groups(net((view, cut)))[0]] == [("lin",), ("v",), ("s",), ("add",)]
+    assert [g.names for g in groups(net((view, perm), ("add", "v")))[0]] == [("lin",), ("v",), ("p",), ("add",)]

@@ -525,6 +525,14 @@ class _Planner:
         res = self.elems(group.residual, PACKED)
         # the add's pass; its ReLU rides in the same pass (a clip in registers, no bytes of its own)
         tail = self.costs.op(group.add, dict.fromkeys(group.add.inputs, res), self.rows)
+        if group.views:
+            # a view of the GEMM's blocks is not the residual's packed layout: the CPU add runs on
+            # the host layout, after a gather of the view and an unpack of the residual
+            host = math.prod(self.net.shape(group.add.name))
+            tail = (self.costs.op(group.add, dict.fromkeys(group.add.inputs, host), self.rows)
+                    + self.costs.pass_s(f"unpack {group.into_add}", res, host)
+                    + (0.0 if HOST in self.have[group.residual]
+                       else self.costs.pass_s(f"unpack {group.residual}", res, host)))
         if plain_s + tail >= fused_s:
             return None
         return (f"not fused: the plain GEMM {_ms(plain_s)} + CPU passes {_ms(tail)} < fused into "
@@ -638,7 +646,9 @@ class _Planner:
         layout_free = kind.layout_free(self.net, op)
         ins = list(dict.fromkeys(op.inputs))
         layout = PACKED if layout_free and all(PACKED in self.have[t] for t in ins) else HOST
-        if (layout == HOST and (kind.view or kind.positional) and not clips and len(ins) == 1
+        # a view (host layout wanted) or a positional op (also when layout-free: in place its output
+        # stays tracked, so a consumer can read it where it lies) over a tracked packed buffer
+        if (((layout == HOST and kind.view) or kind.positional) and not clips and len(ins) == 1
                 and HOST not in self.have[ins[0]] and (src := self.located(ins[0])) is not None):
             self.in_place(op, kind, src)
             return

@@ -77,12 +77,13 @@ def table_int(op: Op, p: QParams, xs: list[np.ndarray], frac: int) -> np.ndarray
     return p.table[xs[0].astype(np.int16) + 128]
 
 
-def _table_kind(name: str, doc: str, label: str) -> OpKind:
+def _table_kind(name: str, doc: str, label: str, positional: bool = False) -> OpKind:
     fn = FUNCTIONS[name]
     return register(OpKind(
         name, f"{doc}, as an exact int8 table (index q + 128)", (name,), build_unary,
         int_ref=table_int, float_ref=lambda op, xs: fn(op, xs[0]),
-        label=f"{label} (int8 table)", quant=table_quant, observe=True, layout_free=always))
+        label=f"{label} (int8 table)", quant=table_quant, observe=True, layout_free=always,
+        positional=positional))
 
 
 _table_kind("sigmoid", "1 / (1 + e^-x)", "sigmoid")
@@ -90,7 +91,9 @@ _table_kind("silu", "x · sigmoid(x) (SiLU, swish)", "SiLU")
 _table_kind("hardswish", "x · relu6(x + 3) / 6", "hardswish")
 _table_kind("hardsigmoid", "relu6(x + 3) / 6", "hardsigmoid")
 _table_kind("gelu", "x · Φ(x); attr approximate: 'none' (erf) or 'tanh' "
-            "(0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))))", "GELU")
+            "(0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))))", "GELU",
+            # a transformer MLP's: over the first linear's tracked blocks, so the second reads it in place
+            positional=True)
 _table_kind("tanh", "tanh(x)", "tanh")
 
 __all__ = ["FUNCTIONS", "GELU_FORMS", "INT8_VALUES", "build_unary", "table_int", "table_quant"]
