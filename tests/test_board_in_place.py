@@ -45,6 +45,11 @@ class Recording(VTADriver):
         return outs, dev
 
 
+def _region(step, tensor: str) -> str:
+    """The program region a VTA step's in-place read of `tensor` feeds."""
+    return "residual" if tensor == step.residual else "data"
+
+
 @pytest.fixture(scope="module")
 def block(run_net):
     """Two encoder blocks placed on HW and run on the simulator (every op bit-exact with the reference)."""
@@ -63,11 +68,17 @@ def test_bundle_records_the_plans_in_place_reads(block) -> None:
     reading = [s for s in plan.steps if s.placement == "vta" and s.reads]
     assert {f"{SDPA}_scores", SDPA} <= {s.name for s in reading}
     for s in reading:
-        (tensor, buffer, offset), = s.reads
         v = steps[s.name]["vta"]
-        assert v["reads"] == [{"region": "data", "tensor": tensor, "buffer": buffer, "offset": offset,
-                               "nbytes": int(np.prod(s.layer.packed_data_shape(HW)))}]
-        assert "input_map" not in v  # nothing to pack it with
+        want = [{"region": _region(s, tensor), "tensor": tensor, "buffer": buffer, "offset": offset,
+                 "nbytes": int(np.prod(s.layer.packed_data_shape(HW) if _region(s, tensor) == "data"
+                                       else s.layer.packed_output_shape(HW)))} for tensor, buffer, offset in s.reads]
+        assert v["reads"] == want
+        regions = {r["region"] for r in want}
+        assert ("input_map" in v) == ("data" not in regions)  # nothing to pack a read operand with
+        assert ("residual_map" in v) == (s.residual is not None and "residual" not in regions)
+    # the MLP's second linear adds the out projection's residual sum where the projection left it
+    assert steps["linear_3"]["vta"]["reads"][1] == {"region": "residual", "tensor": "add", "buffer": "add",
+                                                    "offset": 0, "nbytes": steps["linear_3"]["vta"]["reads"][1]["nbytes"]}
     soft = steps[f"{SDPA}_attn"]["in_place"]
     assert soft["buffer"] == f"{SDPA}_scores" and soft["input"] == f"{SDPA}_scores"
     # every VTA step the plan packs on the host keeps its gather map
@@ -88,13 +99,13 @@ def test_deployed_block_reads_the_producers_bytes_and_equals_the_simulator(block
                 want = exe.buffers[s.ops[-1]]
                 assert np.array_equal(driver.wrote[run[s.name]][:want.size], want)
             feeds = net.last_feeds[s.name]
-            if not s.reads:
+            if not any(_region(s, t) == "data" for t, _, _ in s.reads):
                 assert feeds["data"][0] == "gather"
-                continue
-            (_, buffer, offset), = s.reads
-            assert feeds["data"] == ("in place", buffer, offset)  # no host pack for this operand
-            got = driver.fed[run[s.name]]["data"]
-            assert np.array_equal(got, exe.buffers[buffer][offset:offset + got.size])
+            for tensor, buffer, offset in s.reads:
+                region = _region(s, tensor)
+                assert feeds[region] == ("in place", buffer, offset)  # no host pack for this operand
+                got = driver.fed[run[s.name]][region]
+                assert np.array_equal(got, exe.buffers[buffer][offset:offset + got.size])
         assert net.last_feeds[f"{SDPA}_attn"] == {"input": ("through positions", f"{SDPA}_scores", None)}
         assert net.last_feeds[SDPA]["data"] == ("in place", f"{SDPA}_attn", 0)
         # the layer norm and GELU over the packed buffers the plan tracks, their linears fed in place
@@ -108,6 +119,9 @@ def test_deployed_block_reads_the_producers_bytes_and_equals_the_simulator(block
         assert net.last_feeds["linear_1"]["residual"] == ("gather", out_proj.residual, None)
         assert any(s.kind == "pack" and s.inputs == (out_proj.residual,) for s in prep.plan.steps)
         assert net.last_feeds["layer_norm_1"] == {"input": ("through positions", "add", None)}
+        # and the MLP's second linear reads that sum as its residual in place (no pack of it)
+        assert net.last_feeds["linear_3"]["residual"] == ("in place", "add", 0)
+        assert not any(s.host and s.inputs == ("add",) for s in prep.plan.steps)
         # a second input: still bit-exact with the simulator's run of it
         x2 = _x(1, 128, 64, seed=7).numpy()
         ys, _ = net.run(x2)

@@ -29,10 +29,11 @@ from codesign.errors import ConfigError
 from codesign.fileio import atomic_write_bytes
 
 FORMAT = "vtanet"
-SCHEMA = 3  # 2: a VTA step may take its weight region from an activation (`weight`, `weight_map`);
+SCHEMA = 4  # 2: a VTA step may take its weight region from an activation (`weight`, `weight_map`);
 # 3: a VTA step may read its input in place from an earlier step's packed buffer (`reads`, no
-# `input_map`), a positional CPU op run over one (`in_place`): a schema-2 reader would refuse it
-SCHEMAS = (1, 2, 3)  # the schema versions this reader understands
+# `input_map`), a positional CPU op run over one (`in_place`): a schema-2 reader would refuse it;
+# 4: its residual region too (`reads` region "residual", no `residual_map`)
+SCHEMAS = (1, 2, 3, 4)  # the schema versions this reader understands
 MANIFEST, DOCUMENT, ARRAYS = "manifest.json", "network.json", "arrays/"
 MAX_MEMBERS = 100_000  # a bundle of more members is not one this writer made
 

@@ -6,7 +6,8 @@ runs the whole network per call: a VTA step gathers its input into its packed la
 map: the host rewrite and the packing in one), runs on the device, gathers its output back; a CPU
 step runs the integer reference's kernels (the op kinds' `int_ref`, vectorized NumPy). Where the
 plan reads an operand in place (schema 3, `Step.reads`: no pack charged), the step is fed the
-producing step's packed output bytes from the planned offset instead of a gather, and a positional
+producing step's packed output bytes from the planned offset instead of a gather (its input, or
+the residual its epilogue adds: schema 4), and a positional
 op (softmax) runs over that buffer through its positions (`window`, `positional`: shared with the
 simulator's runner, `codesign.netrun.network`). Imports NumPy and codesign's network IR, program
 and driver only: no torch, no compiler, no simulator.
@@ -63,7 +64,7 @@ class VtaStep:
     input: str
     input_map: np.ndarray | None  # None: its data region is read in place (`reads`)
     residual: str | None
-    residual_map: np.ndarray | None
+    residual_map: np.ndarray | None  # None: its residual region is read in place (`reads`)
     output: str
     output_map: np.ndarray
     shape: tuple[int, ...]
@@ -147,6 +148,9 @@ def _check_reads(steps: Sequence[StepInfo], source: str) -> frozenset[str]:
         if s.vta is not None:
             if s.vta.input_map is None and not any(r.region == "data" for r in s.vta.reads):
                 raise ConfigError(f"{source}: step {s.name} has neither an input map nor an in-place read")
+            if (s.vta.residual is not None and s.vta.residual_map is None
+                    and not any(r.region == "residual" for r in s.vta.reads)):
+                raise ConfigError(f"{source}: step {s.name} has neither a residual map nor an in-place read of its residual")
             written.add(s.vta.output)
         elif s.in_place is not None:
             written.add(s.ops[0])
@@ -180,7 +184,7 @@ class Network:
                                   for r in v.get("reads", ()))
                     vta = VtaStep(_program(v, self.hw, b), v["input"],
                                   b.array(v["input_map"]) if v.get("input_map") else None, v.get("residual"),
-                                  b.array(v["residual_map"]) if v.get("residual") else None, v["output"],
+                                  b.array(v["residual_map"]) if v.get("residual_map") else None, v["output"],
                                   b.array(v["output_map"]), out_shape, v.get("weight"),
                                   b.array(v["weight_map"]) if v.get("weight") else None, reads)
                 ip = s.get("in_place")

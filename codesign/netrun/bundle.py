@@ -106,11 +106,11 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
                            "rewrite": rewrite.describe(), "schedule": {
                                "source": prep.schedules[step.name].source, "family": prep.schedules[step.name].family,
                                "index": int(config.index)}}
-    if not _reads(step, gemm.inputs[0], program, doc, hw):
+    if not _reads(step, gemm.inputs[0], program, doc, hw, res_name):
         arrays[f"{key}.input_map"] = gather_map(
             lambda v: layer.pack_data(rewrite.vta_operands(v, p.weight, bias, res0)[0], hw), in_shape)
         doc["input_map"] = {"array": f"{key}.input_map"}
-    if res_name is not None:
+    if res_name is not None and not _reads(step, res_name, program, doc, hw, gemm.inputs[0], "residual"):
         arrays[f"{key}.residual_map"] = gather_map(
             lambda v: layer.pack_output(rewrite.vta_operands(np.zeros(in_shape, np.int8), p.weight, bias,
                                                              unview(v, index, gemm_shape))[3], hw),
@@ -124,20 +124,26 @@ def _vta_gemm(prep: Prepared, step: Step, arrays: dict[str, np.ndarray], key: st
     return doc
 
 
-def _reads(step: Step, tensor: str, program: Program, doc: dict[str, Any], hw: Any) -> bool:
-    """Record in `doc` the plan's in-place read of the step's input `tensor` (its data region fed
-    the buffer's bytes from the offset: no input map, no host pack); False when the host packs it."""
+def _reads(step: Step, tensor: str, program: Program, doc: dict[str, Any], hw: Any, other: str | None = None,
+           region: str = "data") -> bool:
+    """Record in `doc` the plan's in-place read of the step's `tensor` (its input: the data region,
+    or its fused add's residual: the residual region, fed the buffer's bytes from the offset: no
+    gather map, no host pack); False when the host packs it. `other`: the step's other tensor
+    that may be read in place (the input or the residual)."""
     got = [(b, o) for t, b, o in step.reads if t == tensor]
-    others = [t for t, _, _ in step.reads if t != tensor]
-    if others:  # the planner reads only a GEMM's first operand in place (a weight's pads must be zero)
-        raise ConfigError(f"bundle: step {step.name} reads {others[0]} in place; only its input can be")
+    others = [t for t, _, _ in step.reads if t not in (tensor, other)]
+    if others:  # the planner reads only a GEMM's input or residual in place (a weight's pads must be zero)
+        raise ConfigError(f"bundle: step {step.name} reads {others[0]} in place; only its input or residual can be")
     if not got:
         return False
-    nbytes = program.region("data").nbytes
-    if nbytes != math.prod(step.layer.packed_data_shape(hw)):
-        raise ConfigError(f"bundle: step {step.name}: its data region ({nbytes} bytes) is not its layer's packed input")
+    nbytes = program.region(region).nbytes
+    want = step.layer.packed_data_shape(hw) if region == "data" else step.layer.packed_output_shape(hw)
+    if nbytes != math.prod(want):
+        raise ConfigError(f"bundle: step {step.name}: its {region} region ({nbytes} bytes) is not its layer's packed "
+                          f"{'input' if region == 'data' else 'output'}")
     (buffer, offset), = got
-    doc["reads"] = [{"region": "data", "tensor": tensor, "buffer": buffer, "offset": int(offset), "nbytes": nbytes}]
+    doc.setdefault("reads", []).append({"region": region, "tensor": tensor, "buffer": buffer, "offset": int(offset),
+                                        "nbytes": nbytes})
     return True
 
 

@@ -318,6 +318,16 @@ def _in_place_input(exe: Execution, step: Step, tensor: str, layer: Any, hw: HwC
     return None
 
 
+def _in_place_residual(exe: Execution, step: Step, tensor: str | None, layer: Any, hw: HwConfig) -> np.ndarray | None:
+    """The residual in the VTA layer's output layout when the plan reads it in place (the buffer's
+    bytes from the offset: `layouts.residual_slots`), None when the host packs it."""
+    for t, buffer, offset in step.reads:
+        if t == tensor:
+            size = int(np.prod(layer.packed_output_shape(hw)))
+            return layer.unpack_output(exe.window(buffer, offset, size), hw)
+    return None
+
+
 def _keep_output(exe: Execution, step: Step, name: str, outputs: list[np.ndarray], rewrite: Rewrite, hw: HwConfig,
                  shape: tuple[int, ...], matmul: bool, views: Sequence[Any] = ()) -> None:
     """The packed bytes the VTA step wrote (its calls' back to back), where its output lies in them
@@ -378,8 +388,12 @@ def _vta_step(prep: Prepared, step: Step, env: dict[str, np.ndarray], exe: Execu
         given = _in_place_input(exe, step, gemm.inputs[0], step.layer, hw)
         if given is not None:  # no host pass: the input's bytes are where the plan says
             x = np.zeros_like(x)
+        res_given = _in_place_residual(exe, step, res_name, step.layer, hw)
+        if res_given is not None:  # nor for the residual: ACC loads the buffer's bytes
+            residual = np.zeros_like(residual)
         x, w, bias, residual = rewrite.vta_operands(x, w, bias, residual)
-        output, device_s, call_s = executor(step, config, hw, x if given is None else given, w, bias, residual)
+        output, device_s, call_s = executor(step, config, hw, x if given is None else given, w, bias,
+                                            residual if res_given is None else res_given)
         _keep_output(exe, step, out_name, [output], rewrite, hw, gemm_shape, False, views)
         output = rewrite.vta_output(np.asarray(output, dtype=np.int8))
         if index is not None:

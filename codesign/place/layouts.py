@@ -124,8 +124,24 @@ def input_slots(net: Network, op: Op, rewrite: Rewrite, hw: HwConfig) -> np.ndar
     return np.concatenate([b.ravel() for b in bufs]) - 1
 
 
+def residual_slots(rewrite: Rewrite, hw: HwConfig, in_shape: tuple[int, ...], gemm_shape: tuple[int, ...],
+                   views: Sequence[Op] = ()) -> np.ndarray:
+    """For each element of the VTA output buffer a fused residual add loads into ACC (the layer's
+    packed output layout), the flat index of the element of the residual tensor (shaped as the
+    last of `views`, else as the GEMM's output) it holds, -1 for a pad."""
+    shape = tuple(views[-1].shape) if views else gemm_shape
+    idx = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    if views:
+        idx = unview(idx, view_index(gemm_shape, views), gemm_shape)
+    x0 = np.zeros(in_shape, np.int8)
+    w0 = np.zeros(rewrite.original.weight_shape(), np.int8)
+    return rewrite.layer.pack_output(rewrite.vta_operands(x0, w0, None, idx)[3], hw).ravel() - 1
+
+
 def window(src: Located, slots: np.ndarray) -> int | None:
-    """The offset in `src`'s buffer at which `slots` read every element where it lies, or None."""
+    """The offset in `src`'s buffer at which `slots` read every element where it lies, or None.
+    (A residual's pads then hold what the source holds there: they add into output pads only,
+    which no consumer reads as values.)"""
     held = np.flatnonzero(slots >= 0)
     if held.size == 0:
         return None
@@ -145,5 +161,5 @@ def unpack_input(layer: Layer, packed: np.ndarray, hw: HwConfig) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(packed).reshape(want).transpose(order)).reshape(layer.data_shape())
 
 
-__all__ = ["Located", "Locations", "gemm_output", "input_slots", "through", "unpack_input", "unview", "view_index",
+__all__ = ["Located", "Locations", "gemm_output", "input_slots", "residual_slots", "through", "unpack_input", "unview", "view_index",
            "window"]

@@ -49,7 +49,7 @@ from codesign.network.kinds.pool import window_count
 from codesign.network.layers import calls_of, layer_of
 from codesign.network.quantized import QParams, QuantizedNetwork, pool_factors
 from codesign.place.fusion import GEMM_KINDS, MATMUL, Group, groups
-from codesign.place.layouts import Located, gemm_output, input_slots, through, window
+from codesign.place.layouts import Located, gemm_output, input_slots, residual_slots, through, window
 from codesign.place.transforms import ENTRIES, Rewrite, entries_as_groups, rewrites, round_up
 from codesign.schedule import get_space
 from codesign.schedule.knobs import Config
@@ -93,8 +93,9 @@ class Step:
     batch_s: float | None = None      # seconds for a full padded batch (throughput); None = predicted_s
     group: str = ""                   # the fused group's name (its head op) for an op step
     pool: pools.Pool | None = None    # a pool on VTA's ALU
-    # (operand, buffer, offset): a VTA step reads that operand in place, the buffer's packed
-    # bytes from the offset on (`layouts.window`), no host pass; a CPU step of a view or a
+    # (operand, buffer, offset): a VTA step reads that operand (its input, or the residual its
+    # epilogue loads into ACC: `residual`) in place, the buffer's packed bytes from the offset on
+    # (`layouts.window`, `layouts.residual_slots`), no host pass; a CPU step of a view or a
     # positional op over a packed buffer: (input, buffer, -1)
     reads: tuple[tuple[str, str, int], ...] = ()
 
@@ -367,6 +368,19 @@ class _Planner:
         off = window(src, input_slots(self.net, op, rw, self.hw))
         return None if off is None else (tensor, src.buffer, off)
 
+    def residual_in_place(self, group: Group, rw: Rewrite) -> tuple[str, str, int] | None:
+        """(residual, buffer, offset) when a packed buffer already holds the residual of `group`'s
+        fused add as the VTA form `rw` loads it into ACC (its output layout), else None. Not when
+        the residual is also the GEMM's input (one tensor, one read per step)."""
+        res = group.residual
+        src = self.located(res) if res is not None and res != group.head.inputs[0] else None
+        if src is None:
+            return None
+        slots = residual_slots(rw, self.hw, self.net.shape(group.head.inputs[0]), self.net.shape(group.head.name),
+                               group.views)
+        off = window(src, slots)
+        return None if off is None else (res, src.buffer, off)
+
     def emit_host(self, hp: HostPass, before: str) -> None:
         have = self.have[hp.tensor]
         src = FLOAT if have == {FLOAT} else (HOST if HOST in have else (PACKED if PACKED in have else VIEW))
@@ -435,7 +449,12 @@ class _Planner:
             elif (need := self.need(x, PACKED)) is not None:
                 host.append(need)
             if group.residual is not None and (need := self.need(group.residual, PACKED)) is not None:
-                host.append(need)
+                # no pack either when a buffer holds the residual as the epilogue loads it
+                got = self.residual_in_place(group, rw)
+                if got is None:
+                    host.append(need)
+                else:
+                    reads += (got,)
             options.append(_VtaOption(rw, config, seconds, host, reads=reads))
         return options, why
 
@@ -583,8 +602,8 @@ class _Planner:
                 form += f", {calls} call{'s' if calls > 1 else ''} of {best.rewrite.layer.name} (one per batch entry)"
             host_s = sum(h.seconds for h in best.host)
             unpack = f" + unpack after {_ms(best.unpack_s)}" if best.unpack_s else ""
-            in_place = "".join(f"; reads {t} in place from {b}'s packed output (offset {o}: no pack)"
-                               for t, b, o in best.reads)
+            in_place = "".join(f"; reads {'its residual ' if t == group.residual else ''}{t} in place from {b}'s "
+                               f"packed output (offset {o}: no pack)" for t, b, o in best.reads)
             reason = (f"VTA {_ms(best.seconds)} (schedule {_ms(best.vta_s)} + host {_ms(host_s)}{unpack}){form} "
                       f"< {cpu_text}{in_place}")
             self.steps.append(Step(name=name, ops=ops, kind=kind, placement=VTA, reason=reason, layer=best.rewrite.layer,
