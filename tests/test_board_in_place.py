@@ -26,7 +26,7 @@ from codesign.hw.config import HwConfig
 from codesign.netrun import bundle
 from codesign.netrun import network as whole
 
-HW = HwConfig.resolve("pynq_1x16")
+HW = HwConfig.resolve("ultra96_1x16_i8w8a32_15_15_18_17_250MHz")  # its residual adds fuse
 SHA = hashlib.sha256(b"a bitstream").hexdigest()
 
 
@@ -56,7 +56,7 @@ def block(run_net):
     with torch.random.fork_rng():
         torch.manual_seed(0)
         module = encoder(2)
-    prep, exe = run_net(module, (_x(1, 128, 64),), name="vit_block")
+    prep, exe = run_net(module, (_x(1, 128, 64),), hw=HW.name, name="vit_block")
     doc, arrays = bundle.build(prep, SHA)
     return prep, exe, doc, arrays
 

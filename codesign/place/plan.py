@@ -537,21 +537,23 @@ class _Planner:
         and ALU passes over the tile), or None when fusing is at least as cheap."""
         plain = group.without_add()
         options, _ = self.vta_options(plain, layer, _epilogue(self.qnet, plain))
-        if not fused or not options or PACKED not in self.have.get(group.residual, set()):
+        if not fused or not options or (PACKED not in self.have.get(group.residual, set()) and not group.views):
             return None
         fused_s = min(o.seconds for o in fused)
-        plain_s = min(o.seconds for o in options)
-        res = self.elems(group.residual, PACKED)
-        # the add's pass; its ReLU rides in the same pass (a clip in registers, no bytes of its own)
-        tail = self.costs.op(group.add, dict.fromkeys(group.add.inputs, res), self.rows)
+        best = min(options, key=lambda o: o.seconds)
+        plain_s = best.seconds
         if group.views:
             # a view of the GEMM's blocks is not the residual's packed layout: the CPU add runs on
-            # the host layout, after a gather of the view and an unpack of the residual
+            # the host layout, after a gather of the view (and the residual in the host layout)
             host = math.prod(self.net.shape(group.add.name))
+            need = self.need(group.residual, HOST)
             tail = (self.costs.op(group.add, dict.fromkeys(group.add.inputs, host), self.rows)
-                    + self.costs.pass_s(f"unpack {group.into_add}", res, host)
-                    + (0.0 if HOST in self.have[group.residual]
-                       else self.costs.pass_s(f"unpack {group.residual}", res, host)))
+                    + self.costs.pass_s(f"unpack {group.into_add}", math.prod(best.rewrite.layer.output_shape()), host)
+                    + (0.0 if need is None else need.seconds))
+        else:
+            res = self.elems(group.residual, PACKED)
+            # the add's pass; its ReLU rides in the same pass (a clip in registers, no bytes of its own)
+            tail = self.costs.op(group.add, dict.fromkeys(group.add.inputs, res), self.rows)
         if plain_s + tail >= fused_s:
             return None
         return (f"not fused: the plain GEMM {_ms(plain_s)} + CPU passes {_ms(tail)} < fused into "
