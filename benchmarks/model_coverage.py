@@ -122,9 +122,10 @@ def place(qnet: Any, name: str, example: np.ndarray | tuple[np.ndarray, ...], ta
     from codesign.errors import ConfigError
     from codesign.hw.board import Board
     from codesign.hw.config import HwConfig
-    from codesign.netrun.network import Prepared, refine
+    from codesign.netrun.network import Prepared
     from codesign.netrun.schedules import ScheduleChooser
     from codesign.place import plan_network
+    from codesign.place.refine import refine
 
     hw = HwConfig.resolve(target.hw)
     chooser = ScheduleChooser(hw)

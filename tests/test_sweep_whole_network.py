@@ -1,5 +1,6 @@
 """The sweep costs the whole network per request: a trial's latency is its network plan's (VTA
-steps with the trial's tuned schedules plus CPU steps), the layers it tunes are the plan's VTA
+steps with the trial's tuned schedules plus CPU steps; the plan `codesign run --records` makes of
+the trial's records), the layers it tunes are the plan's VTA
 layers, a BATCH=4 design serves a request in its padded batch's time, the report and the layer
 plot show CPU steps beside VTA steps, and workloads the network IR cannot represent keep the
 offloaded-layers costing with the reason."""
@@ -13,11 +14,13 @@ import pytest
 from codesign.commands.report import format_table
 from codesign.hw import Board, HwConfig
 from codesign.hw.resources import estimate
+from codesign.netrun.schedules import ScheduleChooser
 from codesign.place import VTA, plan_network
+from codesign.place.refine import refine
 from codesign.sweep.network import network_from_json, network_to_json, timing_network
 from codesign.sweep.plots import layer_bars
 from codesign.sweep.rows import TrialRow
-from codesign.sweep.trial import InnerTuning, LayerTuner, evaluate_hw, evaluate_plan
+from codesign.sweep.trial import InnerTuning, LayerTuner, RecordList, evaluate_hw, evaluate_plan
 from codesign.workloads import get_workload
 
 # Starts Ray: one Ray module at a time (xdist_group, pyproject addopts) so two local clusters never
@@ -36,10 +39,13 @@ def resnet18():
 
 def _trial(net, hw_name: str):
     hw = HwConfig.from_name(hw_name)
-    tuner = LayerTuner(hw, InnerTuning(tuner="exhaustive"), None, None)
+    records = RecordList()
+    tuner = LayerTuner(hw, InnerTuning(tuner="exhaustive"), records, None)
     result = evaluate_plan(hw, BOARD, net, estimate(hw, BOARD), tuner)
-    # The same plan, choosing what the trial's tuning found.
-    plan = plan_network(net, hw, BOARD, lambda layer: (tuner.results[layer][0].best, tuner.results[layer][1].seconds))
+    # The plan `codesign run --records` makes of the trial's records: each fused op on the fastest
+    # of its layer's best records for its own epilogue.
+    chooser = ScheduleChooser(hw, records.records)
+    plan, _chosen = refine(plan_network(net, hw, BOARD, chooser), chooser)
     return hw, tuner, result, plan
 
 
@@ -52,6 +58,10 @@ def test_trial_latency_is_the_plan_latency_of_its_tuned_schedules(resnet18, tria
     hw, tuner, r, plan = trial_1x16
     assert r["feasible"] and r["scope"] == "whole network"
     assert r["latency_ms"] == pytest.approx(plan.latency_s * 1e3, rel=1e-12)
+    # never slower than the plan of each layer's plain best (what a trial scored before refining)
+    plain = plan_network(resnet18, hw, BOARD, lambda layer: (tuner.results[layer][0].best,
+                                                             tuner.results[layer][1].seconds))
+    assert r["latency_ms"] <= plain.latency_s * 1e3 * (1 + 1e-12)
     assert r["throughput_ips"] == pytest.approx(plan.throughput_ips, rel=1e-12)
     assert r["vta_ms"] + r["cpu_ms"] == pytest.approx(r["latency_ms"], rel=1e-12)
     assert r["cpu_ms"] > 0  # the CPU steps (pools, host passes, ...) are counted
@@ -76,6 +86,10 @@ def test_batch4_design_serves_a_request_in_its_padded_batch_time(resnet18):
     hw, tuner, r, plan = _trial(resnet18, "pynq_4x8_i8w8a32_15_16_16_18")
     assert hw.batch == 4 and r["batch"] == plan.batch == 4
     assert r["latency_ms"] == pytest.approx(plan.latency_s * 1e3, rel=1e-12)
+    # never slower than the plan of each layer's plain best (what a trial scored before refining)
+    plain = plan_network(resnet18, hw, BOARD, lambda layer: (tuner.results[layer][0].best,
+                                                             tuner.results[layer][1].seconds))
+    assert r["latency_ms"] <= plain.latency_s * 1e3 * (1 + 1e-12)
     # the VTA steps of one request take the batch-4 layers' time: the request waits for its batch
     for s in plan.steps:
         if s.placement == VTA:

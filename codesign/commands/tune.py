@@ -15,10 +15,10 @@ from codesign.errors import ConfigError
 from codesign.fileio import check_output_path
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
-from codesign.netrun.network import refine
 from codesign.netrun.schedules import ScheduleChooser
 from codesign.network.graph import Network
 from codesign.place import plan_network
+from codesign.place.refine import refine
 from codesign.plotting import pyplot, save_figure
 from codesign.schedule.knobs import FAMILIES
 from codesign.schedule.support import partition, unsupported_reason

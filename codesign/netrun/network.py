@@ -36,11 +36,11 @@ import numpy as np
 from codesign.board.network import positional
 from codesign.board.network import window as in_place_window
 from codesign.errors import ConfigError
-from codesign.evaluate.fused import measure_fused, run_fused
+from codesign.evaluate.fused import run_fused
 from codesign.evaluate.pool import run_pool
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
-from codesign.netrun.schedules import Chosen, ScheduleChooser
+from codesign.netrun.schedules import ScheduleChooser
 from codesign.network.graph import Network
 from codesign.network.importer import load_model
 from codesign.network.kinds import EPILOGUE, GEMM, POOL, REGISTRY
@@ -51,6 +51,7 @@ from codesign.network.quantized import QuantizedNetwork
 from codesign.network.reference import int_op, run_int
 from codesign.place import Plan, Step, plan_network
 from codesign.place.layouts import Located, Locations, gemm_output, through, unpack_input, unview, view_index
+from codesign.place.refine import Chosen, refine
 from codesign.place.transforms import ENTRIES, Rewrite, matmul_entries, pad_axis, rounding_bias
 from codesign.plotting import pyplot, save_figure
 from codesign.tune.records import MeasureRecord
@@ -133,35 +134,6 @@ def at_batch(qnet: QuantizedNetwork, batch: int) -> QuantizedNetwork:
     ops = tuple(replace(op, shape=(batch, *op.shape[1:]), attrs=attrs(op)) for op in net.ops)
     inputs = tuple((n, (batch, *shape[1:])) for n, shape in net.inputs)
     return replace(qnet, network=Network(net.name, inputs, ops, net.outputs))
-
-
-def refine(plan: Plan, chooser: ScheduleChooser) -> tuple[Plan, dict[str, Chosen]]:
-    """Each VTA step with the schedule chosen for its own epilogue. The planner asks for a layer's
-    schedule without the epilogue (one layer serves ops with and without a residual add), so it
-    gets one that fits the most demanding; an op without a residual may have a faster one. Its
-    time is the fused op's on the timing model with the run's parameters."""
-    steps, schedules = [], {}
-    for step in plan.steps:
-        if step.placement == "vta" and step.layer is not None and step.epilogue is not None:
-            mine = chooser.for_epilogue(step.layer, step.epilogue)
-            given = chooser.choose(step.layer)
-            cands = [mine] + ([given] if step.config is None or step.config.index == given.config.index else [])
-            calls = step.rewrite.calls if step.rewrite is not None else 1  # a matmul: one call per batch entry
-            timed = [(calls * measure_fused(step.layer, c.config, plan.hw, step.epilogue, chooser.params).seconds, k, c)
-                     for k, c in enumerate(cands)]
-            if step.config is not None and all(step.config is not c.config for c in cands):
-                timed.append((calls * measure_fused(step.layer, step.config, plan.hw, step.epilogue,
-                                                    chooser.params).seconds,
-                              len(cands), Chosen(step.config, step.predicted_s, "plan", step.config.family, None)))
-            seconds, _, best = min(timed, key=lambda t: t[:2])
-            reason = step.reason
-            if step.config is None or best.config is not step.config:
-                reason += (f"; then schedule #{best.config.index} ({best.source}, {best.family}) chosen for this op's "
-                           f"epilogue: {seconds * 1e3:.3f} ms")
-            step = replace(step, config=best.config, predicted_s=seconds, batch_s=seconds, reason=reason)
-            schedules[step.name] = best
-        steps.append(step)
-    return replace(plan, steps=tuple(steps)), schedules
 
 
 def prepare(module: Any, inputs: Sequence[Any], name: str, hw: HwConfig, *, calibration: np.ndarray | None = None,

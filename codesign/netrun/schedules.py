@@ -23,7 +23,6 @@ The seconds returned are the timing model's plain layer call; the planner times 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import CodesignError
@@ -38,6 +37,7 @@ from codesign.evaluate.fused import (
 from codesign.evaluate.run import measure_seconds
 from codesign.hw.config import HwConfig
 from codesign.netrun.layers import TOPHUB_LOG, record_family
+from codesign.place.refine import Chosen
 from codesign.schedule.space import SPACES, get_space
 from codesign.tune.records import MeasureRecord, import_autotvm_log, resolve_config
 from codesign.vta import timing
@@ -52,15 +52,6 @@ def _ranked(records: Sequence[MeasureRecord]) -> dict[tuple[str, str], list[Meas
     for r in sorted((r for r in records if r.ok), key=lambda r: r.seconds):  # type: ignore[arg-type, return-value]
         out.setdefault((r.layer, r.hw), []).append(r)
     return out
-
-
-@dataclass(frozen=True)
-class Chosen:
-    config: Any
-    seconds: float             # timing model, one call (device + host terms)
-    source: str                # records | tophub | template
-    family: str
-    record_s: float | None     # the record's own seconds (a board measurement for tophub)
 
 
 class ScheduleChooser:

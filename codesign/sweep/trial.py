@@ -14,10 +14,12 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import CodesignError
+from codesign.evaluate.fused import FUSED_CANDIDATES, Epilogue, fused_invalid, measure_fused
 from codesign.evaluate.run import Measurement, measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
@@ -28,6 +30,7 @@ from codesign.network.graph import Network
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
 from codesign.place import choose_layers, plan_network
+from codesign.place.refine import Chosen, refine
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
 from codesign.schedule.support import partition
@@ -36,11 +39,11 @@ from codesign.sweep.options import DEFAULT_BUDGET, DEFAULT_EXHAUSTIVE_S, DEFAULT
 from codesign.sweep.state import pack_records
 from codesign.tune import RecordWriter
 from codesign.tune.loop import RecordCallback, TaskRun, TuneResult
-from codesign.tune.measure import SimulatorRunner
+from codesign.tune.measure import MeasureResult, SimulatorRunner
 from codesign.tune.records import MeasureRecord
 from codesign.tune.search import Search
 from codesign.tune.task import TuneTask
-from codesign.vta.timing import TimingParams
+from codesign.vta.timing import TimingParams, default_params
 from codesign.workloads.layers import Layer
 from codesign.workloads.networks import Workload
 
@@ -176,7 +179,7 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
 
 
 def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTuning, *, writer: Any,
-              records: list[MeasureRecord]) -> list[TuneResult]:
+              records: list[MeasureRecord], seen: _Measured | None = None) -> list[TuneResult]:
     """Inner tuning of the layers (with their counts) by the default search's one loop
     (`codesign.tune.search.Search.tune`: `auto` on the vta family is template+local, every other
     tuner one task per layer under the task scheduler); each layer's run gets the transfer from
@@ -185,6 +188,8 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
 
     def make_run(task: TuneTask, k: int, budget: int | None, first: Sequence[Config]) -> TaskRun:
         run, made = _task_run(task, tuning, writer=writer, records=records, budget=budget, first=first)
+        if seen is not None:
+            run.callbacks.append(seen)
         done[k] = done.get(k, 0) + made
         return run
 
@@ -219,6 +224,58 @@ def _task_run(task: TuneTask, tuning: InnerTuning, *, writer: Any, records: list
                    runner=runner, warm_start_records=own or None, seeds=seeds,
                    callbacks=[RecordCallback(writer, layer, hw, task.tuner.name, seed), _Closing(runner)]
                    if writer is not None else [_Closing(runner)]), made
+
+
+class _Measured:
+    """Every successful measurement of a trial, per layer (a `TuneCallback` of all its tasks): the
+    schedules `refine` picks each fused op's from, as `codesign run` picks from the trial's records."""
+
+    def __init__(self) -> None:
+        self.by_layer: dict[Layer, list[tuple[float, Config]]] = {}
+
+    def __call__(self, result: TuneResult, measured: Sequence[MeasureResult]) -> None:
+        got = self.by_layer.setdefault(result.layer, [])
+        got.extend((float(m.seconds), m.config) for m in measured if m.ok and m.seconds is not None)
+
+    def close(self) -> None:
+        pass
+
+    def fastest(self, layer: Layer) -> list[tuple[float, Config]]:
+        """The distinct schedules measured for `layer`, fastest first, with their plain seconds."""
+        out: dict[tuple[str, int], tuple[float, Config]] = {}
+        for seconds, config in sorted(self.by_layer.get(layer, ()), key=lambda t: t[0]):
+            out.setdefault((config.family, config.index), (seconds, config))
+        return list(out.values())
+
+
+class _TrialChooser:
+    """`refine`'s chooser over a trial's own measurements: a layer's tuned best for any op, and for
+    an op's epilogue the fastest fused op among the layer's `FUSED_CANDIDATES` fastest schedules
+    that fit it (what `netrun.schedules.ScheduleChooser` does with the trial's records)."""
+
+    def __init__(self, hw: HwConfig, tuner: LayerTuner, seen: _Measured) -> None:
+        self.hw, self.tuner, self.seen = hw, tuner, seen
+        self.params = tuner.tuning.params or default_params()
+        self.cache: dict[tuple[Layer, Epilogue], Chosen] = {}
+
+    def choose(self, layer: Layer) -> Chosen:
+        res, best = self.tuner.tune(layer)
+        assert res.best is not None and best is not None
+        return Chosen(res.best, float(best.seconds), "trial", res.best.family, float(best.seconds))
+
+    def for_epilogue(self, layer: Layer, epi: Epilogue) -> Chosen:
+        key = (layer, epi)
+        if key not in self.cache:
+            fits = list(islice(((plain, c) for plain, c in self.seen.fastest(layer)
+                                if fused_invalid(layer, c, self.hw, epi) is None), FUSED_CANDIDATES))
+            timed = [(measure_fused(layer, c, self.hw, epi, self.params).seconds, k, plain, c)
+                     for k, (plain, c) in enumerate(fits)]
+            if not timed:
+                self.cache[key] = self.choose(layer)
+            else:
+                _fused, _k, plain, config = min(timed, key=lambda t: t[:2])
+                self.cache[key] = Chosen(config, plain, "trial", config.family, plain)
+        return self.cache[key]
 
 
 class _Closing:
@@ -316,6 +373,7 @@ class LayerTuner:
         self.warm = warm_records or []
         self.results: dict[Layer, tuple[TuneResult, Measurement | None]] = {}
         self.measurements = 0
+        self.seen = _Measured()  # every measured schedule, for refine
 
     def tune(self, layer: Layer) -> tuple[TuneResult, Measurement | None]:
         """(the tuning result, the winner's measurement; None when no schedule ran)."""
@@ -328,7 +386,7 @@ class LayerTuner:
         scheduler spends their measurements where the expected gain is largest."""
         todo = [(layer, count) for layer, count in layers if layer not in self.results]
         for (layer, _count), res in zip(todo, _tune_all(todo, self.hw, self.tuning, writer=self.records,
-                                                         records=self.warm)):
+                                                         records=self.warm, seen=self.seen)):
             self.measurements += int(res.measurements)
             best = _best_measurement(layer, self.hw, res, self.tuning.params) if res.best is not None else None
             self.results[layer] = (res, best)
@@ -428,7 +486,9 @@ def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resou
     # Every layer the plan will ask about, tuned as one task set: the scheduler spends the learned
     # layers' measurements where they save the most per request (weights: occurrences per request).
     tuner.tune_all(list(choose_layers(network, hw, board).items()))
-    plan = plan_network(network, hw, board, choose)
+    # Each fused op on the fastest of the layer's measured schedules for its own epilogue: the plan
+    # `codesign run --records` makes of this trial's records (place.refine).
+    plan, _chosen = refine(plan_network(network, hw, board, choose), _TrialChooser(hw, tuner, tuner.seen))
     counts = vta_layer_counts(plan)
     unsupported = cpu_gemms(plan)
     if not counts:
