@@ -18,15 +18,27 @@ The template stage also ranked the tilings: the best known schedules' tiles are 
 template's ten fastest (ResNet-18 on pynq_1x16: 8 of 12 layers), not always its fastest. So a
 centre whose non-tile knobs differ from a template point's also has as neighbours its
 *transplants*: its non-tile knobs on the tiles of the template stage's `TRANSPLANTS` fastest
-tilings, fastest first, ranked right after the kernel knobs' moves (`TRANSPLANT_RANK`)."""
+tilings, fastest first, ranked right after the kernel knobs' moves (`TRANSPLANT_RANK`).
+
+Three refinements, for designs whose layers gain little from those knobs (ResNet-18 on
+pynq_4x8_i8w8a32_15_14_16_15_167MHz: the static order spent a trial's measurements on kernel-knob
+values that changed nothing and never reached the tile_ci split worth 5-20% per layer; 468 -> 428 ms
+per request at the same measurements, no stock config slower; docs/results.md "Trial quality"):
+- a move that resets a knob the centre has set (`uop_fold`/`uop_lift` drop `pad_skip`, a coupled group)
+  undoes the search's own find: it ranks after every other move (`move_ranks`);
+- the tile moves come each tile knob's nearest split first, in turn (`tile_steps`), not at random;
+- the order learns from the trial's own measurements (`RankedFrontier`, `flat_knobs`): a knob whose
+  `FLAT_TRIES` moves from position 0 paid less than `FLAT_TOL` on this layer has its further moves
+  ranked after the tile moves."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from codesign.schedule.vta.knobs import TILE_KNOBS
+from codesign.tune.measure import MeasureResult
 from codesign.tune.view import SpaceView
 
 #: The knobs whose one-knob moves are timed first, in this order (module doc); every other knob after.
@@ -37,6 +49,11 @@ MOVE_ORDER: tuple[str, ...] = ("pad_skip", "uop_preload", "early_epilogue", "inp
 TRANSPLANTS = 4
 #: Where transplants rank among the one-knob moves: after `MOVE_ORDER`'s first three (the GEMM kernel's).
 TRANSPLANT_RANK = 2.5
+#: A knob is flat on a layer once `FLAT_TRIES` measured moves of it off position 0 paid less than `FLAT_TOL`
+#: (relative) each (`flat_knobs`). 2 tries: the pynq_4x8 167 MHz trial 3.4% faster too, but the stock
+#: pynq_1x16 0.6% and pynq_4x8 0.5% slower (a third value of a knob pays there); 4: less of the gain.
+FLAT_TRIES = 3
+FLAT_TOL = 0.005
 
 
 def transplants(view: SpaceView, centre: int, tilings: Sequence[int]) -> np.ndarray:
@@ -57,9 +74,9 @@ def transplants(view: SpaceView, centre: int, tilings: Sequence[int]) -> np.ndar
 
 
 def move_ranks(view: SpaceView, centre: int, neighbours: np.ndarray, order: Sequence[str] = MOVE_ORDER) -> np.ndarray:
-    """Per neighbour, the rank of the knob it moves (its position in `order`; a move that also resets
-    coupled knobs to position 0 ranks by the knob it sets; `len(order)` for a knob not listed and
-    for a move that only sets knobs back to position 0)."""
+    """Per neighbour, the rank of the knob it moves: its position in `order`, `len(order)` for a knob
+    not listed (the tiles); `len(order) + 1` for a move that sets a knob of `order` the centre has set
+    back to position 0 (alone, or as the coupled reset of a move of another knob)."""
     names = list(getattr(view.space, "knob_names", ()))
     rank = np.full(len(neighbours), len(order), dtype=np.int64)
     if not names or len(neighbours) == 0:
@@ -72,21 +89,123 @@ def move_ranks(view: SpaceView, centre: int, neighbours: np.ndarray, order: Sequ
     for j, name in enumerate(names):
         if name in order:
             rank = np.where(setting[:, j], np.minimum(rank, order.index(name)), rank)
-    return rank
+    # a move that resets a ranked knob the centre has set (a coupled reset: `uop_fold` or `uop_lift` drop
+    # `pad_skip`; or the undo move) takes back what the search found: after every other move, tile moves too
+    unsetting = moved & (pos == 0) & np.array([name in order for name in names])[None, :]
+    return np.where(unsetting.any(axis=1), len(order) + 1, rank)
 
 
-def ranked_neighbours(view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator,
-                      order: Sequence[str] = MOVE_ORDER, tilings: Sequence[int] = ()) -> list[int]:
-    """`neighbours` of `centre` and its `transplants` onto `tilings` in the order to time them
-    (first first): by `move_ranks` (transplants at `TRANSPLANT_RANK`, in the tilings' order), ties
-    in a seeded random order."""
+def flat_knobs(view: SpaceView, measured: Iterable[MeasureResult], order: Sequence[str] = MOVE_ORDER) -> set[str]:
+    """The knobs of `order` whose moves did not pay on this layer: among the `measured` results, at
+    least `FLAT_TRIES` pairs differ in that knob alone, one of them at the knob's position 0 (today's
+    program), and in none is the other (the knob set) `FLAT_TOL` or more faster."""
+    ok = [r for r in measured if r.ok and r.seconds]
+    names = list(getattr(view.space, "knob_names", ()))
+    if len(ok) < 2 or not names:
+        return set()
+    pos = view.positions([int(r.config.index) for r in ok])
+    t = np.array([r.seconds for r in ok], dtype=float)
+    i, j = np.triu_indices(len(ok), k=1)
+    diff = pos[i] != pos[j]
+    one = diff.sum(axis=1) == 1
+    i, j, knob = i[one], j[one], diff[one].argmax(axis=1)
+    pi, pj = pos[i, knob], pos[j, knob]
+    off = (pi == 0) | (pj == 0)  # a pair of the knob unset and set
+    t_unset, t_set = np.where(pi == 0, t[i], t[j]), np.where(pi == 0, t[j], t[i])
+    pays = t_unset - t_set >= FLAT_TOL * t_set
+    flat = set()
+    for k in np.unique(knob[off]).tolist():
+        mine = off & (knob == k)
+        if names[k] in order and mine.sum() >= FLAT_TRIES and not pays[mine].any():
+            flat.add(names[k])
+    return flat
+
+
+def _ranked(view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, order: Sequence[str],
+            tilings: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, their ranks) in the order to time them (`ranked_neighbours`)."""
     nb = np.asarray(neighbours, dtype=np.int64)
     shuffled = nb[rng.permutation(len(nb))]
     moves = transplants(view, centre, tilings)
     ids = np.concatenate([moves, shuffled[~np.isin(shuffled, moves)]])  # a transplant may be a tile move too
     rank = np.concatenate([np.full(len(moves), TRANSPLANT_RANK),
                            move_ranks(view, centre, ids[len(moves):], order).astype(float)])
-    return [int(i) for i in ids[np.argsort(rank, kind="stable")]]
+    step = tile_steps(view, centre, ids)
+    step[:len(moves)] = 0  # transplants keep the tilings' order
+    keep = np.lexsort((step, rank))  # by rank, then (tile moves) the nearest split of each tile knob in turn
+    return ids[keep], rank[keep]
 
 
-__all__ = ["MOVE_ORDER", "TRANSPLANTS", "TRANSPLANT_RANK", "move_ranks", "ranked_neighbours", "transplants"]
+def tile_steps(view: SpaceView, centre: int, ids: np.ndarray) -> np.ndarray:
+    """Per move, 0 unless it moves one tile knob alone; then its place among the moves of that knob
+    by how far the split's inner factor moves (|log2 ratio|; 0: the nearest), so that sorted by it
+    each tile knob's nearest split comes before any knob's second nearest. The template stage chose
+    the tiles: a move that keeps most of their shape is likelier to pay than a jump (ResNet-18 on
+    pynq_4x8 at 167 MHz: the tile_ci split next to the template's, 5-20% per layer)."""
+    names = list(getattr(view.space, "knob_names", ()))
+    knobs = getattr(view.space, "knobs", ())
+    out = np.zeros(len(ids))
+    if not len(ids) or len(knobs) != len(names):
+        return out
+    pos, here = view.positions(ids), view.positions([centre])[0]
+    moved = pos != here[None, :]
+    for k, name in enumerate(names):
+        if name not in TILE_KNOBS:
+            continue
+        mine = np.flatnonzero(moved[:, k] & (moved.sum(axis=1) == 1))
+        if not len(mine):
+            continue
+        inner = np.array([c[1] if isinstance(c, (tuple, list)) else 1 for c in knobs[k].candidates], dtype=float)
+        dist = np.abs(np.log2(inner[pos[mine, k]] / inner[here[k]]))
+        out[mine] = np.argsort(np.argsort(dist, kind="stable"), kind="stable")  # the place by distance
+    return out
+
+
+def ranked_neighbours(view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator,
+                      order: Sequence[str] = MOVE_ORDER, tilings: Sequence[int] = ()) -> list[int]:
+    """`neighbours` of `centre` and its `transplants` onto `tilings` in the order to time them
+    (first first): by `move_ranks` (transplants at `TRANSPLANT_RANK`, in the tilings' order); the tile
+    moves by `tile_steps`; other ties in a seeded random order."""
+    return [int(i) for i in _ranked(view, centre, neighbours, rng, order, tilings)[0]]
+
+
+class RankedFrontier:
+    """A centre's neighbours not timed yet, `pop()`ped in `ranked_neighbours`' order, re-ranked as the
+    search measures: a move that sets a knob whose moves did not pay in `measured` (`flat_knobs`; the search's
+    results so far, a live mapping) goes after the tile moves. A sweep trial's 16 measurements per
+    layer would otherwise go to a knob's every value on a layer where none of them matters."""
+
+    def __init__(self, view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, *,
+                 measured: Mapping[int, MeasureResult], order: Sequence[str] = MOVE_ORDER,
+                 tilings: Sequence[int] = ()) -> None:
+        self.view, self.order, self.measured = view, tuple(order), measured
+        self.ids, self.rank = _ranked(view, centre, neighbours, rng, self.order, tilings)
+        names = list(getattr(view.space, "knob_names", ()))
+        pos, here = view.positions(self.ids), view.positions([centre])[0]
+        # per move, the ranked knobs it sets (off the centre's value and off position 0)
+        self._sets = {n: (pos[:, k] != here[k]) & (pos[:, k] != 0) for k, n in enumerate(names) if n in self.order}
+        self._left = np.ones(len(self.ids), dtype=bool)
+        self._seen = -1  # len(measured) the ranks were last learned at
+        self._eff = self.rank
+
+    def __len__(self) -> int:
+        return int(self._left.sum())
+
+    def pop(self) -> int:
+        """The next neighbour to time (IndexError when none is left)."""
+        if not self._left.any():
+            raise IndexError("pop from an empty frontier")
+        if len(self.measured) != self._seen:  # learn again after each measurement
+            self._seen = len(self.measured)
+            flat = flat_knobs(self.view, self.measured.values(), self.order)
+            late = np.zeros(len(self.ids), dtype=bool)
+            for name in flat & set(self._sets):
+                late |= self._sets[name]
+            self._eff = np.where(late & (self.rank < len(self.order)), len(self.order) + 0.5, self.rank)
+        k = int(np.flatnonzero(self._left)[np.argmin(self._eff[self._left])])  # first of the lowest rank
+        self._left[k] = False
+        return int(self.ids[k])
+
+
+__all__ = ["FLAT_TOL", "FLAT_TRIES", "MOVE_ORDER", "TRANSPLANTS", "TRANSPLANT_RANK", "RankedFrontier", "flat_knobs",
+           "move_ranks", "ranked_neighbours", "tile_steps", "transplants"]
