@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from codesign.schedule.knobs import Config
-from codesign.tune.rank import ranked_neighbours
+from codesign.tune.rank import RankedFrontier
 from codesign.tune.tuner import Tuner
 
 RANKED_BATCH = 2  # configs per round when ranked
@@ -31,7 +31,7 @@ class LocalTuner(Tuner):
         self.tilings = [int(i) for i in tilings]  # ranked: the template's fastest tilings, for transplants
         if ranked:  # best-first needs feedback: a round of 8 would spend half a sweep trial's budget blind
             self.batch_size = RANKED_BATCH
-        self._frontier: dict[int, list[int]] = {}  # centre -> its neighbours not proposed yet
+        self._frontier: dict[int, list[int] | RankedFrontier] = {}  # centre -> its neighbours not proposed yet
         self._proposed: set[int] = set()
 
     def propose(self, n: int) -> list[Config]:
@@ -41,9 +41,9 @@ class LocalTuner(Tuner):
             centre = int(r.config.index)
             if centre not in self._frontier:
                 nb = self.view.neighbours(centre)
-                if self.ranked:  # popped from the end: the first to time last
-                    self._frontier[centre] = ranked_neighbours(self.view, centre, nb, self.rng,
-                                                               tilings=self.tilings)[::-1]
+                if self.ranked:  # popped in rank order, re-ranked by what the search measures
+                    self._frontier[centre] = RankedFrontier(self.view, centre, nb, self.rng, tilings=self.tilings,
+                                                            measured=self.results)
                 else:
                     self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
             todo = self._frontier[centre]
