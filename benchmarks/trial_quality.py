@@ -15,8 +15,10 @@ network (default ResNet-18):
   network plan with those schedules (`place.plan_network`, as a trial scores its own);
 - gap % = default / best known - 1.
 
-Prints one JSON object. Usage:
-    python benchmarks/trial_quality.py [--hw pynq_1x16,pynq_4x8] [--best-records F ...] [--top 8]
+The shipped references (`BEST_RECORDS`, the default of `--best-records`) are the `--top` fastest
+records per layer and design of such searches, written by `--save-best` (provenance:
+benchmarks/data/trial_quality_best.md). Prints one JSON object. Usage:
+    python benchmarks/trial_quality.py [--hw pynq_1x16,pynq_4x8] [--best-records F ...] [--top 8] [--save-best F]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from codesign.evaluate.run import measure
@@ -37,12 +40,13 @@ from codesign.place import plan_network
 from codesign.schedule.knobs import Config
 from codesign.sweep.network import timing_network
 from codesign.sweep.trial import evaluate_hw
-from codesign.tune.records import MeasureRecord, family_space, load_records
+from codesign.tune.records import MeasureRecord, RecordWriter, family_space, load_records
 from codesign.tune.search import SWEEP_BUDGET, network_layers
 from codesign.workloads import get_workload
 from codesign.workloads.layers import Layer
 
 TARGET_GAP_PCT = 2.0  # issue 35 §2
+BEST_RECORDS = Path(__file__).parent / "data" / "trial_quality_best.jsonl"
 
 
 def _log(msg: str) -> None:
@@ -68,6 +72,11 @@ def record_config(layer: Layer, hw: HwConfig, r: MeasureRecord) -> Config | None
     return config if space.why_invalid(config) is None else None
 
 
+def fastest(records: Sequence[MeasureRecord], layer: Layer, hw: HwConfig, top: int) -> list[MeasureRecord]:
+    """The `top` fastest records of `layer` on `hw`."""
+    return sorted((r for r in records if r.ok and r.layer == layer.name and r.hw == hw.name), key=lambda r: r.seconds)[:top]
+
+
 def best_known(hw: HwConfig, board: Board, net: Network, trial: dict[str, Any], records: Sequence[MeasureRecord],
                top: int) -> tuple[float, dict[str, float]]:
     """(whole-network ms with the best known schedule of every plan layer, per layer its best ms)."""
@@ -78,9 +87,7 @@ def best_known(hw: HwConfig, board: Board, net: Network, trial: dict[str, Any], 
         if layer.name in rows:
             space = family_space(layer, hw, "vta")
             cands.append((float(rows[layer.name]["seconds"]), space.from_knobs(rows[layer.name]["knobs"])))
-        mine = sorted((r for r in records if r.ok and r.layer == layer.name and r.hw == hw.name),
-                      key=lambda r: r.seconds)
-        for r in mine[:top]:
+        for r in fastest(records, layer, hw, top):
             config = record_config(layer, hw, r)
             if config is not None:
                 cands.append((float(measure(layer, config, hw).seconds), config))
@@ -116,9 +123,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hw", default="pynq_1x16,pynq_4x8")
     ap.add_argument("--workload", default="resnet18")
-    ap.add_argument("--best-records", nargs="*", default=[], metavar="FILE",
-                    help="records of long searches (codesign tune --records) whose best schedules are re-timed")
+    ap.add_argument("--best-records", nargs="*", default=[str(BEST_RECORDS)] if BEST_RECORDS.exists() else [],
+                    metavar="FILE", help="records of long searches (codesign tune --records) whose best schedules are "
+                    f"re-timed (default {BEST_RECORDS.relative_to(Path(__file__).parent.parent)})")
     ap.add_argument("--top", type=int, default=8, help="fastest records per layer re-timed (default 8)")
+    ap.add_argument("--save-best", metavar="FILE", help="append the --top fastest records per plan layer and design")
     args = ap.parse_args()
     net, why = timing_network(args.workload)
     if net is None:
@@ -128,6 +137,11 @@ def main() -> None:
     for name in args.hw.split(","):
         _log(f"{name}: default trial, then the best known of {len(records)} records")
         rows.append(design_row(name.strip(), args.workload, net, records, args.top))
+        if args.save_best:
+            hw = HwConfig.resolve(name.strip())
+            with RecordWriter(args.save_best) as w:
+                for layer, _count in network_layers(net, hw, Board.for_target(hw.TARGET)):
+                    w.write_all(fastest(records, layer, hw, args.top))
     gaps = [r["gap_pct"] for r in rows]
     print(json.dumps({"workload": args.workload, "sweep_budget": SWEEP_BUDGET, "target_gap_pct": TARGET_GAP_PCT,
                       "best_records": args.best_records, "designs": rows,
