@@ -178,16 +178,27 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = np.array(([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T, dtype=np.int64)
-    uses, first = use_order(T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
+    sizes = ([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T
+    order = (T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
+    if m.edges is None and not m.uop_preload:
+        return _ring_plan(tuple(sizes), order, m.n_pairs, depth)
+    sizes = np.array(sizes, dtype=np.int64)
+    uses, first = use_order(*order)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
         u = _edge_plan(m, depth, sizes, uses)  # every kernel cached at once already: preload loads them first
         return replace(u, first_pair=np.full(len(u.sizes), -1, dtype=np.int64)) if m.uop_preload else u
-    if m.uop_preload:
-        return _preload_plan(sizes, uses, first, depth)
-    ring = ring_schedule(sizes, uses, m.n_pairs, depth)
-    dram_off = _offsets(sizes, first)
-    return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None])
+    return _preload_plan(sizes, uses, first, depth)
+
+
+@lru_cache(maxsize=4096)
+def _ring_plan(sizes: tuple[int, ...], order: tuple, n_pairs: int, depth: int) -> Uops:
+    """`uop_plan` of full tiles run through the ring: a function of the kernel sizes, the use order
+    (`use_order`'s arguments), the pair count and the depth alone, so the configs of a space that
+    agree on them (about half of a template space) share one plan (read only by the emitter)."""
+    sz = np.array(sizes, dtype=np.int64)
+    uses, first = use_order(*order)
+    ring = ring_schedule(sz, uses, n_pairs, depth)
+    return Uops(sz, uses, ring, _offsets(sz, first), first, np.arange(len(sz), dtype=np.int64)[:, None])
 
 
 def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:

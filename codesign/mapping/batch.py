@@ -305,9 +305,21 @@ class MappingBatch:
         return dict(zip(names, rows[i].tolist()))
 
     def kernels(self, i: int) -> tuple[Kernel, Kernel]:
-        """Config `i`'s (accumulate GEMM, reset GEMM) micro-op kernels after `fold_uop_loop`."""
-        return (Kernel.from_fold(self.gemm["roles"][i], self.gemm["loops"][i], GEMM_LOOPS),
-                Kernel.from_fold(self.reset["roles"][i], self.reset["loops"][i], RESET_LOOPS))
+        """Config `i`'s (accumulate GEMM, reset GEMM) micro-op kernels after `fold_uop_loop`.
+        Configs with the same fold share one (frozen) `Kernel`: most of a space's configs repeat a
+        few folds, and a kernel's lazily computed fields (size, loop fields) are then computed once."""
+        g, r = self.gemm, self.reset
+        gr, gl, rr, rl = g["roles"][i], g["loops"][i], r["roles"][i], r["loops"][i]
+        key = (gr.tobytes(), gl.tobytes(), rr.tobytes(), rl.tobytes())
+        cache = self._kernel_cache
+        pair = cache.get(key)
+        if pair is None:
+            pair = cache[key] = (Kernel.from_fold(gr, gl, GEMM_LOOPS), Kernel.from_fold(rr, rl, RESET_LOOPS))
+        return pair
+
+    @lazy
+    def _kernel_cache(self) -> dict[tuple[bytes, ...], tuple[Kernel, Kernel]]:
+        return {}
 
     # -- DMA 2-D patterns (docs/vta.md §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
     @staticmethod

@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
-from codesign.mapping.batch import Kernel, MappingBatch, geometry, inner, transpose_uops
+from codesign.mapping.batch import Kernel, MappingBatch, inner, transpose_uops
 from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, KnobValue
@@ -85,9 +85,8 @@ def _row_has(vals: dict[str, int], knobs: dict[str, KnobValue]) -> bool:
 def conv_mapping(space: ScheduleSpace, config: Config | dict[str, KnobValue], shift: int = 8, *,
                  skip: tuple[str, ...] = ()) -> Mapping:
     """The mapping of conv2d_packed / dense_packed (module docstring) of `space`'s layer."""
-    layer, hw = space.layer, space.hw
     g, gemm, reset = geometry_row(space, config, skip)
-    geo = geometry(layer, hw)
+    geo = space._geo  # `mapping.batch.geometry(layer, hw)`, built once with the space
     ont, hnt = g["oc_nthread"], g["h_nthread"]
     nh, nco = g["h_tiles"] // hnt, g["co_tiles"] // ont
     loops = (Loop("b", "b", g["b_tiles"]), Loop("h", "h", nh), Loop("co", "co", nco),
