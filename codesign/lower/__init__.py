@@ -16,7 +16,7 @@ import numpy as np
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
-from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, classes, emit
+from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.legality import violations
@@ -95,7 +95,8 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
-    loads = max(int(sc[3][:, INP_SPLIT].max()), m.inp_loads)
+    scv = sc[3]
+    loads = max(int(scv[0, INP_SPLIT] if scv.shape[0] == 1 else scv[:, INP_SPLIT].max()), m.inp_loads)
     max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
@@ -172,15 +173,10 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
                                 np.array(places, dtype=np.int64), steady, ring.load.shape[0],
                                 -1 if ring.start is None else ring.start, special)
     rows, counts = _rows(m, pairs, u, sc)
-    block_start = np.zeros(counts.shape[0] + 2, dtype=np.int64)
-    np.cumsum(counts, out=block_start[1:-1])
-    block_start[-1] = block_start[-2] + 3
-    periods = set((sc[1][:, 0] * sc[1][:, 1]).tolist()) | {2, 1}
-    if not steady and ring.start is not None:
-        periods.add(ring.load.shape[0] - ring.start)
-    n_insns = int(counts[pair_class[:-1]].sum()) + 3  # every pair runs its class's block, then the tail
-    return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=n_insns,
-                      periods=np.array(sorted((c for c in periods if c < P), reverse=True), dtype=np.int64))
+    extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
+    block_start, n_insns, periods = block_tail(counts, pair_class, sc[1], P, extra)
+    return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
+                      periods=periods)
 
 
 __all__ = ["Lowered", "PairBlocks", "lower_program", "lower_blocks", "regions", "dram_bases"]

@@ -72,7 +72,7 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     scalars, when every tile size divides): the transfer sizes of a tile come from its row. Last,
     the inner loop table: the loops inside the reduction (`Mapping.inner_loops`, ACC slots)."""
     g, t = m.geo, m.tile
-    fused = {}  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none: 0)
+    fused = _NO_FUSED  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none: 0)
     if m.has_bias or m.has_residual:
         fs = fused_slots(m, wgt_depth)
         fused = dict(bias_base=bases[3], res_base=bases[4], id_base=bases[5], bias_sram=fs.bias,

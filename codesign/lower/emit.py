@@ -388,3 +388,36 @@ def classes(P, hc, h_place, wc, w_place, cc, c_place, places, steady, m, ring_st
         pair_class[j] = block[codes[j]]
     pair_class[P] = n_blocks
     return members[:n_blocks].copy(), pair_class
+
+
+@njit(cache=True)
+def block_tail(counts, pair_class, loops, P, extra):  # pragma: no cover - compiled
+    """The rest of `lower.PairBlocks` from the row count of each block (`emit`): (block_start,
+    instructions of the full program, fast-forward periods). Block b starts at the sum of the
+    counts before it, the tail block (3 rows) last; every pair runs its class's block, then the
+    tail. Periods: each pair loop's extent x place value, 2, 1 and `extra` (> 0: the ring's period),
+    those below P, distinct, largest first."""
+    nb = counts.shape[0]
+    block_start = np.zeros(nb + 2, np.int64)
+    acc = 0
+    for b in range(nb):
+        acc += counts[b]
+        block_start[b + 1] = acc
+    block_start[nb + 1] = acc + 3
+    n_insns = 3
+    for j in range(pair_class.shape[0] - 1):
+        n_insns += counts[pair_class[j]]
+    cand = np.empty(loops.shape[0] + 3, np.int64)
+    for i in range(loops.shape[0]):
+        cand[i] = loops[i, 0] * loops[i, 1]
+    cand[loops.shape[0]] = 2
+    cand[loops.shape[0] + 1] = 1
+    cand[loops.shape[0] + 2] = extra
+    cand = np.sort(cand)[::-1]
+    periods = np.empty(cand.shape[0], np.int64)
+    n = 0
+    for c in cand:
+        if 0 < c < P and (n == 0 or periods[n - 1] != c):
+            periods[n] = c
+            n += 1
+    return block_start, n_insns, periods[:n].copy()
