@@ -151,6 +151,9 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
+_NO_PAIRS = np.zeros(0, dtype=np.int64)  # no special pairs (read only by `emit.classes`)
+
+
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
     the cost does not grow with the number of tiles."""
@@ -163,12 +166,13 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     # an axis walked inside the reduction (`Mapping.inner_loops`) is alike in every pair: one class
     h_loop, w_loop, co_loop = (axes.index(a) if a in axes else -1 for a in ("h", "w", "co"))
     hc, wc, cc = pad_classes(sc[0], sc[3], sc[1], sc[2], h_loop, w_loop, co_loop)
-    placed = sc[0][[INP_PLACE, WGT_PLACE]].tolist()
-    places = [p for p in placed if p]  # operands loaded outside the reduction
+    scalars = sc[0]
+    places = [p for p in (int(scalars[INP_PLACE]), int(scalars[WGT_PLACE])) if p]  # loaded outside the reduction
     # edge tiles: the pairs that load a kernel first are their own classes
     special = (np.unique(u.first_pair[u.first]) if m.edges is not None and not m.uop_preload
-               else np.zeros(0, dtype=np.int64))
-    place = [int(sc[1][lp, 1]) if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
+               else _NO_PAIRS)
+    table = sc[1].tolist()
+    place = [table[lp][1] if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
     pairs, pair_class = classes(P, hc, place[0], wc, place[1], cc, place[2],
                                 np.array(places, dtype=np.int64), steady, ring.load.shape[0],
                                 -1 if ring.start is None else ring.start, special)

@@ -20,6 +20,7 @@ from codesign.lower.access import AXIS, loop_table
 from codesign.lower.emit import pair_order, pair_uses
 from codesign.mapping.batch import Kernel
 from codesign.mapping.edges import CI_BIT, PAIR_BITS
+from codesign.mapping.lazy import lazy
 from codesign.mapping.mapping import Mapping, fused_slots
 
 
@@ -114,6 +115,10 @@ class Ring:
     def steady(self, n_pairs: int) -> bool:
         """No pair after the first reloads a kernel (the rows pairs >= 1 use load nothing; row
         0 is one of them only when the period starts at pair 0, and pair 0 always loads)."""
+        return self._steady
+
+    @lazy  # a ring is shared by the configs whose plans agree (`_ring_plan`)
+    def _steady(self) -> bool:
         return self.start != 0 and not self.load[1:].any()
 
 

@@ -66,10 +66,15 @@ def geometry_row(space: ScheduleSpace, config: Config | dict[str, KnobValue],
     table = _table(space)
     index = getattr(config, "index", None)
     # A Config from another space could carry a stale index: use it only if its row has the knobs.
-    if table is None or index is None or not 0 <= index < space.size or not _row_has(table.row(int(index)), knobs):
+    row = None
+    if table is not None and index is not None and 0 <= index < space.size:
+        row = table.row(int(index))
+        if not _row_has(row, knobs):
+            row = None
+    if row is None:
         index = space.from_knobs(knobs).index
     if table is not None and space.is_valid(int(index)):
-        return (table.row(int(index)), *table.kernels(int(index)))
+        return (table.row(int(index)) if row is None else row, *table.kernels(int(index)))
     ta = space.mapping_batch(np.array([index], dtype=np.int64))
     why = first_failure(ta, skip=skip)
     if why is not None:
