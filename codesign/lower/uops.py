@@ -122,7 +122,7 @@ class Ring:
         return self.start != 0 and not self.load[1:].any()
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)  # keyed by threads, steps, ACC slots...: a space's configs need many
 def use_order(T: int, K: int, G: int, E: int, R: int = 0, n_pre: int = -1, C: int = 1, L: int = 1,
               early: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(kernel of each compute instruction of a pair, in program order; the kernels in first-use

@@ -198,7 +198,11 @@ class Mapping:
         return DEPENDS[operand]
 
     def pattern(self, operand: str) -> Dma:
-        return dict(self.dma)[operand]
+        return self._patterns[operand]
+
+    @lazy
+    def _patterns(self) -> dict[str, Dma]:
+        return dict(self.dma)
 
     @lazy
     def inp_loads_per_thread(self) -> int:

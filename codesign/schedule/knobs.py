@@ -58,15 +58,45 @@ class Knob:
                 isinstance(v, int) and not isinstance(v, bool) for v in value)
             if ok:
                 outer, inner = value
-                for pos, (c_outer, c_inner) in enumerate(self.candidates):
-                    if inner == c_inner and outer in (-1, c_outer):
+                for pos, c_outer in self._by_inner.get(inner, ()):
+                    if outer in (-1, c_outer):
                         return pos
+        elif type(value) is int:  # the usual value: a lookup (the first equal candidate, as the scan)
+            pos = self._by_value.get(value)
+            if pos is not None:
+                return pos
         else:
             for pos, cand in enumerate(self.candidates):
                 if value == cand and not isinstance(value, bool):
                     return pos
         allowed = ", ".join(str(list(c)) if self.kind == "sp" else str(c) for c in self.candidates)
         raise ConfigError(f"knob {self.name}={value!r} is not a candidate; allowed: {allowed}")
+
+    @property
+    def _by_value(self) -> dict[Any, int]:
+        """An "ot" knob's position of each hashable candidate (its first)."""
+        table = self.__dict__.get("_value_table")
+        if table is None:
+            table = {}
+            for pos, cand in enumerate(self.candidates):
+                try:
+                    table.setdefault(cand, pos)
+                except TypeError:  # an unhashable candidate: found by `position`'s scan
+                    pass
+            self.__dict__["_value_table"] = table
+        return table
+
+    @property
+    def _by_inner(self) -> dict[int, tuple[tuple[int, int], ...]]:
+        """A split knob's (position, outer) of its candidates by inner factor, in candidate order
+        (`position` is called per knob of every evaluated config: a lookup, not a scan)."""
+        table = self.__dict__.get("_inner_table")
+        if table is None:
+            acc: dict[int, list[tuple[int, int]]] = {}
+            for pos, (c_outer, c_inner) in enumerate(self.candidates):
+                acc.setdefault(c_inner, []).append((pos, c_outer))
+            table = self.__dict__["_inner_table"] = {k: tuple(v) for k, v in acc.items()}
+        return table
 
 
 def split_extents(layer: Layer, hw: HwConfig) -> dict[str, int]:

@@ -50,10 +50,13 @@ _TABLE_MAX = 1 << 15  # spaces up to this size (ResNet-18: <= ~2.3k) are tabulat
 
 
 @lru_cache(maxsize=64)  # a few MB each at most; keyed by the (cached, long-lived) space object
-def _table(space: ScheduleSpace) -> MappingBatch | None:
+def geometry_table(space: ScheduleSpace) -> MappingBatch | None:
+    """`space.mapping_batch` of every config of a space up to `_TABLE_MAX` (None above): its
+    validity mask and every config's geometry row are read from it."""
     if space.size > _TABLE_MAX:
         return None
     return space.mapping_batch(np.arange(space.size, dtype=np.int64))
+
 
 
 def geometry_row(space: ScheduleSpace, config: Config | dict[str, KnobValue],
@@ -63,7 +66,7 @@ def geometry_row(space: ScheduleSpace, config: Config | dict[str, KnobValue],
     candidate is a ConfigError naming the allowed values, a config breaking a validity rule
     (`codesign.schedule.validity`, rules named in `skip` aside) an InvalidSchedule naming it."""
     knobs = knob_dict(config)
-    table = _table(space)
+    table = geometry_table(space)
     index = getattr(config, "index", None)
     # A Config from another space could carry a stale index: use it only if its row has the knobs.
     row = None
@@ -137,4 +140,4 @@ def template_mapping(space: ScheduleSpace, view: ScheduleSpace, config: Config |
     return replace(m, gemm=Kernel.from_uops(uops))
 
 
-__all__ = ["conv_mapping", "geometry_row", "knob_dict", "template_mapping"]
+__all__ = ["conv_mapping", "geometry_row", "geometry_table", "knob_dict", "template_mapping"]

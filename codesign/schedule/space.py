@@ -20,7 +20,7 @@ from codesign.schedule import templates
 from codesign.schedule.features import config_features
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, Knob, index_of, make_knobs, positions_of
-from codesign.schedule.producer import template_mapping
+from codesign.schedule.producer import geometry_table, template_mapping
 from codesign.schedule.validity import first_failure, valid_mask
 from codesign.schedule.vta_space import VtaSpace
 from codesign.workloads.layers import Layer
@@ -54,7 +54,10 @@ class ScheduleSpace(KnobSpace):
     def valid_mask(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Boolean validity of `indices` (default: the whole space, in index order)."""
         idx = np.arange(self.size, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64)
-        t = self.mapping_batch(idx)
+        # the whole space (`valid_indices`): the producer's table of it, built once for both
+        whole = idx.size == self.size and (self.size == 0 or (idx[0] == 0 and bool((np.diff(idx) == 1).all())))
+        t = geometry_table(self) if whole else None
+        t = self.mapping_batch(idx) if t is None else t
         return valid_mask(t) & templates.mask(self.layer, t)
 
     # -- the producer ------------------------------------------------------------------------------
