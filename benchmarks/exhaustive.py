@@ -36,7 +36,11 @@ its stage costs, each timed again after it: the mapping (`schedule.vta.producer`
 the space's shared caches warm), the lowering to blocks, the cycle model; what the mean has beyond
 their sum is what a first evaluation builds once and keeps (the sample's batch, edge tile variants,
 kernel orders) and `measure`'s glue); target
->= 6,000 evaluations per CPU-second (`VTA_TARGET`). `--vta-sample 0` leaves it out.
+>= 6,000 evaluations per CPU-second (`VTA_TARGET`). `block_rows` says where its mean goes: the rows
+of each schedule's block program (`lower_blocks`), the share of schedules above `LONG_BLOCKS` rows,
+their share of the CPU time and the rate without them (the emitter and the cycle model work row by
+row within a pair; long ones are a pair of many reduction steps and ACC slots). `--vta-sample 0`
+leaves it out.
 
 Prints one JSON object. Usage: `python benchmarks/exhaustive.py [--hw pynq_1x16 pynq_4x8]
 [--repeats 3] [--schedules autotvm|vta] [--paths space tune tune_records] [--layers 0,3,5,8]
@@ -72,6 +76,7 @@ from codesign.workloads import Conv2D, get_workload  # noqa: E402
 
 TARGET = 5000  # evaluations per CPU-second, issue 21 §4
 VTA_TARGET = 6000  # the vta family's timing fast path, evaluations per CPU-second (issue 35 §4)
+LONG_BLOCKS = 5000  # block-program rows above which a vta schedule counts as long (`block_rows`)
 # `codesign.tune.exhaustive` the module (the package re-exports a function of that name)
 _exhaustive = importlib.import_module("codesign.tune.exhaustive")
 _space_mod = importlib.import_module("codesign.schedule.space")
@@ -157,7 +162,7 @@ def _vta_fast_path(jobs, n: int, repeats: int) -> dict:
     from codesign.tune.env import sample_valid_pool
 
     params = timing.default_params()
-    whole, mapping, lowering, model = [], [], [], []
+    whole, mapping, lowering, model, rows = [], [], [], [], []
     for layer, hw in jobs:
         space = get_space(layer, hw, "vta")
         view = SpaceView(space)
@@ -178,12 +183,21 @@ def _vta_fast_path(jobs, n: int, repeats: int) -> dict:
                 best = [min(x, y / 1e3) for x, y in zip(best, (c1 - c0, c2 - c1, c3 - c2, c4 - c3))]
             for out, x in zip((whole, mapping, lowering, model), best):
                 out.append(x)
+            rows.append(int(b.rows.shape[0]))
     a = np.asarray(whole)
+    # where the mean goes: the schedules whose block program is long (one pair of many reduction
+    # steps and ACC slots is emitted and timed row by row; the fast-forward skips whole pairs only)
+    r = np.asarray(rows)
+    long = r > LONG_BLOCKS
     return {"schedules": int(a.size), "per_layer": n, "target_evals_per_cpu_s": VTA_TARGET,
             "median_us": float(np.median(a)), "mean_us": float(a.mean()),
             "evals_per_cpu_s_at_mean": 1e6 / float(a.mean()), "meets_target": bool(1e6 / float(a.mean()) >= VTA_TARGET),
             "cost_us_per_eval": {"mapping": float(np.mean(mapping)), "lowering": float(np.mean(lowering)),
-                                 "cycle_model": float(np.mean(model))}}
+                                 "cycle_model": float(np.mean(model))},
+            "block_rows": {"median": float(np.median(r)), "mean": float(r.mean()),
+                           f"share_over_{LONG_BLOCKS}": float(long.mean()),
+                           f"cpu_share_over_{LONG_BLOCKS}": float(a[long].sum() / a.sum()),
+                           "evals_per_cpu_s_without_them": 1e6 / float(a[~long].mean()) if (~long).any() else None}}
 
 
 def main(argv: list[str] | None = None) -> int:

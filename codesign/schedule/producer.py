@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSchedule
-from codesign.mapping.batch import Kernel, MappingBatch, inner, transpose_uops
+from codesign.mapping.batch import Kernel, MappingBatch, transpose_uops
 from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule.indexed import KnobSpace
 from codesign.schedule.knobs import Config, KnobValue
@@ -86,7 +86,11 @@ def geometry_row(space: ScheduleSpace, config: Config | dict[str, KnobValue],
 
 
 def _row_has(vals: dict[str, int], knobs: dict[str, KnobValue]) -> bool:
-    return all(inner(v) == vals[name] for name, v in knobs.items() if name in vals)
+    for name, v in knobs.items():  # a plain loop: this runs per evaluated config
+        x = vals.get(name)
+        if x is not None and x != (int(v[-1]) if isinstance(v, (list, tuple)) else int(v)):
+            return False
+    return True
 
 
 # -- the producers -------------------------------------------------------------------------------
