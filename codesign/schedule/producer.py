@@ -94,6 +94,11 @@ def _row_has(vals: dict[str, int], knobs: dict[str, KnobValue]) -> bool:
 
 
 # -- the producers -------------------------------------------------------------------------------
+@lru_cache(maxsize=4096)  # a space's configs repeat few loops; a Loop is frozen, so they share one
+def _loop(name: str, axis: str, extent: int, scale: int = 1) -> Loop:
+    return Loop(name, axis, extent, scale)
+
+
 def conv_mapping(space: ScheduleSpace, config: Config | dict[str, KnobValue], shift: int = 8, *,
                  skip: tuple[str, ...] = ()) -> Mapping:
     """The mapping of conv2d_packed / dense_packed (module docstring) of `space`'s layer."""
@@ -101,19 +106,20 @@ def conv_mapping(space: ScheduleSpace, config: Config | dict[str, KnobValue], sh
     geo = space._geo  # `mapping.batch.geometry(layer, hw)`, built once with the space
     ont, hnt = g["oc_nthread"], g["h_nthread"]
     nh, nco = g["h_tiles"] // hnt, g["co_tiles"] // ont
-    loops = (Loop("b", "b", g["b_tiles"]), Loop("h", "h", nh), Loop("co", "co", nco),
-             Loop("w", "w", g["w_tiles"]), Loop("k", "ci", g["ci_steps"]))
+    loops = (_loop("b", "b", g["b_tiles"]), _loop("h", "h", nh), _loop("co", "co", nco),
+             _loop("w", "w", g["w_tiles"]), _loop("k", "ci", g["ci_steps"]))
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("oc_nthread", ont), ("h_nthread", hnt), ("hin_t", tile.hin), ("win_t", tile.win))
     return Mapping(
         geo=geo, tile=tile, loops=loops,
-        vthreads=(Loop("ht", "h", hnt, scale=nh), Loop("ot", "co", ont, scale=nco)),
+        vthreads=(_loop("ht", "h", hnt, nh), _loop("ot", "co", ont, nco)),
         residency=(("inp", "k"), ("wgt", "k"), ("out", "w")),
         gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
-        dma=tuple((op, Dma(g[f"{kind}_y_size"], g[f"{kind}_x_size"], g[f"{kind}_x_stride"]))
-                  for op, kind in (("inp", "inp"), ("wgt", "wgt"), ("out", "store"))),
+        dma=(("inp", Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])),
+             ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
+             ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=geo.ci, co_per_group=geo.co, info=info)
 
 
