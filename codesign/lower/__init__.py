@@ -19,6 +19,7 @@ from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, 
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
+from codesign.mapping.edges import Edges
 from codesign.mapping.legality import violations
 from codesign.mapping.mapping import SOURCES, AluOp, Mapping, fused_slots
 from codesign.vta import isa
@@ -100,8 +101,9 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
     out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
-    tiles = [(m.gemm, m.reset)] + ([(e.gemm, e.reset) for e in m.edges.variants[1:]] if m.edges is not None else [])
-    kern = np.array([[_loop_fields(k) for k in pair] for pair in tiles], dtype=np.int64)
+    kern = np.array([[_loop_fields(m.gemm), _loop_fields(m.reset)]], dtype=np.int64)
+    if m.edges is not None:
+        kern = np.concatenate([kern, _variant_kernels(m.edges)])
     epi = _epilogue(m.epilogue)
     uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
     counts = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
@@ -116,6 +118,17 @@ def _loop_fields(k: Kernel) -> list[int]:
     if row is None:
         row = k.__dict__["_loop_fields"] = [getattr(k, f) for f in LOOP_FIELDS]
     return row
+
+
+def _variant_kernels(edges: Edges) -> np.ndarray:
+    """(V - 1, 2, fields) loop fields of the GEMM and reset kernels of the edge tile variants 1..V-1,
+    kept on the `Edges` (shared by the configs of a space that run the same variants)."""
+    kern = edges.__dict__.get("_variant_kernels")
+    if kern is None:
+        kern = edges.__dict__["_variant_kernels"] = np.array(
+            [[_loop_fields(e.gemm), _loop_fields(e.reset)] for e in edges.variants[1:]],
+            dtype=np.int64).reshape(len(edges.variants) - 1, 2, len(LOOP_FIELDS))
+    return kern
 
 
 @lru_cache(maxsize=64)

@@ -27,6 +27,7 @@ from operator import itemgetter
 import numpy as np
 from numba import njit
 
+from codesign.mapping.edges import Edges
 from codesign.mapping.mapping import Loop, Mapping, fused_slots, inner_products
 
 AXIS = {"b": 0, "h": 1, "co": 2, "w": 3, "ci": 4}
@@ -108,10 +109,21 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
         sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
         scv = np.repeat(sc[None, :], len(m.edges.variants), axis=0)
         # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
-        scv[:, _VARIANT_AT] = [(e.tile.hin, e.tile.win, *e.inp, *e.wgt, *e.out, e.inp_loads, e.tile.ci,
-                                C * t.acc_sram if C > 1 else e.tile.acc_sram, e.tile.co, e.tile.h * e.tile.w)
-                               for e in m.edges.variants]
+        scv[:, _VARIANT_AT] = _variant_rows(m.edges, C, t.acc_sram)
     return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
+
+
+def _variant_rows(edges: Edges, C: int, acc_sram: int) -> np.ndarray:
+    """The `VARIANT` scalars of each edge tile variant (rows of the variant table), kept on the
+    `Edges` (shared by the configs of a space that run the same variants)."""
+    kept = edges.__dict__.setdefault("_variant_rows", {})
+    rows = kept.get((C, acc_sram))
+    if rows is None:
+        rows = kept[C, acc_sram] = np.array(
+            [(e.tile.hin, e.tile.win, *e.inp, *e.wgt, *e.out, e.inp_loads, e.tile.ci,
+              C * acc_sram if C > 1 else e.tile.acc_sram, e.tile.co, e.tile.h * e.tile.w) for e in edges.variants],
+            dtype=np.int64)
+    return rows
 
 
 #: the fused epilogue's scalars, 0 without one
