@@ -112,6 +112,56 @@ LEARNED_MIN_BUDGET = 64
 LEARNED_SEARCH = "xgb"
 
 
+#: The learned family stage first spends this many measurements per layer on the ranked local search
+#: from the template optimum (what a sweep trial does), then the learned search, which has observed
+#: them (and the template stage): its model starts from the kernel-knob moves local finds in a few
+#: measurements, where it would otherwise spend its first rounds near random (module doc, `LocalThenLearned`).
+LOCAL_FIRST = 24
+
+
+class LocalThenLearned(Tuner):
+    """The family stage from `LEARNED_MIN_BUDGET` on: `local` (ranked) for the first `first`
+    measurements, then `learned`. Both observe every result; only `learned` is warm-started with the
+    template stage's results (local's centres are the family stage's own measurements, as in a sweep
+    trial)."""
+
+    def __init__(self, local: Tuner, learned: Tuner, first: int = LOCAL_FIRST) -> None:
+        super().__init__(learned.space, learned.seed, view=learned.view)
+        self.local, self.learned, self.first = local, learned, int(first)
+        self.name = learned.name
+        self._measured = 0  # family measurements observed so far
+
+    @property
+    def in_local(self) -> bool:
+        return self._measured < self.first
+
+    @property
+    def batch_size(self) -> int:  # type: ignore[override]
+        return self.local.batch_size if self.in_local else self.learned.batch_size
+
+    def set_task(self, layer: Layer, hw: HwConfig) -> None:
+        self.local.set_task(layer, hw)
+        self.learned.set_task(layer, hw)
+
+    def propose(self, n: int) -> list[Config]:
+        if self.in_local:
+            return self.local.propose(min(n, self.first - self._measured))
+        return self.learned.propose(n)
+
+    def observe(self, results: Sequence[MeasureResult]) -> None:
+        super().observe(results)
+        self._measured += sum(1 for r in results if r.measured)
+        self.local.observe(results)
+        self.learned.observe(results)
+
+    def warm_start(self, results: Sequence[MeasureResult]) -> None:
+        Tuner.observe(self, results)  # known, not measured here: the local phase's count is unchanged
+        self.learned.warm_start(results)
+
+    def transfer(self, records: Sequence[Any]) -> None:
+        self.learned.transfer(records)
+
+
 def family_search(budget: int) -> str | None:
     """`auto`'s family stage for `budget` measurements per layer: the learned search
     (`LEARNED_SEARCH`) from `LEARNED_MIN_BUDGET` on, else None (`local`)."""
@@ -125,7 +175,7 @@ def search_name(learned: str | None) -> str:
 
 def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *, budget: int,
                              seed: int = 0, policy: str = "gain", on_round: Callable[[int, int], Any] | None = None,
-                             learned: str | None = None) -> list[TuneResult]:
+                             learned: str | None = None, local_first: int = LOCAL_FIRST) -> list[TuneResult]:
     """Both stages over `layers` (with their weights: occurrences); results in their order.
     `learned`: the family stage's search is `auto`'s learned search instead of `local`
     ("auto": the shipped agent where it matches, else XGBoost, `auto.learned_tuner`; or a tuner
@@ -142,8 +192,11 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
             view = SpaceView(space, enumerate_limit=0)
             tuner: Tuner = LocalTuner(space, seed + k, view=view, ranked=True, tilings=fastest_tilings(space, res))
         else:  # sampled, never listed (`SpaceView`, `VtaSpace.sample_valid`)
-            tuner = learned_tuner(space, SpaceView(space), layer, hw, seed + k,
-                                  learned=None if learned == "auto" else learned)[0]
+            view = SpaceView(space)
+            model = learned_tuner(space, view, layer, hw, seed + k, learned=None if learned == "auto" else learned)[0]
+            tuner = model if local_first <= 0 else LocalThenLearned(
+                LocalTuner(space, seed + k, view=view, ranked=True, tilings=fastest_tilings(space, res)),
+                model, local_first)
         run = make_run(layer, k, FAMILY, tuner, budget, template_seed(space, res.best))
         if learned is not None:
             tuner.warm_start(as_family(space, res.history))
