@@ -10,8 +10,9 @@
    neighbourhood search, its moves ranked before any is timed: `codesign.tune.rank`, with the
    template stage's fastest tilings to transplant onto) with `budget` measurements per layer,
    shared by the task scheduler — or,
-   from `LEARNED_MIN_BUDGET` measurements per layer on, the learned search (`family_search`),
-   which observes the template stage's results first.
+   from `LEARNED_MIN_BUDGET` measurements per layer on, that ranked local search for the first
+   `LOCAL_FIRST` of them, then the learned search (`family_search`, `LocalThenLearned`), which has
+   observed the template stage's results and the local search's measurements.
 
 The result of a layer is the faster of both stages, so it is never worse than the template's
 best, and the family costs the template's measurements plus `budget` per layer: neither the
@@ -179,7 +180,8 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
     """Both stages over `layers` (with their weights: occurrences); results in their order.
     `learned`: the family stage's search is `auto`'s learned search instead of `local`
     ("auto": the shipped agent where it matches, else XGBoost, `auto.learned_tuner`; or a tuner
-    name), which observes every template result of its layer (as the family's points) first."""
+    name), which observes every template result of its layer (as the family's points) first, after
+    `local_first` measurements per layer of the ranked local search (0: the learned search alone)."""
     weights = [count for _layer, count in layers]
     first = [make_run(layer, k, TEMPLATE_FAMILY, "auto", None, ()) for k, (layer, _c) in enumerate(layers)]
     done = TaskScheduler(first, weights, policy=policy, on_round=on_round).run()
@@ -205,5 +207,5 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
     return [combine(a, b) for a, b in zip(done, found)]
 
 
-__all__ = ["FAMILY", "LEARNED_MIN_BUDGET", "SEARCH", "as_family", "combine", "family_search", "search_name",
-           "template_seed", "tune_template_then_local"]
+__all__ = ["FAMILY", "LEARNED_MIN_BUDGET", "LOCAL_FIRST", "SEARCH", "LocalThenLearned", "as_family", "combine",
+           "family_search", "search_name", "template_seed", "tune_template_then_local"]
