@@ -65,9 +65,9 @@ be exported with `codesign export autotvm`.
 tuners:  auto    (default) on the vta family: template+local -- the template's schedules first
                  (as auto on autotvm), then --budget measurements per layer of local search
                  (best-first neighbours) from the template optimum's point of the family: never
-                 worse than the template; with --budget 64 or more (as the default --budget) the learned
-                 search (xgb) instead of local, seeded with the template's results
-                 ("template+xgb"). On autotvm: every valid schedule when valid schedules x
+                 worse than the template; with --budget 64 or more (as the default --budget) the
+                 first 24 of them local, then the learned search (xgb), seeded with the template's
+                 results and those 24 ("template+xgb"). On autotvm: every valid schedule when valid schedules x
                  the measured cost of one measurement fit --exhaustive-budget seconds, else
                  the pretrained agent shipped in
                  sim/agents/ (a measurement on a board costs seconds), or xgb, within --budget
