@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from table_runs import table_make_run
 
 from codesign.hw.config import HwConfig
 from codesign.schedule import get_space
 from codesign.schedule.vta_space import VtaSpace
 from codesign.tune import TableRunner, exhaustive_table, tune_layer
-from codesign.tune.loop import TaskRun
 from codesign.tune.task import make_task
 from codesign.tune.template_local import as_family, tune_template_then_local
 from codesign.tune.view import ENUMERATE_LIMIT
@@ -58,13 +58,7 @@ def test_auto_on_a_vta_space_estimates_it_times_the_template_then_learns_without
 def test_template_plus_learned_observes_the_template_results_and_is_never_worse(table):
     tables = {"autotvm": exhaustive_table(LAYER, HW, family="autotvm"), "vta": table}
     made = []
-
-    def make_run(layer, k, family, tuner, budget, first):  # noqa: ANN001, ANN202 - template_local.MakeRun
-        extra = {"time_budget_s": 10.0} if tuner == "auto" else {}
-        task = make_task(layer, HW, tuner, k, family=family, **extra)
-        made.append(task)
-        return TaskRun(task, budget=budget, seed=k, runner=TableRunner(tables[family], cost_s=0.001))
-
+    make_run = table_make_run(tables, HW, made)
     res = tune_template_then_local([(LAYER, 1)], HW, make_run, budget=6, seed=0, learned="xgb")[0]
     template_best = min(s for s, _ in tables["autotvm"].values())
     learner = made[-1].tuner

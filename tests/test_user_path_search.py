@@ -6,11 +6,10 @@ template stage and those measurements (`template_local.LocalThenLearned`)."""
 from __future__ import annotations
 
 import pytest
+from table_runs import table_make_run
 
 from codesign.hw.config import HwConfig
-from codesign.tune import TableRunner, exhaustive_table
-from codesign.tune.loop import TaskRun
-from codesign.tune.task import make_task
+from codesign.tune import exhaustive_table
 from codesign.tune.template_local import LocalThenLearned, tune_template_then_local
 from codesign.workloads import parse_layer
 
@@ -27,13 +26,7 @@ def tables():
 
 def _search(tables, budget, learned, local_first=0):  # noqa: ANN001, ANN202
     made = []
-
-    def make_run(layer, k, family, tuner, budget, first):  # noqa: ANN001, ANN202 - template_local.MakeRun
-        extra = {"time_budget_s": 10.0} if tuner == "auto" else {}
-        task = make_task(layer, HW, tuner, k, family=family, **extra)
-        made.append(task)
-        return TaskRun(task, budget=budget, seed=k, runner=TableRunner(tables[family], cost_s=0.001))
-
+    make_run = table_make_run(tables, HW, made)
     res = tune_template_then_local([(LAYER, 1)], HW, make_run, budget=budget, seed=0, learned=learned,
                                    local_first=local_first)[0]
     return res, made
