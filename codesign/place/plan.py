@@ -818,4 +818,22 @@ def choose_layers(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | 
     return {layer: sum(groups_.values()) for layer, groups_ in asked.items()}
 
 
-__all__ = ["Step", "Plan", "plan_network", "choose_layers", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]
+def layer_alternatives(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> list[dict[Layer, int]]:
+    """The forms each conv/linear/matmul group asks `choose` about (`choose_layers`' probe, per
+    group): one {layer: calls} per group, in plan order. A group with 2+ forms (the stem as a direct
+    conv and through space-to-depth, a matmul's entries or grouped form) runs one of them, so a search
+    may spend little on a form another form of every group asking for it clearly beats
+    (`codesign.tune.template_local`)."""
+    board = board if isinstance(board, Board) else Board.named(board)
+    asked: dict[str, dict[Layer, int]] = {}
+
+    def probe(layer: Layer) -> tuple[Config, float]:
+        asked.setdefault(planner.group, {})[layer] = planner.calls
+        raise CodesignError("probe: layers only")
+
+    planner = _Planner(net, HwConfig.resolve(hw), board, probe)
+    planner.run()
+    return list(asked.values())
+
+
+__all__ = ["Step", "Plan", "plan_network", "choose_layers", "layer_alternatives", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -30,6 +30,7 @@ from codesign.network.graph import Network
 from codesign.pareto import design_point
 from codesign.pareto.objectives import OBJECTIVES
 from codesign.place import choose_layers, plan_network
+from codesign.place.plan import layer_alternatives
 from codesign.place.refine import Chosen, refine
 from codesign.schedule.knobs import Config, plain_knobs
 from codesign.schedule.space import ScheduleSpace
@@ -179,7 +180,8 @@ def transfer_configs(layer: Layer, hw: HwConfig, space: ScheduleSpace, records: 
 
 
 def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTuning, *, writer: Any,
-              records: list[MeasureRecord], seen: _Measured | None = None) -> list[TuneResult]:
+              records: list[MeasureRecord], seen: _Measured | None = None,
+              alternatives: Sequence[Mapping[Layer, int]] = ()) -> list[TuneResult]:
     """Inner tuning of the layers (with their counts) by the default search's one loop
     (`codesign.tune.search.Search.tune`: `auto` on the vta family is template+local, every other
     tuner one task per layer under the task scheduler); each layer's run gets the transfer from
@@ -193,7 +195,7 @@ def _tune_all(layers: Sequence[tuple[Layer, int]], hw: HwConfig, tuning: InnerTu
         done[k] = done.get(k, 0) + made
         return run
 
-    results = tuning.search().tune(layers, hw, make_run)
+    results = tuning.search().tune(layers, hw, make_run, alternatives=alternatives)
     for k, res in enumerate(results):
         res.measurements += done.get(k, 0)
     return results
@@ -381,12 +383,14 @@ class LayerTuner:
             self.tune_all([(layer, 1)])
         return self.results[layer]
 
-    def tune_all(self, layers: Sequence[tuple[Layer, int]]) -> None:
+    def tune_all(self, layers: Sequence[tuple[Layer, int]], alternatives: Sequence[Mapping[Layer, int]] = ()) -> None:
         """Tune the layers not tuned yet together (with their counts per batch): the task
-        scheduler spends their measurements where the expected gain is largest."""
+        scheduler spends their measurements where the expected gain is largest (`alternatives`:
+        the plan groups' forms, `Search.tune`)."""
         todo = [(layer, count) for layer, count in layers if layer not in self.results]
         for (layer, _count), res in zip(todo, _tune_all(todo, self.hw, self.tuning, writer=self.records,
-                                                         records=self.warm, seen=self.seen)):
+                                                         records=self.warm, seen=self.seen,
+                                                         alternatives=alternatives)):
             self.measurements += int(res.measurements)
             best = _best_measurement(layer, self.hw, res, self.tuning.params) if res.best is not None else None
             self.results[layer] = (res, best)
@@ -485,7 +489,8 @@ def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resou
 
     # Every layer the plan will ask about, tuned as one task set: the scheduler spends the learned
     # layers' measurements where they save the most per request (weights: occurrences per request).
-    tuner.tune_all(list(choose_layers(network, hw, board).items()))
+    # (a form its group's other form clearly beats at the template stage gets no family stage)
+    tuner.tune_all(list(choose_layers(network, hw, board).items()), layer_alternatives(network, hw, board))
     # Each fused op on the fastest of the layer's measured schedules for its own epilogue: the plan
     # `codesign run --records` makes of this trial's records (place.refine).
     plan, _chosen = refine(plan_network(network, hw, board, choose), _TrialChooser(hw, tuner, tuner.seen))

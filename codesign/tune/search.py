@@ -27,6 +27,7 @@ from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
 from codesign.network.graph import Network
 from codesign.place import choose_layers
+from codesign.place.plan import layer_alternatives
 from codesign.schedule.knobs import FAMILIES, Config
 from codesign.tune import template_local
 from codesign.tune.auto import DEFAULT_EXHAUSTIVE_S
@@ -123,8 +124,14 @@ class Search:
         return None if task.tuner.name in ("auto", "exhaustive") and not self.cap else self.budget
 
     def tune(self, layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *,
-             on_round: Callable[[int, int], Any] | None = None) -> list[TuneResult]:
-        """Tune `layers` (with their occurrences: the scheduler's weights) on `hw`; results in order."""
+             on_round: Callable[[int, int], Any] | None = None,
+             alternatives: Sequence[Mapping[Layer, int]] | None = None) -> list[TuneResult]:
+        """Tune `layers` (with their occurrences: the scheduler's weights) on `hw`; results in order.
+        `alternatives`: the plan groups' forms (`place.plan.layer_alternatives`; default: those
+        `network_layers` attached to `layers`): the two-stage search gives no family stage to a form
+        another form of its group outclasses (`template_local.outclassed`)."""
+        if alternatives is None:
+            alternatives = getattr(layers, "alternatives", ())
         if self.two_stage:
             def stage_run(layer: Layer, k: int, family: str, tuner: str | Tuner, budget: int | None,
                           first: Sequence[Config]) -> TaskRun:
@@ -133,7 +140,7 @@ class Search:
 
             return template_local.tune_template_then_local(
                 layers, hw, stage_run, budget=self.budget, seed=self.seed, policy=self.policy, on_round=on_round,
-                learned=template_local.family_search(self.budget))
+                learned=template_local.family_search(self.budget), alternatives=alternatives)
         runs = []
         for k, (layer, _count) in enumerate(layers):
             task = self.task(layer, hw, k)
@@ -141,13 +148,24 @@ class Search:
         return TaskScheduler(runs, [count for _layer, count in layers], policy=self.policy, on_round=on_round).run()
 
 
-def network_layers(network: Network, hw: HwConfig, board: Board | str | None = None) -> list[tuple[Layer, int]]:
+class PlanLayers(list):
+    """`network_layers`' list of (layer, occurrences), with the plan groups' forms (`alternatives`,
+    `place.plan.layer_alternatives`) that `Search.tune` reads when given none."""
+
+    alternatives: list[dict[Layer, int]]
+
+
+def network_layers(network: Network, hw: HwConfig, board: Board | str | None = None) -> PlanLayers:
     """The layers a network's plan asks VTA about on `hw` (`place.choose_layers`: every VTA form of
     every conv/linear/matmul group whose epilogue VTA can run — the stem through space-to-depth, the
-    padded dense, ...), with their occurrences per request, in plan order."""
+    padded dense, ...), with their occurrences per request, in plan order; `.alternatives`: each
+    group's forms."""
     hw = HwConfig.resolve(hw)
-    return list(choose_layers(network, hw, board if board is not None else Board.for_target(hw.TARGET)).items())
+    board = board if board is not None else Board.for_target(hw.TARGET)
+    out = PlanLayers(choose_layers(network, hw, board).items())
+    out.alternatives = layer_alternatives(network, hw, board)
+    return out
 
 
-__all__ = ["DEFAULT_SCHEDULES", "DEFAULT_TUNER", "MakeRun", "POLICY", "RL_TUNERS", "SWEEP_BUDGET", "Search",
+__all__ = ["DEFAULT_SCHEDULES", "DEFAULT_TUNER", "MakeRun", "POLICY", "PlanLayers", "RL_TUNERS", "SWEEP_BUDGET", "Search",
            "TEMPLATE_SCHEDULES", "TUNE_BUDGET", "default_schedules", "network_layers"]

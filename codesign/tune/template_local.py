@@ -22,12 +22,14 @@ cost 30-400x a template trial per ResNet-18 network; docs/schedules.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
 from codesign.tune.auto import learned_tuner
+from codesign.tune.env import roofline_seconds
 from codesign.tune.local import LocalTuner
 from codesign.tune.loop import TaskRun, TuneResult
 from codesign.tune.measure import MeasureResult
@@ -174,10 +176,42 @@ def search_name(learned: str | None) -> str:
     return SEARCH if learned is None else f"template+{learned}"
 
 
+#: The most the family stage is taken to gain on a layer over its template optimum: the largest
+#: vta / template-optimum ratio over the zoo's 140 unique layers (172 layer x config rows) is 1.565
+#: (`benchmarks/family_check.py`, docs/schedules.md; the median is 1.02). A form of a group whose
+#: template best / this (or its roofline bound, which no schedule beats) still exceeds another form's
+#: template best could not become the group's choice however its family search went.
+MAX_FAMILY_GAIN = 2.0
+
+
+def outclassed(layers: Sequence[Layer], best: Sequence[float | None], hw: HwConfig,
+               alternatives: Sequence[Mapping[Layer, int]]) -> set[int]:
+    """Positions of `layers` no family search could make their plan group's choice: in every group
+    of `alternatives` ({form: calls} per group) that asks for it, another form's template best x
+    calls is below its reachable floor x calls (the larger of its roofline bound and its template
+    best / `MAX_FAMILY_GAIN`). A layer no group names is never outclassed (`best`: the template
+    stage's best seconds, None when nothing ran)."""
+    seconds = {layer: (math.inf if s is None else float(s)) for layer, s in zip(layers, best)}
+    out = set()
+    for k, layer in enumerate(layers):
+        groups = [g for g in alternatives if layer in g]
+        if not groups or not math.isfinite(seconds[layer]):
+            continue
+        floor = max(seconds[layer] / MAX_FAMILY_GAIN, roofline_seconds(layer, hw) or 0.0)
+        if all(any(other != layer and seconds.get(other, math.inf) * calls < floor * g[layer]
+                   for other, calls in g.items()) for g in groups):
+            out.add(k)
+    return out
+
+
 def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *, budget: int,
                              seed: int = 0, policy: str = "gain", on_round: Callable[[int, int], Any] | None = None,
-                             learned: str | None = None, local_first: int = LOCAL_FIRST) -> list[TuneResult]:
+                             learned: str | None = None, local_first: int = LOCAL_FIRST,
+                             alternatives: Sequence[Mapping[Layer, int]] = ()) -> list[TuneResult]:
     """Both stages over `layers` (with their weights: occurrences); results in their order.
+    `alternatives`: the forms of each plan group ({layer: calls}, `place.plan.layer_alternatives`);
+    a layer another form of its every group outclasses at the template stage (`outclassed`) gets no
+    family stage and keeps its template result, its budget going to the others' shared pool.
     `learned`: the family stage's search is `auto`'s learned search instead of `local`
     ("auto": the shipped agent where it matches, else XGBoost, `auto.learned_tuner`; or a tuner
     name), which observes every template result of its layer (as the family's points) first, after
@@ -185,8 +219,11 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
     weights = [count for _layer, count in layers]
     first = [make_run(layer, k, TEMPLATE_FAMILY, "auto", None, ()) for k, (layer, _c) in enumerate(layers)]
     done = TaskScheduler(first, weights, policy=policy, on_round=on_round).run()
-    second = []
+    skip = outclassed([layer for layer, _c in layers], [r.best_seconds for r in done], hw, alternatives)
+    second, kept = [], [k for k in range(len(layers)) if k not in skip]
     for k, ((layer, _c), res) in enumerate(zip(layers, done)):
+        if k in skip:
+            continue
         space = family_space(layer, hw, FAMILY)
         if learned is None:
             # not enumerated: validity from the mask, index by index (the family has 10^5-10^6 valid
@@ -203,9 +240,13 @@ def tune_template_then_local(layers: Sequence[tuple[Layer, int]], hw: HwConfig, 
         if learned is not None:
             tuner.warm_start(as_family(space, res.history))
         second.append(run)
-    found = TaskScheduler(second, weights, policy=policy, on_round=on_round).run()
-    return [combine(a, b) for a, b in zip(done, found)]
+    scheduler = TaskScheduler(second, [weights[k] for k in kept], policy=policy,
+                              on_round=None if on_round is None else lambda j, made: on_round(kept[j], made))
+    if policy != "even":  # the pool of today's family stage: a skipped layer's share goes to the others
+        scheduler.pool += budget * len(skip)
+    found = dict(zip(kept, scheduler.run()))
+    return [combine(a, found[k]) if k in found else a for k, a in enumerate(done)]
 
 
-__all__ = ["FAMILY", "LEARNED_MIN_BUDGET", "LOCAL_FIRST", "SEARCH", "LocalThenLearned", "as_family", "combine",
-           "family_search", "search_name", "template_seed", "tune_template_then_local"]
+__all__ = ["FAMILY", "LEARNED_MIN_BUDGET", "LOCAL_FIRST", "MAX_FAMILY_GAIN", "SEARCH", "LocalThenLearned", "as_family", "combine",
+           "family_search", "outclassed", "search_name", "template_seed", "tune_template_then_local"]
