@@ -798,32 +798,10 @@ def plan_network(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | s
     return _Planner(net, HwConfig.resolve(hw), board, choose).run()
 
 
-def choose_layers(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> dict[Layer, int]:
-    """The layers `plan_network(net, hw, board, choose)` asks `choose` about (every VTA form of
-    every conv/linear/matmul group whose epilogue VTA can run), each with the number of groups that
-    ask for it (a matmul's per-entry forms once per batch entry): its occurrences per request.
-    What is asked depends on the network and `hw` only, not on the answers, so a caller can tune
-    these layers together before planning (the sweep's task scheduler). Costs one plan with every
-    group on the CPU (no schedule is timed)."""
-    board = board if isinstance(board, Board) else Board.named(board)
-    asked: dict[Layer, dict[str, int]] = {}
-
-    def probe(layer: Layer) -> tuple[Config, float]:
-        asked.setdefault(layer, {})[planner.group] = planner.calls
-        raise CodesignError("probe: layers only")
-
-    planner = _Planner(net, HwConfig.resolve(hw), board, probe)
-    planner.run()
-    # a matmul's group runs its per-entry layer once per batch entry
-    return {layer: sum(groups_.values()) for layer, groups_ in asked.items()}
-
-
-def layer_alternatives(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> list[dict[Layer, int]]:
-    """The forms each conv/linear/matmul group asks `choose` about (`choose_layers`' probe, per
-    group): one {layer: calls} per group, in plan order. A group with 2+ forms (the stem as a direct
-    conv and through space-to-depth, a matmul's entries or grouped form) runs one of them, so a search
-    may spend little on a form another form of every group asking for it clearly beats
-    (`codesign.tune.template_local`)."""
+def _asked(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> dict[str, dict[Layer, int]]:
+    """Per conv/linear/matmul group, in plan order, the layers a plan asks `choose` about with
+    their calls (a matmul's per-entry form once per batch entry): one plan with every group on the
+    CPU, no schedule timed."""
     board = board if isinstance(board, Board) else Board.named(board)
     asked: dict[str, dict[Layer, int]] = {}
 
@@ -833,7 +811,28 @@ def layer_alternatives(net: Network | QuantizedNetwork, hw: HwConfig, board: Boa
 
     planner = _Planner(net, HwConfig.resolve(hw), board, probe)
     planner.run()
-    return list(asked.values())
+    return asked
+
+
+def choose_layers(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> dict[Layer, int]:
+    """The layers `plan_network(net, hw, board, choose)` asks `choose` about (every VTA form of
+    every conv/linear/matmul group whose epilogue VTA can run), each with the number of groups that
+    ask for it (a matmul's per-entry forms once per batch entry): its occurrences per request.
+    What is asked depends on the network and `hw` only, not on the answers, so a caller can tune
+    these layers together before planning (the sweep's task scheduler)."""
+    out: dict[Layer, int] = {}
+    for forms in _asked(net, hw, board).values():
+        for layer, calls in forms.items():
+            out[layer] = out.get(layer, 0) + calls
+    return out
+
+
+def layer_alternatives(net: Network | QuantizedNetwork, hw: HwConfig, board: Board | str) -> list[dict[Layer, int]]:
+    """The forms each conv/linear/matmul group asks `choose` about: one {layer: calls} per group, in
+    plan order. A group with 2+ forms (the stem as a direct conv and through space-to-depth, a
+    matmul's entries or grouped form) runs one of them, so a search may spend little on a form
+    another form of every group asking for it clearly beats (`codesign.tune.template_local`)."""
+    return list(_asked(net, hw, board).values())
 
 
 __all__ = ["Step", "Plan", "plan_network", "choose_layers", "layer_alternatives", "VTA", "CPU", "HOST_KINDS", "CPU_DTYPE", "Choose"]
