@@ -15,7 +15,7 @@ from codesign.place.plan import layer_alternatives
 from codesign.tune import template_local
 from codesign.tune.loop import TaskRun
 from codesign.tune.measure import SimulatorRunner
-from codesign.tune.search import Search, network_layers
+from codesign.tune.search import Search, network_alternatives, network_layers
 from codesign.workloads import parse_layer
 
 HW = HwConfig.resolve("pynq_1x16")
@@ -50,7 +50,7 @@ def _skipped(layers, runs):
 def tuned():
     net = _stem_net()
     layers = network_layers(net, HW, BOARD)
-    return net, layers, _tune(layers, layers.alternatives), _tune(layers, ())
+    return net, layers, _tune(layers, network_alternatives(net, HW, BOARD)), _tune(layers, ())
 
 
 def test_the_groups_forms_are_the_layers_the_plan_asks_for():

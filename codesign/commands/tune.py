@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -45,6 +46,7 @@ from codesign.tune.search import (
     TUNE_BUDGET,
     Search,
     default_schedules,
+    network_alternatives,
     network_layers,
 )
 from codesign.tune.task import TuneTask
@@ -267,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
                     agent = task.tuner.agent  # one agent keeps learning across the layers
                 results.append((layer, _count, res))
         else:
-            results = _search(args, search, layers, hw, runner, warm, progress, searched)
+            results = _search(args, search, layers, hw, runner, warm, progress, searched,
+                              network_alternatives(net, hw) if net is not None else ())
     finally:
         runner.close()
     stale = sum(res.warm_skipped for _layer, _count, res in results)
@@ -321,10 +324,12 @@ def _whole(net: Network, hw: HwConfig, results: list[tuple[Any, int, Any]], para
 
 
 def _search(args: argparse.Namespace, search: Search, layers: list[tuple[Any, int]], hw: HwConfig, runner: Any,
-            warm: Any, progress: bool, searched: dict[str, str]) -> list[tuple[Any, int, Any]]:
+            warm: Any, progress: bool, searched: dict[str, str],
+            alternatives: Sequence[Mapping[Any, int]] = ()) -> list[tuple[Any, int, Any]]:
     """The layers tuned by the default search's one loop (`codesign.tune.search.Search.tune`, as a
     sweep trial): `auto` on the vta family is template+local (template+learned from 64 per layer),
-    any other tuner one task per layer under the task scheduler."""
+    any other tuner one task per layer under the task scheduler; `alternatives`: the network plan
+    groups' forms (`network_alternatives`)."""
     writer = RecordWriter(args.records) if args.records else None
     bar = tqdm(desc=f"{search.tuner} ({search.label}) {len(layers)} layers", unit="meas", leave=False) \
         if progress else None
@@ -338,7 +343,8 @@ def _search(args: argparse.Namespace, search: Search, layers: list[tuple[Any, in
                        patience=args.patience, callbacks=cbs)
 
     try:
-        done = search.tune(layers, hw, make_run, on_round=(lambda _k, made: bar.update(made)) if bar else None)
+        done = search.tune(layers, hw, make_run, on_round=(lambda _k, made: bar.update(made)) if bar else None,
+                           alternatives=alternatives)
     finally:
         if bar is not None:
             bar.close()

@@ -125,13 +125,10 @@ class Search:
 
     def tune(self, layers: Sequence[tuple[Layer, int]], hw: HwConfig, make_run: MakeRun, *,
              on_round: Callable[[int, int], Any] | None = None,
-             alternatives: Sequence[Mapping[Layer, int]] | None = None) -> list[TuneResult]:
+             alternatives: Sequence[Mapping[Layer, int]] = ()) -> list[TuneResult]:
         """Tune `layers` (with their occurrences: the scheduler's weights) on `hw`; results in order.
-        `alternatives`: the plan groups' forms (`place.plan.layer_alternatives`; default: those
-        `network_layers` attached to `layers`): the two-stage search gives no family stage to a form
-        another form of its group outclasses (`template_local.outclassed`)."""
-        if alternatives is None:
-            alternatives = getattr(layers, "alternatives", ())
+        `alternatives`: the plan groups' forms (`network_alternatives`): the two-stage search gives
+        no family stage to a form another form of its group outclasses (`template_local.outclassed`)."""
         if self.two_stage:
             def stage_run(layer: Layer, k: int, family: str, tuner: str | Tuner, budget: int | None,
                           first: Sequence[Config]) -> TaskRun:
@@ -148,24 +145,20 @@ class Search:
         return TaskScheduler(runs, [count for _layer, count in layers], policy=self.policy, on_round=on_round).run()
 
 
-class PlanLayers(list):
-    """`network_layers`' list of (layer, occurrences), with the plan groups' forms (`alternatives`,
-    `place.plan.layer_alternatives`) that `Search.tune` reads when given none."""
-
-    alternatives: list[dict[Layer, int]]
-
-
-def network_layers(network: Network, hw: HwConfig, board: Board | str | None = None) -> PlanLayers:
+def network_layers(network: Network, hw: HwConfig, board: Board | str | None = None) -> list[tuple[Layer, int]]:
     """The layers a network's plan asks VTA about on `hw` (`place.choose_layers`: every VTA form of
     every conv/linear/matmul group whose epilogue VTA can run — the stem through space-to-depth, the
-    padded dense, ...), with their occurrences per request, in plan order; `.alternatives`: each
-    group's forms."""
+    padded dense, ...), with their occurrences per request, in plan order."""
     hw = HwConfig.resolve(hw)
-    board = board if board is not None else Board.for_target(hw.TARGET)
-    out = PlanLayers(choose_layers(network, hw, board).items())
-    out.alternatives = layer_alternatives(network, hw, board)
-    return out
+    return list(choose_layers(network, hw, board if board is not None else Board.for_target(hw.TARGET)).items())
 
 
-__all__ = ["DEFAULT_SCHEDULES", "DEFAULT_TUNER", "MakeRun", "POLICY", "PlanLayers", "RL_TUNERS", "SWEEP_BUDGET", "Search",
-           "TEMPLATE_SCHEDULES", "TUNE_BUDGET", "default_schedules", "network_layers"]
+def network_alternatives(network: Network, hw: HwConfig, board: Board | str | None = None) -> list[dict[Layer, int]]:
+    """Each plan group's forms among `network_layers` (`place.plan.layer_alternatives`): what
+    `Search.tune` is given so a form another form outclasses gets no family stage."""
+    hw = HwConfig.resolve(hw)
+    return layer_alternatives(network, hw, board if board is not None else Board.for_target(hw.TARGET))
+
+
+__all__ = ["DEFAULT_SCHEDULES", "DEFAULT_TUNER", "MakeRun", "POLICY", "RL_TUNERS", "SWEEP_BUDGET", "Search",
+           "TEMPLATE_SCHEDULES", "TUNE_BUDGET", "default_schedules", "network_alternatives", "network_layers"]
