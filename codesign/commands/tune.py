@@ -352,7 +352,9 @@ def _search(args: argparse.Namespace, search: Search, layers: list[tuple[Any, in
             writer.close()
     for k, ((layer, _count), res) in enumerate(zip(layers, done)):
         if search.two_stage:
-            label = template_local.search_name(None if res.tuner == "local" else res.tuner)
+            # a form another form of its op outclasses keeps its template stage's result (tuner "auto")
+            label = ("template only (another form of its op is faster)" if res.tuner == "auto"
+                     else template_local.search_name(None if res.tuner == "local" else res.tuner))
             searched[layer.name] = f", auto: {label}"
         elif isinstance(tasks[k].tuner, AutoTuner):
             searched[layer.name] = f", auto: {tasks[k].tuner.choice['search']}"
