@@ -8,6 +8,7 @@ import importlib
 import os
 import sys
 
+from codesign import interrupts
 from codesign.errors import CodesignError
 
 # (module, one-line summary) in the order of the data flow.
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with interrupts.catching():
+            return int(args.func(args) or 0)
     except CodesignError as exc:
         print(f"codesign {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from codesign.evaluate.run import measure_seconds, run_layer
 from codesign.hw.config import HwConfig
 from codesign.schedule import ScheduleSpace
@@ -68,3 +70,41 @@ def test_simulator_measurement_carries_what_run_layer_reports():
         run = run_layer(LAYER, c.knobs, HW, functional=False)
         assert res.ok and (res.seconds, res.cycles, res.busy) == (run.seconds, run.cycles, run.busy)
         assert set(res.busy) == {"load", "compute", "store"} and res.device_s is None and res.call_s is None
+
+
+def test_a_ctrl_c_that_a_ctypes_callback_swallowed_stops_the_next_measurement(monkeypatch):
+    """numba's JIT compile runs a ctypes callback; a SIGINT handled inside it is printed and dropped
+    by ctypes. The CLI's handler remembers it, and the measurement loop raises it again; the dropped
+    one's traceback is not printed."""
+    import ctypes
+    import os
+    import signal
+    import sys
+
+    from codesign import interrupts
+
+    measured: list[int] = []
+
+    @ctypes.CFUNCTYPE(None)
+    def notifier() -> None:  # stands for numba's LLVM object-cache notifier
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs at one of these bytecodes, inside the callback
+            pass
+
+    def compiling(layer, config, hw):
+        notifier()
+        measured.append(config.index)
+        return 1.0, 1
+
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    space = ScheduleSpace(LAYER, HW)
+    inputs = [MeasureInput(LAYER, HW, space.get(i)) for i in range(3)]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupts.catching():
+        with pytest.raises(KeyboardInterrupt):
+            FunctionRunner(compiling).run(inputs)
+    assert measured == [0]  # the swallowed interrupt stopped the run before the second measurement
+    assert unraisable == [] and sys.unraisablehook == unraisable.append
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    interrupts.check()  # and is forgotten once the block is left

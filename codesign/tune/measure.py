@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from codesign import interrupts
 from codesign.evaluate.run import Measurement, measure
 from codesign.hw.config import HwConfig
 from codesign.schedule.knobs import Config
@@ -138,6 +139,7 @@ class Runner:
         if self.n_parallel == 1:
             raw = []
             for inp in inputs:
+                interrupts.check()  # a Ctrl-C a JIT compile's ctypes callback swallowed
                 one = _run_one(self, inp)
                 if not self._warm:  # `retry_first_timeout`
                     self._warm = True
@@ -147,6 +149,7 @@ class Runner:
                 raw.append(one)
         else:
             raw = self._run_parallel(inputs)
+            interrupts.check()
         out = []
         for inp, (m, error, wall) in zip(inputs, raw):
             if error is None and self.timeout_s is not None and wall > self.timeout_s:
