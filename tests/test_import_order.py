@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "codesign"
-BASE = {"errors", "paths", "fileio", "plotting"}  # everything may import these
+BASE = {"errors", "paths", "fileio", "plotting", "interrupts"}  # everything may import these
 ORDER = [["hw"], ["codesign"], ["workloads"], ["network", "cpu"], ["vta"], ["mapping"], ["lower"], ["schedule"],
          ["autotvm"], ["evaluate"], ["place"], ["analysis", "bitstream"],
          ["board"], ["tune"], ["calibrate"], ["pareto"], ["sweep"], ["netrun", "deploy"], ["commands"], ["cli"]]
