@@ -275,35 +275,6 @@ def _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, ro
 
 
 @njit(cache=True)
-def _dispatch(rows, c_op, c_mem, block_start):  # pragma: no cover - compiled
-    """Per block of rows, the rows of each module queue in program order (docs/vta.md §2.9:
-    STORE -> store; LOAD INP/WGT -> load; the rest -> compute). Returns (qrows, qstart, qlen)
-    with block b's queue-q rows at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]]."""
-    nb = block_start.shape[0] - 1
-    qrows = np.empty(rows.shape[0], np.int64)
-    qstart = np.zeros((nb, 3), np.int64)
-    qlen = np.zeros((nb, 3), np.int64)
-    k = 0
-    for b in range(nb):
-        for q in range(3):
-            qstart[b, q] = k
-            for i in range(block_start[b], block_start[b + 1]):
-                op = rows[i, c_op]
-                mem = rows[i, c_mem]
-                if op == 1:
-                    qi = 2
-                elif op == 0 and (mem == 1 or mem == 2):
-                    qi = 0
-                else:
-                    qi = 1
-                if qi == q:
-                    qrows[k] = i
-                    k += 1
-            qlen[b, q] = k - qstart[b, q]
-    return qrows, qstart, qlen
-
-
-@njit(cache=True)
 def _fix(x):  # pragma: no cover - compiled
     """Cycles (float) -> fixed-point time units (int64, TIME_SCALE per cycle)."""
     return np.int64(np.round(x * _TIME_SCALE))
@@ -332,7 +303,7 @@ def _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes):  # pr
 
 
 @njit(cache=True)
-def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, fifo_cap, port_free, port_busy, t_end,
+def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
                   state, a_state, a_len, a_pair, a_ref, a_busy):  # pragma: no cover - compiled
     """The load queue starts pair j = pq[0]: compare the state relative to the load clock with
     the snapshot at pair j - c of each candidate period c, skip the periods that repeat exactly
@@ -358,7 +329,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, fif
     for f in range(4):
         state[8 + f] = tail[f] - head[f]
         for e in range(head[f], tail[f]):
-            state[k] = fifo[f, e % fifo_cap] - ref
+            state[k] = fifo[f, e & mask] - ref
             k += 1
     lo_pair = min(pq[1], pq[2])
     for a in range(n_per):
@@ -389,7 +360,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, fif
         t_end += shift
         for f in range(4):
             for e in range(head[f], tail[f]):
-                fifo[f, e % fifo_cap] += shift
+                fifo[f, e & mask] += shift
         j = pq[0]
         ref = free[0]
         break
@@ -406,21 +377,21 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, fif
     return port_free, port_busy, t_end
 
 
-@njit(cache=True)
-def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, port_bytes, p,
-            fifo_cap):  # pragma: no cover - compiled
-    """The timing model over a program given as blocks of rows: pair `j` of the program runs
-    block `pair_class[j]` (the last entry is the tail block). A plain instruction matrix is one
-    block run once. Returns (status, row, end, busy[3], port_busy, heads[3], footprint, steps),
-    times in fixed-point units.
+# Kinds of a decoded queue row (`_decode`): a fixed duration (GEMM, ALU, FINISH, sync no-op), a DMA
+# (off-port time, then data on the shared port), and the two faults raised when the row executes.
+_K_FIXED, _K_DMA, _K_BAD_OPCODE, _K_BAD_MEM = 0, 1, 2, 3
 
-    Periodic fast-forward (exact): times are integers, and the model only adds costs and
-    compares times, so it commutes with a shift of every time. When the load queue starts
-    pair j, the state relative to the load clock (queue positions relative to j, clocks, token
-    FIFOs) is compared with the state at pair j - c for each candidate period c (j % c == 0);
-    if it is equal and the blocks of the pairs the queues can still read repeat with period c,
-    the next periods repeat exactly, so they are skipped by adding their time and busy-cycle
-    increments."""
+
+@njit(cache=True)
+def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no cover - compiled
+    """Every row's cost, once, in queue order (the engine re-examines a blocked head at every step):
+    per block, the rows of each module queue in program order (docs/vta.md §2.9: STORE -> store;
+    LOAD INP/WGT -> load; the rest -> compute) at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]], and
+    for each queue row k: its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a
+    flag its module may not carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up
+    and padding; otherwise the whole duration) and a DMA's data time on the port, in time units, with
+    exactly the integer arithmetic the cost formulas of the module docstring give. Returns (qrows,
+    qstart, qlen, qflag, qkind, qfix, qdata, footprint)."""
     c_op, c_pp, c_pn, c_hp, c_hn = cols[0], cols[1], cols[2], cols[3], cols[4]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
@@ -430,13 +401,109 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
     lat, row_oh, pad_c = _fix(p[1]), _fix(p[2]), _fix(p[3])
     g_oh, g_loop, a_cpu, a_oh, a_loop, sync = _fix(p[4]), _fix(p[5]), _fix(p[6]), _fix(p[7]), _fix(p[8]), _fix(p[9])
     unit = np.int64(_TIME_SCALE)
-    NP = pair_class.shape[0]
-
     footprint = _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes)
     inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
+    n = rows.shape[0]
+    nb = block_start.shape[0] - 1
+    qof = np.empty(n, np.int64)
+    for i in range(n):
+        op = rows[i, c_op]
+        mem = rows[i, c_mem]
+        if op == 1:
+            qof[i] = 2
+        elif op == 0 and (mem == 1 or mem == 2):
+            qof[i] = 0
+        else:
+            qof[i] = 1
+    qrows = np.empty(n, np.int64)
+    qstart = np.zeros((nb, 3), np.int64)
+    qlen = np.zeros((nb, 3), np.int64)
+    k = 0
+    for b in range(nb):
+        for q in range(3):
+            qstart[b, q] = k
+            for i in range(block_start[b], block_start[b + 1]):
+                if qof[i] == q:
+                    qrows[k] = i
+                    k += 1
+            qlen[b, q] = k - qstart[b, q]
+    qflag = np.empty(k, np.int64)
+    qkind = np.empty(k, np.int64)
+    qfix = np.zeros(k, np.int64)
+    qdata = np.zeros(k, np.int64)
+    for kk in range(k):
+        i = qrows[kk]
+        m = qof[i]
+        fl = 0
+        bad = False
+        if rows[i, c_pp] != 0:
+            fl |= 1
+            bad = bad or _POP_PREV[m] < 0
+        if rows[i, c_pn] != 0:
+            fl |= 2
+            bad = bad or _POP_NEXT[m] < 0
+        if rows[i, c_hp] != 0:
+            fl |= 4
+            bad = bad or _PUSH_PREV[m] < 0
+        if rows[i, c_hn] != 0:
+            fl |= 8
+            bad = bad or _PUSH_NEXT[m] < 0
+        qflag[kk] = -1 if bad else fl
+        op = rows[i, c_op]
+        if op == 0 or op == 1:  # LOAD / STORE
+            x = rows[i, c_x]
+            if x == 0:
+                qkind[kk] = _K_FIXED
+                qfix[kk] = sync
+            else:
+                qfix[kk] = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
+                mem = rows[i, c_mem]
+                if mem < 0 or mem >= elem_bytes.shape[0]:
+                    qkind[kk] = _K_BAD_MEM
+                else:
+                    qkind[kk] = _K_DMA
+                    beats = (x * elem_bytes[mem] + port_bytes[mem] - 1) // port_bytes[mem]
+                    qdata[kk] = rows[i, c_y] * beats * inv_eff
+        elif op == 2:  # GEMM
+            qkind[kk] = _K_FIXED
+            nu = rows[i, c_ue] - rows[i, c_ub]
+            qfix[kk] = g_oh + rows[i, c_io] * rows[i, c_ii] * (nu * unit + g_loop)
+        elif op == 4:  # ALU
+            qkind[kk] = _K_FIXED
+            nu = rows[i, c_ue] - rows[i, c_ub]
+            qfix[kk] = a_oh + rows[i, c_io] * rows[i, c_ii] * (nu * a_cpu + a_loop)
+        elif op == 3:  # FINISH
+            qkind[kk] = _K_FIXED
+            qfix[kk] = sync
+        else:
+            qkind[kk] = _K_BAD_OPCODE
+    return qrows, qstart, qlen, qflag, qkind, qfix, qdata, footprint
+
+
+@njit(cache=True)
+def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
+            fifo_cap):  # pragma: no cover - compiled
+    """The timing model over a program given as blocks of rows (decoded by `_decode`): pair `j` of
+    the program runs block `pair_class[j]` (the last entry is the tail block). A plain instruction
+    matrix is one block run once. Returns (status, row, end, busy[3], port_busy, heads[3], steps),
+    times in fixed-point units.
+
+    Periodic fast-forward (exact): times are integers, and the model only adds costs and
+    compares times, so it commutes with a shift of every time. When the load queue starts
+    pair j, the state relative to the load clock (queue positions relative to j, clocks, token
+    FIFOs) is compared with the state at pair j - c for each candidate period c (j % c == 0);
+    if it is equal and the blocks of the pairs the queues can still read repeat with period c,
+    the next periods repeat exactly, so they are skipped by adding their time and busy-cycle
+    increments."""
+    NP = pair_class.shape[0]
 
     # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
-    fifo = np.empty((4, fifo_cap), np.int64)
+    # ring slots: a power of two >= fifo_cap (an index is masked, not divided, at every step)
+    size = 1
+    while size < fifo_cap:
+        size *= 2
+    mask = size - 1
+    fifo = np.empty((4, size), np.int64)
     head = np.zeros(4, np.int64)
     tail = np.zeros(4, np.int64)
     pop_prev, pop_next, push_prev, push_next = _POP_PREV, _POP_NEXT, _PUSH_PREV, _PUSH_NEXT
@@ -444,6 +511,7 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
     free = np.zeros(3, np.int64)
     busy = np.zeros(3, np.int64)
     heads = np.full(3, -1, np.int64)
+    hk = np.zeros(3, np.int64)   # queue row of each head
     pq = np.zeros(3, np.int64)   # pair of each queue's head
     iq = np.zeros(3, np.int64)   # position in that pair's block
     for q in range(3):
@@ -474,37 +542,30 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
                 heads[m] = -1
                 continue
             pending = True
-            i = qrows[qstart[pair_class[pq[m]], m] + iq[m]]
-            heads[m] = i
+            k = qstart[pair_class[pq[m]], m] + iq[m]
+            hk[m] = k
+            heads[m] = qrows[k]
+            fl = qflag[k]
+            if fl < 0:
+                return _BAD_FLAG, qrows[k], t_end, busy, port_busy, heads, steps
             t = free[m]
-            ok = True
-            if rows[i, c_pp] != 0:
+            if fl & 1:
                 f = pop_prev[m]
-                if f < 0:
-                    return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
                 if head[f] == tail[f]:
-                    ok = False
-                elif fifo[f, head[f] % fifo_cap] > t:
-                    t = fifo[f, head[f] % fifo_cap]
-            if rows[i, c_pn] != 0:
+                    continue
+                if fifo[f, head[f] & mask] > t:
+                    t = fifo[f, head[f] & mask]
+            if fl & 2:
                 f = pop_next[m]
-                if f < 0:
-                    return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
                 if head[f] == tail[f]:
-                    ok = False
-                elif fifo[f, head[f] % fifo_cap] > t:
-                    t = fifo[f, head[f] % fifo_cap]
-            if (rows[i, c_hp] != 0 and push_prev[m] < 0) or (rows[i, c_hn] != 0 and push_next[m] < 0):
-                return _BAD_FLAG, i, t_end, busy, port_busy, heads, footprint, steps
-            if not ok:
-                continue
+                    continue
+                if fifo[f, head[f] & mask] > t:
+                    t = fifo[f, head[f] & mask]
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
             key = t
-            op = rows[i, c_op]
-            if (op == 0 or op == 1) and rows[i, c_x] != 0:
-                key = t + _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
-                                     lat, row_oh, pad_c)
+            if qkind[k] == _K_DMA or qkind[k] == _K_BAD_MEM:
+                key = t + qfix[k]
             if best < 0 or key < best_key:
                 best = m
                 best_t = t
@@ -512,60 +573,44 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
         if not pending:
             break
         if best < 0:
-            return _DEADLOCK, -1, t_end, busy, port_busy, heads, footprint, steps
+            return _DEADLOCK, -1, t_end, busy, port_busy, heads, steps
 
         m = best
-        i = heads[m]
+        k = hk[m]
+        fl = qflag[k]
         t = best_t
         steps += 1
-        if rows[i, c_pp] != 0:
+        if fl & 1:
             head[pop_prev[m]] += 1
-        if rows[i, c_pn] != 0:
+        if fl & 2:
             head[pop_next[m]] += 1
 
-        op = rows[i, c_op]
-        if op == 0 or op == 1:  # LOAD / STORE
-            x = rows[i, c_x]
-            if x == 0:
-                end = t + sync
-            else:
-                mem = rows[i, c_mem]
-                if mem < 0 or mem >= elem_bytes.shape[0]:
-                    return _BAD_MEM, i, t_end, busy, port_busy, heads, footprint, steps
-                y = rows[i, c_y]
-                row_bytes = x * elem_bytes[mem]
-                beats = (row_bytes + port_bytes[mem] - 1) // port_bytes[mem]
-                data = y * beats * inv_eff
-                ready = t + _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1,
-                                       lat, row_oh, pad_c)
-                start = ready if ready > port_free else port_free
-                end = start + data
-                port_free = end
-                port_busy += data
-        elif op == 2:  # GEMM
-            nu = rows[i, c_ue] - rows[i, c_ub]
-            loops = rows[i, c_io] * rows[i, c_ii]
-            end = t + g_oh + loops * (nu * unit + g_loop)
-        elif op == 4:  # ALU
-            nu = rows[i, c_ue] - rows[i, c_ub]
-            loops = rows[i, c_io] * rows[i, c_ii]
-            end = t + a_oh + loops * (nu * a_cpu + a_loop)
-        elif op == 3:  # FINISH
-            end = t + sync
+        kind = qkind[k]
+        if kind == _K_FIXED:
+            end = t + qfix[k]
+        elif kind == _K_DMA:
+            data = qdata[k]
+            ready = t + qfix[k]
+            start = ready if ready > port_free else port_free
+            end = start + data
+            port_free = end
+            port_busy += data
+        elif kind == _K_BAD_MEM:
+            return _BAD_MEM, qrows[k], t_end, busy, port_busy, heads, steps
         else:
-            return _BAD_OPCODE, i, t_end, busy, port_busy, heads, footprint, steps
+            return _BAD_OPCODE, qrows[k], t_end, busy, port_busy, heads, steps
 
-        if rows[i, c_hp] != 0:
+        if fl & 4:
             f = push_prev[m]
             if tail[f] - head[f] >= fifo_cap:
-                return _OVERFLOW, i, t_end, busy, port_busy, heads, footprint, steps
-            fifo[f, tail[f] % fifo_cap] = end
+                return _OVERFLOW, qrows[k], t_end, busy, port_busy, heads, steps
+            fifo[f, tail[f] & mask] = end
             tail[f] += 1
-        if rows[i, c_hn] != 0:
+        if fl & 8:
             f = push_next[m]
             if tail[f] - head[f] >= fifo_cap:
-                return _OVERFLOW, i, t_end, busy, port_busy, heads, footprint, steps
-            fifo[f, tail[f] % fifo_cap] = end
+                return _OVERFLOW, qrows[k], t_end, busy, port_busy, heads, steps
+            fifo[f, tail[f] & mask] = end
             tail[f] += 1
         busy[m] += end - t
         free[m] = end
@@ -581,9 +626,9 @@ def _engine(rows, cols, qrows, qstart, qlen, pair_class, periods, elem_bytes, po
 
         # the load queue starts pair pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
-                                                    fifo_cap, port_free, port_busy, t_end, state, a_state, a_len,
+                                                    mask, port_free, port_busy, t_end, state, a_state, a_len,
                                                     a_pair, a_ref, a_busy)
-    return _OK, -1, t_end, busy, port_busy, heads, footprint, steps
+    return _OK, -1, t_end, busy, port_busy, heads, steps
 
 
 # -- Python wrapper ---------------------------------------------------------------------------
@@ -668,10 +713,10 @@ def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = 
     if m.ndim != 2 or m.shape[1] != isa.N_FIELDS:
         raise SimulationError(f"instruction matrix must have shape (n, {isa.N_FIELDS}), got {m.shape}")
     elem, port = _hw_arrays(hw, params.uop_port_bytes)
-    qrows, qstart, qlen = _dispatch(m, _COLS[0], _COLS[5], np.array([0, m.shape[0]], dtype=np.int64))
-    status, idx, end, busy, port_busy, heads, footprint, _ = _engine(
-        m, _COLS, qrows, qstart, qlen, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-        elem, port, _param_array(params, hw.clock_mhz), m.shape[0] + 1)
+    *decoded, footprint = _decode(m, _COLS, np.array([0, m.shape[0]], dtype=np.int64), elem, port,
+                                  _param_array(params, hw.clock_mhz))
+    status, idx, end, busy, port_busy, heads, _ = _engine(
+        *decoded, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), m.shape[0] + 1)
     return _result(status, idx, end, busy, port_busy, heads, footprint, m)
 
 
@@ -690,10 +735,8 @@ def time_blocks(rows: np.ndarray, block_start: np.ndarray, pair_class: np.ndarra
     largest first. None if more tokens are in flight than the kernel keeps."""
     params = default_params() if params is None else params
     elem, port = _hw_arrays(hw, params.uop_port_bytes)
-    qrows, qstart, qlen = _dispatch(rows, _COLS[0], _COLS[5], block_start)
-    status, idx, end, busy, port_busy, heads, footprint, _ = _engine(
-        rows, _COLS, qrows, qstart, qlen, pair_class, periods, elem, port,
-        _param_array(params, hw.clock_mhz), _BLOCK_FIFO_CAP)
+    *decoded, footprint = _decode(rows, _COLS, block_start, elem, port, _param_array(params, hw.clock_mhz))
+    status, idx, end, busy, port_busy, heads, _ = _engine(*decoded, pair_class, periods, _BLOCK_FIFO_CAP)
     if status == _OVERFLOW:
         return None
     return _result(status, idx, end, busy, port_busy, heads, footprint, rows)
