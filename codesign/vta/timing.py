@@ -281,28 +281,6 @@ def _fix(x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes):  # pragma: no cover - compiled
-    """DRAM footprint: bytes spanned by the DMAs of each memory type, summed."""
-    lo = np.full(6, np.inf)
-    hi = np.full(6, -np.inf)
-    for i in range(rows.shape[0]):
-        op = rows[i, c_op]
-        mem = rows[i, c_mem]
-        if (op == 0 or op == 1) and rows[i, c_x] != 0 and mem >= 0 and mem < 6:
-            b = rows[i, c_base] * elem_bytes[mem]
-            e = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]) * elem_bytes[mem]
-            if b < lo[mem]:
-                lo[mem] = b
-            if e > hi[mem]:
-                hi[mem] = e
-    footprint = 0.0
-    for mem in range(6):
-        if hi[mem] > lo[mem]:
-            footprint += hi[mem] - lo[mem]
-    return footprint
-
-
-@njit(cache=True)
 def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
                   state, a_state, a_len, a_pair, a_ref, a_busy):  # pragma: no cover - compiled
     """The load queue starts pair j = pq[0]: compare the state relative to the load clock with
@@ -401,39 +379,27 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     lat, row_oh, pad_c = _fix(p[1]), _fix(p[2]), _fix(p[3])
     g_oh, g_loop, a_cpu, a_oh, a_loop, sync = _fix(p[4]), _fix(p[5]), _fix(p[6]), _fix(p[7]), _fix(p[8]), _fix(p[9])
     unit = np.int64(_TIME_SCALE)
-    footprint = _footprint(rows, c_op, c_mem, c_y, c_x, c_base, c_stride, elem_bytes)
-    inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
+    # one pass over the matrix: each row's queue, cost terms and DRAM span (rows are 30 columns wide:
+    # every pass over them costs a cache line per row on large programs)
     n = rows.shape[0]
     nb = block_start.shape[0] - 1
     qof = np.empty(n, np.int64)
+    rflag = np.empty(n, np.int64)
+    rkind = np.empty(n, np.int64)
+    rfix = np.zeros(n, np.int64)
+    rbeats = np.zeros(n, np.int64)  # a DMA's y_size x beats per row (x the port time per beat below)
+    lo_b = np.full(6, np.inf)
+    hi_b = np.full(6, -np.inf)
     for i in range(n):
         op = rows[i, c_op]
         mem = rows[i, c_mem]
         if op == 1:
-            qof[i] = 2
+            m = 2
         elif op == 0 and (mem == 1 or mem == 2):
-            qof[i] = 0
+            m = 0
         else:
-            qof[i] = 1
-    qrows = np.empty(n, np.int64)
-    qstart = np.zeros((nb, 3), np.int64)
-    qlen = np.zeros((nb, 3), np.int64)
-    k = 0
-    for b in range(nb):
-        for q in range(3):
-            qstart[b, q] = k
-            for i in range(block_start[b], block_start[b + 1]):
-                if qof[i] == q:
-                    qrows[k] = i
-                    k += 1
-            qlen[b, q] = k - qstart[b, q]
-    qflag = np.empty(k, np.int64)
-    qkind = np.empty(k, np.int64)
-    qfix = np.zeros(k, np.int64)
-    qdata = np.zeros(k, np.int64)
-    for kk in range(k):
-        i = qrows[kk]
-        m = qof[i]
+            m = 1
+        qof[i] = m
         fl = 0
         bad = False
         if rows[i, c_pp] != 0:
@@ -448,35 +414,72 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
         if rows[i, c_hn] != 0:
             fl |= 8
             bad = bad or _PUSH_NEXT[m] < 0
-        qflag[kk] = -1 if bad else fl
-        op = rows[i, c_op]
+        rflag[i] = -1 if bad else fl
         if op == 0 or op == 1:  # LOAD / STORE
             x = rows[i, c_x]
             if x == 0:
-                qkind[kk] = _K_FIXED
-                qfix[kk] = sync
+                rkind[i] = _K_FIXED
+                rfix[i] = sync
             else:
-                qfix[kk] = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
-                mem = rows[i, c_mem]
+                rfix[i] = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
                 if mem < 0 or mem >= elem_bytes.shape[0]:
-                    qkind[kk] = _K_BAD_MEM
+                    rkind[i] = _K_BAD_MEM
                 else:
-                    qkind[kk] = _K_DMA
+                    rkind[i] = _K_DMA
                     beats = (x * elem_bytes[mem] + port_bytes[mem] - 1) // port_bytes[mem]
-                    qdata[kk] = rows[i, c_y] * beats * inv_eff
+                    rbeats[i] = rows[i, c_y] * beats
+                if mem >= 0 and mem < 6:  # the DRAM footprint: bytes spanned per memory type, summed
+                    fb = rows[i, c_base] * elem_bytes[mem]
+                    fe = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + x) * elem_bytes[mem]
+                    if fb < lo_b[mem]:
+                        lo_b[mem] = fb
+                    if fe > hi_b[mem]:
+                        hi_b[mem] = fe
         elif op == 2:  # GEMM
-            qkind[kk] = _K_FIXED
+            rkind[i] = _K_FIXED
             nu = rows[i, c_ue] - rows[i, c_ub]
-            qfix[kk] = g_oh + rows[i, c_io] * rows[i, c_ii] * (nu * unit + g_loop)
+            rfix[i] = g_oh + rows[i, c_io] * rows[i, c_ii] * (nu * unit + g_loop)
         elif op == 4:  # ALU
-            qkind[kk] = _K_FIXED
+            rkind[i] = _K_FIXED
             nu = rows[i, c_ue] - rows[i, c_ub]
-            qfix[kk] = a_oh + rows[i, c_io] * rows[i, c_ii] * (nu * a_cpu + a_loop)
+            rfix[i] = a_oh + rows[i, c_io] * rows[i, c_ii] * (nu * a_cpu + a_loop)
         elif op == 3:  # FINISH
-            qkind[kk] = _K_FIXED
-            qfix[kk] = sync
+            rkind[i] = _K_FIXED
+            rfix[i] = sync
         else:
-            qkind[kk] = _K_BAD_OPCODE
+            rkind[i] = _K_BAD_OPCODE
+    footprint = 0.0
+    for mem in range(6):
+        if hi_b[mem] > lo_b[mem]:
+            footprint += hi_b[mem] - lo_b[mem]
+    inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
+    # the queue rows, block by block, in program order within each queue
+    qstart = np.zeros((nb, 3), np.int64)
+    qlen = np.zeros((nb, 3), np.int64)
+    for b in range(nb):
+        for i in range(block_start[b], block_start[b + 1]):
+            qlen[b, qof[i]] += 1
+    k = 0
+    for b in range(nb):
+        for q in range(3):
+            qstart[b, q] = k
+            k += qlen[b, q]
+    cur = qstart.copy()
+    qrows = np.empty(k, np.int64)
+    qflag = np.empty(k, np.int64)
+    qkind = np.empty(k, np.int64)
+    qfix = np.empty(k, np.int64)
+    qdata = np.empty(k, np.int64)
+    for b in range(nb):
+        for i in range(block_start[b], block_start[b + 1]):
+            q = qof[i]
+            kk = cur[b, q]
+            cur[b, q] = kk + 1
+            qrows[kk] = i
+            qflag[kk] = rflag[i]
+            qkind[kk] = rkind[i]
+            qfix[kk] = rfix[i]
+            qdata[kk] = rbeats[i] * inv_eff
     return qrows, qstart, qlen, qflag, qkind, qfix, qdata, footprint
 
 
