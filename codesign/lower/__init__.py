@@ -8,7 +8,6 @@ full matrix is exactly the block form expanded (tests/test_timing_fast.py)."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -101,7 +100,7 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     loads = max(int(scv[0, INP_SPLIT] if scv.shape[0] == 1 else scv[:, INP_SPLIT].max()), m.inp_loads)
     max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
-    out = _scratch(len(pairs) * max_rows + 3)
+    out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[_loop_fields(m.gemm), _loop_fields(m.reset)]], dtype=np.int64)
     if m.edges is not None:
         kern = np.concatenate([kern, _variant_kernels(m.edges)])
@@ -109,23 +108,7 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
     uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
     counts = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
                   (m.n_lift, preload_size(m, u), m.early_epilogue))
-    n = int(counts.sum()) + 3
-    rows = out[:n].copy()
-    out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
-    return rows, counts
-
-
-_SCRATCH = threading.local()
-
-
-def _scratch(n: int) -> np.ndarray:
-    """A zeroed (>= n, fields) matrix for the emitter, kept per thread: `max_rows` bounds a pair's
-    rows loosely (every load split, every kernel reloaded), so a fresh `np.zeros` of that bound cost
-    about as much as the emitting (page faults of a large calloc); the caller zeroes the rows used."""
-    buf = getattr(_SCRATCH, "buf", None)
-    if buf is None or buf.shape[0] < n:
-        buf = _SCRATCH.buf = np.zeros((max(n, 1 << 12), isa.N_FIELDS), dtype=np.int64)
-    return buf[:n]
+    return out[:int(counts.sum()) + 3], counts
 
 
 def _loop_fields(k: Kernel) -> list[int]:
