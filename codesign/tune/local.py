@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from codesign.schedule.knobs import Config
-from codesign.tune.rank import RankedFrontier
+from codesign.tune.rank import RankedFrontier, apply_compound, compound_moves
 from codesign.tune.tuner import Tuner
 
 RANKED_BATCH = 2  # configs per round when ranked
@@ -33,6 +33,11 @@ class LocalTuner(Tuner):
             self.batch_size = RANKED_BATCH
         self._frontier: dict[int, list[int] | RankedFrontier] = {}  # centre -> its neighbours not proposed yet
         self._proposed: set[int] = set()
+        # ranked: the first centre's compound moves (`rank.compound_moves`), each proposed once per layer,
+        # carried onto each later centre until then (`rank.apply_compound`)
+        self._compounds: list[int] | None = None
+        self._compound_of: dict[int, int] = {}  # a frontier's compound move -> its position in _compounds
+        self._compounds_done: set[int] = set()
 
     def propose(self, n: int) -> list[Config]:
         out: list[int] = []
@@ -43,7 +48,7 @@ class LocalTuner(Tuner):
                 nb = self.view.neighbours(centre)
                 if self.ranked:  # popped in rank order, re-ranked by what the search measures
                     self._frontier[centre] = RankedFrontier(self.view, centre, nb, self.rng, tilings=self.tilings,
-                                                            measured=self.results)
+                                                            measured=self.results, compounds=self._compound(centre))
                 else:
                     self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
             todo = self._frontier[centre]
@@ -52,6 +57,8 @@ class LocalTuner(Tuner):
                 if j not in self.results and j not in self._proposed:
                     out.append(j)
                     self._proposed.add(j)
+                    if j in self._compound_of:
+                        self._compounds_done.add(self._compound_of[j])
             if len(out) >= n:
                 break
         if len(out) < n:  # nothing measured yet, or every neighbourhood spent
@@ -59,6 +66,18 @@ class LocalTuner(Tuner):
             self._proposed.update(extra)
             out += extra
         return [self.view.config(int(i)) for i in np.asarray(out, dtype=np.int64)]
+
+    def _compound(self, centre: int) -> list[int]:
+        """The compound moves of `centre` not proposed yet (the first centre's, computed once)."""
+        if self._compounds is None:
+            self._compounds = [int(i) for i in compound_moves(self.view, centre)]
+        out = []
+        for k, c in enumerate(self._compounds):
+            if k not in self._compounds_done:
+                i = apply_compound(self.view, centre, c)
+                self._compound_of[i] = k
+                out.append(i)
+        return out
 
 
 __all__ = ["LocalTuner"]

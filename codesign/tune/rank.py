@@ -37,9 +37,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from codesign.schedule.vta.knobs import TILE_KNOBS
+from codesign.schedule.features import CONFIG_FEATURE_NAMES
+from codesign.schedule.vta.knobs import EXTRA_FEATURE_NAMES, ORDERS, TILE_KNOBS
 from codesign.tune.measure import MeasureResult
 from codesign.tune.view import SpaceView
+from codesign.vta.timing import TimingParams
 
 #: The knobs whose one-knob moves are timed first, in this order (module doc); every other knob after.
 MOVE_ORDER: tuple[str, ...] = ("pad_skip", "uop_preload", "early_epilogue", "inp_stationary", "acc_resident",
@@ -54,6 +56,119 @@ TRANSPLANT_RANK = 2.5
 #: pynq_1x16 0.6% and pynq_4x8 0.5% slower (a third value of a knob pays there); 4: less of the gain.
 FLAT_TRIES = 3
 FLAT_TOL = 0.005
+
+#: Compound moves (`compound_moves`): a residency knob set together with the loop orders that give its
+#: operand reuse (batch outermost; weights: co outside both spatial loops, inputs: co inside them).
+STATIONARY: dict[str, tuple[int, ...]] = {
+    "wgt_stationary": tuple(k for k, o in enumerate(ORDERS) if o[0] == "b" and o.index("co") == 1),
+    "inp_stationary": tuple(k for k, o in enumerate(ORDERS) if o[0] == "b" and o.index("co") == 3)}
+#: The knobs a compound move sets (`compound_moves`); `apply_compound` carries them onto a later centre.
+SHAPE_KNOBS = TILE_KNOBS + ("order", "wgt_stationary", "inp_stationary", "uop_fold", "uop_lift", "acc_resident")
+#: Where a compound move ranks among a centre's moves: after the GEMM kernel knobs' (`MOVE_ORDER`'s first
+#: three), before the transplants. Ranked first, a compound that beats the template optimum but not the
+#: template optimum with its kernel knobs set traps the best-first search (stock pynq_1x16's stride-2 1x1
+#: convs 0.91 -> 1.09 ms); after them it carries the centre's kernel knobs (`apply_compound`).
+COMPOUND_RANK = 2.25
+#: A compound move is proposed only when its `dma_estimate` is at most this times the centre's: the paying
+#: compounds of ResNet-18 on pynq_4x8 at 167 MHz were at 0.95-1.13, three that did not at 1.11-1.28.
+COMPOUND_SLACK = 1.15
+_FEATURES = list(CONFIG_FEATURE_NAMES) + list(EXTRA_FEATURE_NAMES)
+
+
+def dma_estimate(view: SpaceView, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Per config, the cycles of its DMA by the timing model's default DMA terms (bytes at the DRAM
+    efficiency, a fixed latency per LOAD/STORE), from the family's features alone (no program is built):
+    INP bytes, WGT bytes with residency, OUT bytes; INP loads and one store per output tile. Among a
+    compound move's candidates (the same MACs) it ranks them about as the timing model does (Spearman
+    0.76-0.98 on the ResNet-18 layers of pynq_4x8 at 167 MHz where they pay)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if not len(idx):
+        return np.zeros(0)
+    feats = view.features(idx).astype(float)
+
+    def col(name: str) -> np.ndarray:
+        return 2.0 ** feats[:, _FEATURES.index(name)]
+
+    p, hw = TimingParams(), view.space.hw
+    nbytes = col("log2_inp_bytes") + col("log2_wgt_bytes_loaded") + col("log2_out_bytes")
+    return nbytes / (hw.bus_bytes * p.dma_dram_efficiency) + (col("log2_inp_loads") + col("log2_n_tiles")) * p.dma_insn_latency
+
+
+def compound_moves(view: SpaceView, centre: int) -> np.ndarray:
+    """Per residency knob of `STATIONARY` the centre leaves at 0, the valid configs with the lowest
+    `dma_estimate` (when at most `COMPOUND_SLACK` times the centre's) that set it with one of its loop
+    orders and the tiles that go with it (the whole reduction in one tile): first (each knob) the one
+    that keeps the centre's h/w/co splits, then the one of any split (stem of ResNet-18 on
+    pynq_1x16_i8w8a32_14_13_15_16_200MHz: the far one alone, 9.15 ms against the centre's 9.47, took the
+    best-first search away from the near one, 6.78, and its neighbours, 6.61); the GEMM
+    kernel's fold and lift and `acc_resident` back to the template's, vthread and early_epilogue the
+    centre's (or off, where the centre's are invalid there). One-knob moves cannot reach them: each knob
+    alone is invalid (a stationary tile must hold the whole reduction, whose input tile then overflows
+    the buffer) or changes nothing (the order without residency)."""
+    names = list(getattr(view.space, "knob_names", ()))
+    need = set(SHAPE_KNOBS) | {"vthread", "early_epilogue"}
+    if not need <= set(names) or not hasattr(view.space, "hw"):
+        return np.zeros(0, dtype=np.int64)
+    j = {n: k for k, n in enumerate(names)}
+    here = view.positions([centre])[0]
+    dims = np.asarray(view.dims)
+    whole = [p for p, c in enumerate(view.space.knobs[j["tile_ci"]].candidates)
+             if isinstance(c, (tuple, list)) and c[0] == 1]
+    near: list[int] = []
+    far: list[int] = []
+    base_est = None
+    for knob, orders in STATIONARY.items():
+        if here[j[knob]] != 0 or not whole:
+            continue
+        grid = np.stack(np.meshgrid(np.asarray(orders), np.arange(dims[j["tile_h"]]), np.arange(dims[j["tile_w"]]),
+                                    np.arange(dims[j["tile_co"]]), np.asarray(whole), indexing="ij"), -1).reshape(-1, 5)
+        rows = np.repeat(here[None, :], len(grid), axis=0)
+        for c, n in enumerate(("order", "tile_h", "tile_w", "tile_co", "tile_ci")):
+            rows[:, j[n]] = grid[:, c]
+        for n in STATIONARY:
+            rows[:, j[n]] = 0
+        rows[:, j[knob]] = 1
+        rows[:, [j["uop_fold"], j["uop_lift"], j["acc_resident"]]] = 0
+        idx = view.index(rows)
+        ok = view.valid_mask(idx, exact=False)
+        if not ok.all() and (here[j["vthread"]] or here[j["early_epilogue"]]):  # the centre's threads, or none
+            rows[:, [j["vthread"], j["early_epilogue"]]] = 0
+            idx = np.where(ok, idx, view.index(rows))
+            ok |= view.valid_mask(idx, exact=False)
+        idx = idx[ok]
+        if not len(idx):
+            continue
+        if base_est is None:
+            base_est = float(dma_estimate(view, [centre])[0])
+        est = dma_estimate(view, idx)
+        # the centre's h/w/co tiles (the template stage chose them) and, across every tiling, the lowest estimate
+        pos = view.positions(idx)
+        same = (pos[:, [j["tile_h"], j["tile_w"], j["tile_co"]]] == here[[j["tile_h"], j["tile_w"], j["tile_co"]]]).all(1)
+        for group, mine in ((near, same), (far, np.ones(len(idx), dtype=bool))):
+            for k in np.flatnonzero(mine)[np.argsort(est[mine], kind="stable")]:
+                if est[k] > base_est * COMPOUND_SLACK:
+                    break
+                if view.valid_mask([idx[k]])[0]:  # the exact rules (the staged mask may pass some invalid ones)
+                    group.append(int(idx[k]))
+                    break
+    out = list(dict.fromkeys(near + far))  # each once, the near ones first
+    return np.asarray(out, dtype=np.int64)
+
+
+def apply_compound(view: SpaceView, centre: int, compound: int) -> int:
+    """`compound`'s `SHAPE_KNOBS` on `centre` (the kernel knobs the search has set since, kept), else with
+    its vthread and early_epilogue too, else `compound` itself: the first of them that is valid."""
+    names = list(getattr(view.space, "knob_names", ()))
+    shape = [k for k, n in enumerate(names) if n in SHAPE_KNOBS]
+    threads = [k for k, n in enumerate(names) if n in ("vthread", "early_epilogue")]
+    pos = view.positions([centre, compound])
+    row = pos[0].copy()
+    row[shape] = pos[1, shape]
+    rows = np.stack([row, row])
+    rows[1, threads] = pos[1, threads]
+    idx = view.index(rows)
+    ok = view.valid_mask(idx)
+    return int(idx[ok][0]) if ok.any() else int(compound)
 
 
 def transplants(view: SpaceView, centre: int, tilings: Sequence[int]) -> np.ndarray:
@@ -122,16 +237,19 @@ def flat_knobs(view: SpaceView, measured: Iterable[MeasureResult], order: Sequen
 
 
 def _ranked(view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, order: Sequence[str],
-            tilings: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+            tilings: Sequence[int], compounds: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """(ids, their ranks) in the order to time them (`ranked_neighbours`)."""
     nb = np.asarray(neighbours, dtype=np.int64)
     shuffled = nb[rng.permutation(len(nb))]
+    comp = np.asarray(compounds, dtype=np.int64)
     moves = transplants(view, centre, tilings)
-    ids = np.concatenate([moves, shuffled[~np.isin(shuffled, moves)]])  # a transplant may be a tile move too
-    rank = np.concatenate([np.full(len(moves), TRANSPLANT_RANK),
-                           move_ranks(view, centre, ids[len(moves):], order).astype(float)])
+    moves = moves[~np.isin(moves, comp)]
+    fixed = np.concatenate([comp, moves])
+    ids = np.concatenate([fixed, shuffled[~np.isin(shuffled, fixed)]])  # a transplant may be a tile move too
+    rank = np.concatenate([np.full(len(comp), COMPOUND_RANK), np.full(len(moves), TRANSPLANT_RANK),
+                           move_ranks(view, centre, ids[len(fixed):], order).astype(float)])
     step = tile_steps(view, centre, ids)
-    step[:len(moves)] = 0  # transplants keep the tilings' order
+    step[:len(fixed)] = np.arange(len(fixed))  # compounds and transplants keep their order
     keep = np.lexsort((step, rank))  # by rank, then (tile moves) the nearest split of each tile knob in turn
     return ids[keep], rank[keep]
 
@@ -177,9 +295,9 @@ class RankedFrontier:
 
     def __init__(self, view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, *,
                  measured: Mapping[int, MeasureResult], order: Sequence[str] = MOVE_ORDER,
-                 tilings: Sequence[int] = ()) -> None:
+                 tilings: Sequence[int] = (), compounds: Sequence[int] = ()) -> None:
         self.view, self.order, self.measured = view, tuple(order), measured
-        self.ids, self.rank = _ranked(view, centre, neighbours, rng, self.order, tilings)
+        self.ids, self.rank = _ranked(view, centre, neighbours, rng, self.order, tilings, compounds)
         names = list(getattr(view.space, "knob_names", ()))
         pos, here = view.positions(self.ids), view.positions([centre])[0]
         # per move, the ranked knobs it sets (off the centre's value and off position 0)
@@ -207,5 +325,5 @@ class RankedFrontier:
         return int(self.ids[k])
 
 
-__all__ = ["FLAT_TOL", "FLAT_TRIES", "MOVE_ORDER", "TRANSPLANTS", "TRANSPLANT_RANK", "RankedFrontier", "flat_knobs",
+__all__ = ["COMPOUND_RANK", "COMPOUND_SLACK", "FLAT_TOL", "FLAT_TRIES", "MOVE_ORDER", "SHAPE_KNOBS", "STATIONARY", "TRANSPLANTS", "TRANSPLANT_RANK", "RankedFrontier", "apply_compound", "compound_moves", "dma_estimate", "flat_knobs",
            "move_ranks", "ranked_neighbours", "tile_steps", "transplants"]
