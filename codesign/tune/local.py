@@ -34,9 +34,9 @@ class LocalTuner(Tuner):
         self._frontier: dict[int, list[int] | RankedFrontier] = {}  # centre -> its neighbours not proposed yet
         self._proposed: set[int] = set()
         # ranked: the first centre's compound moves (`rank.compound_moves`), each proposed once per layer,
-        # carried onto each later centre until then (`rank.apply_compound`)
+        # from the centre whose frontier reaches it (`rank.apply_compound`)
         self._compounds: list[int] | None = None
-        self._compound_of: dict[int, int] = {}  # a frontier's compound move -> its position in _compounds
+        self._compound_of: dict[int, int] = {}  # a compound move -> its position in _compounds
         self._compounds_done: set[int] = set()
 
     def propose(self, n: int) -> list[Config]:
@@ -48,17 +48,22 @@ class LocalTuner(Tuner):
                 nb = self.view.neighbours(centre)
                 if self.ranked:  # popped in rank order, re-ranked by what the search measures
                     self._frontier[centre] = RankedFrontier(self.view, centre, nb, self.rng, tilings=self.tilings,
-                                                            measured=self.results, compounds=self._compound(centre))
+                                                            measured=self.results,
+                                                            compounds=lambda c=centre: self._compound(c))
                 else:
                     self._frontier[centre] = [int(i) for i in self.rng.permutation(nb)]
             todo = self._frontier[centre]
             while todo and len(out) < n:
                 j = todo.pop()
+                k = self._compound_of.get(j) if self.ranked else None
+                if k is not None:  # a compound move: made from this centre when its turn comes (once per layer)
+                    if k in self._compounds_done:
+                        continue
+                    self._compounds_done.add(k)
+                    j = apply_compound(self.view, centre, j)
                 if j not in self.results and j not in self._proposed:
                     out.append(j)
                     self._proposed.add(j)
-                    if j in self._compound_of:
-                        self._compounds_done.add(self._compound_of[j])
             if len(out) >= n:
                 break
         if len(out) < n:  # nothing measured yet, or every neighbourhood spent
@@ -68,16 +73,12 @@ class LocalTuner(Tuner):
         return [self.view.config(int(i)) for i in np.asarray(out, dtype=np.int64)]
 
     def _compound(self, centre: int) -> list[int]:
-        """The compound moves of `centre` not proposed yet (the first centre's, computed once)."""
+        """The compound moves not proposed yet, as the first centre's (computed once; `propose` carries
+        one onto its centre when popped: most frontiers are left before their compounds' rank)."""
         if self._compounds is None:
             self._compounds = [int(i) for i in compound_moves(self.view, centre)]
-        out = []
-        for k, c in enumerate(self._compounds):
-            if k not in self._compounds_done:
-                i = apply_compound(self.view, centre, c)
-                self._compound_of[i] = k
-                out.append(i)
-        return out
+            self._compound_of = {c: k for k, c in enumerate(self._compounds)}
+        return [c for k, c in enumerate(self._compounds) if k not in self._compounds_done]
 
 
 __all__ = ["LocalTuner"]

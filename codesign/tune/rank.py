@@ -33,7 +33,7 @@ per request at the same measurements, no stock config slower; docs/results.md "T
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -72,6 +72,10 @@ COMPOUND_RANK = 2.25
 #: A compound move is proposed only when its `dma_estimate` is at most this times the centre's: the paying
 #: compounds of ResNet-18 on pynq_4x8 at 167 MHz were at 0.95-1.13, three that did not at 1.11-1.28.
 COMPOUND_SLACK = 1.15
+#: The centre's knobs a compound move resets where it is invalid with them (the threads; the padding skip,
+#: whose kernel the new tiles may not allow: ResNet-18's stride-2 3x3 conv on pynq_4x8 at 167 MHz, 19.3 ->
+#: 15.0 ms once `pad_skip` is off).
+RESET_KNOBS = ("vthread", "early_epilogue", "pad_skip", "n_threads")
 _FEATURES = list(CONFIG_FEATURE_NAMES) + list(EXTRA_FEATURE_NAMES)
 
 
@@ -101,7 +105,7 @@ def compound_moves(view: SpaceView, centre: int) -> np.ndarray:
     that keeps the centre's h/w/co splits, then the one of any split (stem of ResNet-18 on
     pynq_1x16_i8w8a32_14_13_15_16_200MHz: the far one alone, 9.15 ms against the centre's 9.47, took the
     best-first search away from the near one, 6.78, and its neighbours, 6.61); the GEMM
-    kernel's fold and lift and `acc_resident` back to the template's, vthread and early_epilogue the
+    kernel's fold and lift and `acc_resident` back to the template's, the `RESET_KNOBS` the
     centre's (or off, where the centre's are invalid there). One-knob moves cannot reach them: each knob
     alone is invalid (a stationary tile must hold the whole reduction, whose input tile then overflows
     the buffer) or changes nothing (the order without residency)."""
@@ -114,54 +118,65 @@ def compound_moves(view: SpaceView, centre: int) -> np.ndarray:
     dims = np.asarray(view.dims)
     whole = [p for p, c in enumerate(view.space.knobs[j["tile_ci"]].candidates)
              if isinstance(c, (tuple, list)) and c[0] == 1]
-    near: list[int] = []
-    far: list[int] = []
-    base_est = None
-    for knob, orders in STATIONARY.items():
-        if here[j[knob]] != 0 or not whole:
-            continue
-        grid = np.stack(np.meshgrid(np.asarray(orders), np.arange(dims[j["tile_h"]]), np.arange(dims[j["tile_w"]]),
+    knobs = [n for n in STATIONARY if here[j[n]] == 0]
+    if not whole or not knobs:
+        return np.zeros(0, dtype=np.int64)
+    # every knob's candidates in one batch: a validity check costs ~3 ms of CPU however few rows it has
+    parts = []
+    for knob in knobs:
+        grid = np.stack(np.meshgrid(np.asarray(STATIONARY[knob]), np.arange(dims[j["tile_h"]]), np.arange(dims[j["tile_w"]]),
                                     np.arange(dims[j["tile_co"]]), np.asarray(whole), indexing="ij"), -1).reshape(-1, 5)
-        rows = np.repeat(here[None, :], len(grid), axis=0)
+        part = np.repeat(here[None, :], len(grid), axis=0)
         for c, n in enumerate(("order", "tile_h", "tile_w", "tile_co", "tile_ci")):
-            rows[:, j[n]] = grid[:, c]
-        for n in STATIONARY:
-            rows[:, j[n]] = 0
-        rows[:, j[knob]] = 1
-        rows[:, [j["uop_fold"], j["uop_lift"], j["acc_resident"]]] = 0
-        idx = view.index(rows)
-        ok = view.valid_mask(idx, exact=False)
-        if not ok.all() and (here[j["vthread"]] or here[j["early_epilogue"]]):  # the centre's threads, or none
-            rows[:, [j["vthread"], j["early_epilogue"]]] = 0
-            idx = np.where(ok, idx, view.index(rows))
-            ok |= view.valid_mask(idx, exact=False)
-        idx = idx[ok]
-        if not len(idx):
-            continue
-        if base_est is None:
-            base_est = float(dma_estimate(view, [centre])[0])
-        est = dma_estimate(view, idx)
-        # the centre's h/w/co tiles (the template stage chose them) and, across every tiling, the lowest estimate
-        pos = view.positions(idx)
-        same = (pos[:, [j["tile_h"], j["tile_w"], j["tile_co"]]] == here[[j["tile_h"], j["tile_w"], j["tile_co"]]]).all(1)
-        for group, mine in ((near, same), (far, np.ones(len(idx), dtype=bool))):
-            for k in np.flatnonzero(mine)[np.argsort(est[mine], kind="stable")]:
-                if est[k] > base_est * COMPOUND_SLACK:
-                    break
-                if view.valid_mask([idx[k]])[0]:  # the exact rules (the staged mask may pass some invalid ones)
-                    group.append(int(idx[k]))
-                    break
-    out = list(dict.fromkeys(near + far))  # each once, the near ones first
+            part[:, j[n]] = grid[:, c]
+        part[:, [j[n] for n in STATIONARY]] = 0
+        part[:, j[knob]] = 1
+        parts.append(part)
+    rows = np.vstack(parts)
+    rows[:, [j["uop_fold"], j["uop_lift"], j["acc_resident"]]] = 0
+    which = np.repeat(np.arange(len(knobs)), [len(p) for p in parts])
+    idx = view.index(rows)
+    ok = view.valid_mask(idx, exact=False)  # the staged mask (the costly edge rules left out): picks checked below
+    reset = [j[n] for n in RESET_KNOBS if n in j]
+    if not ok.all() and here[reset].any():  # the centre's threads and padding skip, or none
+        bad = np.flatnonzero(~ok)
+        rows[np.ix_(bad, reset)] = 0
+        idx[bad] = view.index(rows[bad])
+        ok[bad] = view.valid_mask(idx[bad], exact=False)
+    idx, which = idx[ok], which[ok]
+    if not len(idx):
+        return np.zeros(0, dtype=np.int64)
+    est = dma_estimate(view, np.concatenate([[centre], idx]))
+    base, est = est[0], est[1:]
+    # per knob, the centre's h/w/co tiles (the template stage chose them) first, then any tiling's lowest estimate
+    tiles = [j["tile_h"], j["tile_w"], j["tile_co"]]
+    same = (view.positions(idx)[:, tiles] == here[tiles]).all(axis=1)
+    live = est <= base * COMPOUND_SLACK
+    for _ in range(4):  # the picks through the exact rules, together; one that fails them gives way to the next
+        out: list[int] = []
+        for near in (True, False):
+            for m in range(len(knobs)):
+                mine = np.flatnonzero((which == m) & (same | (not near)) & live)
+                if len(mine):
+                    out.append(int(mine[np.argmin(est[mine])]))  # the first of the lowest
+        out = list(dict.fromkeys(out))  # each once
+        exact = view.valid_mask(idx[out]) if out else np.zeros(0, dtype=bool)
+        if exact.all():
+            break
+        live[np.asarray(out)[~exact]] = False
+    out = [int(idx[k]) for k, good in zip(out, exact) if good]
     return np.asarray(out, dtype=np.int64)
 
 
 def apply_compound(view: SpaceView, centre: int, compound: int) -> int:
     """`compound`'s `SHAPE_KNOBS` on `centre` (the kernel knobs the search has set since, kept), else with
-    its vthread and early_epilogue too, else `compound` itself: the first of them that is valid."""
+    its `RESET_KNOBS` too, else `compound` itself: the first of them that is valid."""
     names = list(getattr(view.space, "knob_names", ()))
     shape = [k for k, n in enumerate(names) if n in SHAPE_KNOBS]
-    threads = [k for k, n in enumerate(names) if n in ("vthread", "early_epilogue")]
+    threads = [k for k, n in enumerate(names) if n in RESET_KNOBS]
     pos = view.positions([centre, compound])
+    if (pos[0] == pos[1])[[k for k in range(len(names)) if k not in shape]].all():
+        return int(compound)  # the centre it was made from (or one that differs in its shape only)
     row = pos[0].copy()
     row[shape] = pos[1, shape]
     rows = np.stack([row, row])
@@ -291,39 +306,77 @@ class RankedFrontier:
     """A centre's neighbours not timed yet, `pop()`ped in `ranked_neighbours`' order, re-ranked as the
     search measures: a move that sets a knob whose moves did not pay in `measured` (`flat_knobs`; the search's
     results so far, a live mapping) goes after the tile moves. A sweep trial's 16 measurements per
-    layer would otherwise go to a knob's every value on a layer where none of them matters."""
+    layer would otherwise go to a knob's every value on a layer where none of them matters.
+
+    The moves that cost a validity check of their own (`transplants`, at `TRANSPLANT_RANK`; `compounds`, at
+    `COMPOUND_RANK`: ids, or a callable that makes them) are made when the frontier reaches their rank: most
+    frontiers are left before (an improving kernel-knob move makes a new centre), and each check costs ~3 ms
+    of CPU, ~0.2 s per ResNet-18 trial."""
 
     def __init__(self, view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, *,
                  measured: Mapping[int, MeasureResult], order: Sequence[str] = MOVE_ORDER,
-                 tilings: Sequence[int] = (), compounds: Sequence[int] = ()) -> None:
+                 tilings: Sequence[int] = (), compounds: Sequence[int] | Callable[[], Sequence[int]] = ()) -> None:
         self.view, self.order, self.measured = view, tuple(order), measured
-        self.ids, self.rank = _ranked(view, centre, neighbours, rng, self.order, tilings, compounds)
-        names = list(getattr(view.space, "knob_names", ()))
-        pos, here = view.positions(self.ids), view.positions([centre])[0]
-        # per move, the ranked knobs it sets (off the centre's value and off position 0)
-        self._sets = {n: (pos[:, k] != here[k]) & (pos[:, k] != 0) for k, n in enumerate(names) if n in self.order}
+        self.ids, self.rank = _ranked(view, centre, neighbours, rng, self.order, ())
+        self._names = list(getattr(view.space, "knob_names", ()))
+        self._here = view.positions([centre])[0]
+        self._sets = self._setting(self.ids)
         self._left = np.ones(len(self.ids), dtype=bool)
         self._seen = -1  # len(measured) the ranks were last learned at
         self._eff = self.rank
+        blocks: list[tuple[float, Callable[[], Sequence[int]]]] = [
+            (TRANSPLANT_RANK, lambda: transplants(view, centre, tilings) if len(tilings) else ())]
+        if callable(compounds) or len(compounds):
+            blocks.append((COMPOUND_RANK, compounds if callable(compounds) else lambda: compounds))
+        self._blocks = sorted(blocks, key=lambda b: b[0])
+
+    def _setting(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Per ranked knob, which of `ids` set it (off the centre's value and off position 0)."""
+        pos = self.view.positions(ids) if len(ids) else np.zeros((0, len(self._names)), dtype=np.int64)
+        return {n: (pos[:, k] != self._here[k]) & (pos[:, k] != 0) for k, n in enumerate(self._names) if n in self.order}
+
+    def _expand(self) -> None:
+        """Make the first pending block; its moves go after the frontier's in their order (a move the
+        frontier holds already moves there; one it gave out is dropped)."""
+        rank, make = self._blocks.pop(0)
+        new = np.asarray(make(), dtype=np.int64).reshape(-1)
+        if not len(new):
+            return
+        new = new[np.sort(np.unique(new, return_index=True)[1])]
+        held = np.isin(self.ids, new)
+        new = new[~np.isin(new, self.ids[held & ~self._left])]
+        self._left &= ~held
+        self.ids = np.concatenate([self.ids, new])
+        self.rank = np.concatenate([self.rank, np.full(len(new), rank)])
+        self._left = np.concatenate([self._left, np.ones(len(new), dtype=bool)])
+        more = self._setting(new)
+        self._sets = {n: np.concatenate([v, more[n]]) for n, v in self._sets.items()}
+        self._seen = -1
 
     def __len__(self) -> int:
+        while not self._left.any() and self._blocks:
+            self._expand()
         return int(self._left.sum())
 
     def pop(self) -> int:
         """The next neighbour to time (IndexError when none is left)."""
-        if not self._left.any():
-            raise IndexError("pop from an empty frontier")
-        if len(self.measured) != self._seen:  # learn again after each measurement
-            self._seen = len(self.measured)
-            flat = flat_knobs(self.view, self.measured.values(), self.order)
-            late = np.zeros(len(self.ids), dtype=bool)
-            for name in flat & set(self._sets):
-                late |= self._sets[name]
-            self._eff = np.where(late & (self.rank < len(self.order)), len(self.order) + 0.5, self.rank)
-        k = int(np.flatnonzero(self._left)[np.argmin(self._eff[self._left])])  # first of the lowest rank
-        self._left[k] = False
-        return int(self.ids[k])
+        while True:
+            if not len(self):
+                raise IndexError("pop from an empty frontier")
+            if len(self.measured) != self._seen:  # learn again after each measurement
+                self._seen = len(self.measured)
+                flat = flat_knobs(self.view, self.measured.values(), self.order)
+                late = np.zeros(len(self.ids), dtype=bool)
+                for name in flat & set(self._sets):
+                    late |= self._sets[name]
+                self._eff = np.where(late & (self.rank < len(self.order)), len(self.order) + 0.5, self.rank)
+            if self._blocks and self._blocks[0][0] < float(np.min(self._eff[self._left])):
+                self._expand()  # its rank is reached
+                continue
+            k = int(np.flatnonzero(self._left)[np.argmin(self._eff[self._left])])  # first of the lowest rank
+            self._left[k] = False
+            return int(self.ids[k])
 
 
-__all__ = ["COMPOUND_RANK", "COMPOUND_SLACK", "FLAT_TOL", "FLAT_TRIES", "MOVE_ORDER", "SHAPE_KNOBS", "STATIONARY", "TRANSPLANTS", "TRANSPLANT_RANK", "RankedFrontier", "apply_compound", "compound_moves", "dma_estimate", "flat_knobs",
+__all__ = ["COMPOUND_RANK", "COMPOUND_SLACK", "FLAT_TOL", "FLAT_TRIES", "MOVE_ORDER", "RESET_KNOBS", "SHAPE_KNOBS", "STATIONARY", "TRANSPLANTS", "TRANSPLANT_RANK", "RankedFrontier", "apply_compound", "compound_moves", "dma_estimate", "flat_knobs",
            "move_ranks", "ranked_neighbours", "tile_steps", "transplants"]

@@ -69,10 +69,9 @@ def fastest_tilings(space: Any, template: TuneResult, n: int = TRANSPLANTS) -> l
     fastest first (what `rank.transplants` puts a centre's other knobs on)."""
     ok = sorted((r for r in template.history if r.ok), key=lambda r: (r.seconds, int(r.config.index)))
     out: list[int] = []
-    for r in ok[1:4 * n]:  # the best is the family stage's first centre already
-        point = as_family(space, [r])
-        if point and int(point[0].config.index) not in out:
-            out.append(int(point[0].config.index))
+    for point in as_family(space, ok[1:4 * n]):  # the best is the family stage's first centre already; one
+        if int(point.config.index) not in out:  # validity check for all (each costs ~3 ms, a trial ~0.15 s)
+            out.append(int(point.config.index))
         if len(out) >= n:
             break
     return out
