@@ -38,10 +38,21 @@ class LocalTuner(Tuner):
         self._compounds: list[int] | None = None
         self._compound_of: dict[int, int] = {}  # a compound move -> its position in _compounds
         self._compounds_done: set[int] = set()
+        self._held: int | None = None  # a compound popped behind this round's moves, proposed next round
 
     def propose(self, n: int) -> list[Config]:
         out: list[int] = []
         ranked = sorted((r for r in self.results.values() if r.ok), key=lambda r: (r.seconds, int(r.config.index)))
+        held, self._held = self._held, None
+        if held is not None and ranked and int(ranked[0].config.index) in self._frontier:
+            # a compound held back last round: made from the centre that won that round (a new centre's frontier
+            # has it anyway)
+            j = apply_compound(self.view, int(ranked[0].config.index), held)
+            if j not in self.results and j not in self._proposed:
+                out.append(j)
+                self._proposed.add(j)
+        elif held is not None:
+            self._compounds_done.discard(self._compound_of[held])
         for r in ranked:  # the fastest first: its neighbourhood, then the next one's
             centre = int(r.config.index)
             if centre not in self._frontier:
@@ -60,13 +71,16 @@ class LocalTuner(Tuner):
                     if k in self._compounds_done:
                         continue
                     self._compounds_done.add(k)
+                    if out:  # after this round's moves are timed: one of them may make a new centre to make it from
+                        self._held = j
+                        break
                     j = apply_compound(self.view, centre, j)
                 if j not in self.results and j not in self._proposed:
                     out.append(j)
                     self._proposed.add(j)
-            if len(out) >= n:
+            if len(out) >= n or self._held is not None:
                 break
-        if len(out) < n:  # nothing measured yet, or every neighbourhood spent
+        if len(out) < n and self._held is None:  # nothing measured yet, or every neighbourhood spent
             extra = self.random_unmeasured(n - len(out), exclude=self._proposed)
             self._proposed.update(extra)
             out += extra

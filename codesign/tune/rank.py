@@ -79,7 +79,12 @@ RESET_KNOBS = ("vthread", "early_epilogue", "pad_skip", "n_threads")
 _FEATURES = list(CONFIG_FEATURE_NAMES) + list(EXTRA_FEATURE_NAMES)
 
 
-def dma_estimate(view: SpaceView, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+def _raw_features(view: SpaceView, idx: np.ndarray) -> np.ndarray:
+    """The space's features of `idx` as computed (log2 counts, fractions), not squashed for a model."""
+    return np.asarray(view.space.features_batch(idx), dtype=np.float64)
+
+
+def dma_estimate(view: SpaceView, indices: Sequence[int] | np.ndarray, feats: np.ndarray | None = None) -> np.ndarray:
     """Per config, the cycles of its DMA by the timing model's default DMA terms (bytes at the DRAM
     efficiency, a fixed latency per LOAD/STORE), from the family's features alone (no program is built):
     INP bytes, WGT bytes with residency, OUT bytes; INP loads and one store per output tile. Among a
@@ -88,7 +93,7 @@ def dma_estimate(view: SpaceView, indices: Sequence[int] | np.ndarray) -> np.nda
     idx = np.asarray(indices, dtype=np.int64)
     if not len(idx):
         return np.zeros(0)
-    feats = view.features(idx).astype(float)
+    feats = _raw_features(view, idx) if feats is None else feats  # `feats`: `idx`'s, computed already
 
     def col(name: str) -> np.ndarray:
         return 2.0 ** feats[:, _FEATURES.index(name)]
@@ -146,12 +151,19 @@ def compound_moves(view: SpaceView, centre: int) -> np.ndarray:
     idx, which = idx[ok], which[ok]
     if not len(idx):
         return np.zeros(0, dtype=np.int64)
-    est = dma_estimate(view, np.concatenate([[centre], idx]))
-    base, est = est[0], est[1:]
+    both = np.concatenate([[centre], idx])
+    feats = _raw_features(view, both)
+    est = dma_estimate(view, both, feats)
+    base, est, feats = est[0], est[1:], feats[1:]
     # per knob, the centre's h/w/co tiles (the template stage chose them) first, then any tiling's lowest estimate
     tiles = [j["tile_h"], j["tile_w"], j["tile_co"]]
     same = (view.positions(idx)[:, tiles] == here[tiles]).all(axis=1)
-    live = est <= base * COMPOUND_SLACK
+    # a weight-stationary compound leaves a WGT row free: a residual add fused into the layer needs one for
+    # its identity block, and without it the network plan scans every template schedule of the layer with its
+    # epilogue (ResNet-18's downsample convs on pynq_4x8: ~0.7 CPU-s each, a trial's whole budget)
+    room = (feats[:, _FEATURES.index("wgt_util")] < 1.0) | (which != knobs.index("wgt_stationary")
+                                                           if "wgt_stationary" in knobs else True)
+    live = (est <= base * COMPOUND_SLACK) & room
     for _ in range(4):  # the picks through the exact rules, together; one that fails them gives way to the next
         out: list[int] = []
         for near in (True, False):
