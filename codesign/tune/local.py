@@ -6,7 +6,9 @@ neighbourhood is. No model and no enumeration of the space: validity comes from 
 vectorized mask, so it costs about its measurements even on spaces of 10^8 configs — the
 `vta` family's default search starts it from the template optimum (`codesign.tune.template_local`)
 with `ranked=True`: a centre's neighbours in the order `codesign.tune.rank` ranks them (the moves
-of the knobs the templates lack first), not a random one."""
+of the knobs the templates lack first), not a random one, and once per layer its compound moves
+(`rank.compound_moves`: residency with its loop order and tiles), made from the centre whose
+frontier reaches their rank."""
 
 from __future__ import annotations
 

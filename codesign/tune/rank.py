@@ -29,7 +29,17 @@ per request at the same measurements, no stock config slower; docs/results.md "T
 - the tile moves come each tile knob's nearest split first, in turn (`tile_steps`), not at random;
 - the order learns from the trial's own measurements (`RankedFrontier`, `flat_knobs`): a knob whose
   `FLAT_TRIES` moves from position 0 paid less than `FLAT_TOL` on this layer has its further moves
-  ranked after the tile moves."""
+  ranked after the tile moves.
+
+Compound moves (`compound_moves`), for the designs whose best schedules differ from the template optimum in
+several knobs at once (ResNet-18 on pynq_4x8 at 167 MHz: its 64-channel 3x3 conv 21.7 ms with WGT resident,
+loop order 3, the whole reduction in one tile and other h/w/co tiles, against 29.6 ms; one-knob moves do not
+get there: residency alone is invalid while the reduction is split, and the whole reduction's input tile
+overflows the buffer with the template's tiles): a residency knob set with the loop orders that give its
+operand reuse and the tiles that go with it, picked per knob among their every valid tiling by a DMA estimate
+from the features (`dma_estimate`, no program built), once per layer, ranked after the GEMM kernel knobs
+(`COMPOUND_RANK`). ResNet-18 whole network, default sweep trial: 428.1 -> 380.2 ms on that design, within
+1.6% of the best known on the six designs of docs/results.md "Trial quality", none slower, same CPU."""
 
 from __future__ import annotations
 
