@@ -102,15 +102,14 @@ class Kernel:
     def from_fold(cls, roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...] = ()) -> Kernel:
         """A Kernel from `MappingBatch`' fold of one config: roles 1 = iter_out, 2 = iter_in,
         3 = unrolled (outer to inner), loops = [extent, dst, src, wgt] (docs/vta.md §7.3)."""
-        # plain Python on the (6,) roles: this runs once per kernel of every evaluated schedule
-        r = roles.tolist()
-        kw: dict[str, int] = {}
-        for role, slot in ((1, "out"), (2, "in")):
-            if role in r:
-                kw[f"iter_{slot}"], kw[f"dst_factor_{slot}"], kw[f"src_factor_{slot}"], kw[f"wgt_factor_{slot}"] = (
-                    loops[r.index(role)].tolist())
+        # plain Python on the (6,) roles and (6, 4) loops as lists: this runs for each kernel of
+        # every evaluated schedule's first evaluation (its tile and each edge tile variant)
+        r, rows = roles.tolist(), loops.tolist()
+        out = rows[r.index(1)] if 1 in r else (1, 0, 0, 0)
+        inn = rows[r.index(2)] if 2 in r else (1, 0, 0, 0)
+        unrolled = np.array([x for x, role in zip(rows, r) if role == 3], dtype=loops.dtype).reshape(-1, 4)
         live = tuple(n for n, x in zip(names, r) if x) if names else ()
-        return cls(loops[[i for i, x in enumerate(r) if x == 3]], names=live, **kw)
+        return cls(unrolled, out[0], inn[0], out[1], inn[1], out[2], inn[2], out[3], inn[3], names=live)
 
     @lazy  # frozen: the lowering asks for it many times per kernel
     def size(self) -> int:
@@ -182,6 +181,12 @@ def dst_hazard(ext: np.ndarray, dst: np.ndarray, unrolled: np.ndarray) -> np.nda
     d_m = np.take_along_axis(d, last[:, None], axis=1)[:, 0]
     bad = unrolled & ((d == 0) | ((d + d_m[:, None] == 0) & (np.arange(L) != last[:, None])))
     return bad.any(axis=1)
+
+
+#: (GEMM, reset) kernels by their fold (`MappingBatch.kernels`), shared by every batch of the
+#: process; a bound, not a working-set size (a kernel is ~1 KB with its lazy fields)
+KERNEL_CACHE_MAX = 1 << 14
+_KERNELS: dict[tuple, tuple[Kernel, Kernel]] = {}
 
 
 class MappingBatch:
@@ -289,11 +294,13 @@ class MappingBatch:
     def _table(self) -> tuple[tuple[str, ...], np.ndarray]:
         """Every scalar and DMA-pattern field flattened into one int64 row per config, built once,
         so that one config's geometry is a single row lookup."""
-        cols = [np.broadcast_to(getattr(self, name), (self.n,)) for name in self.ROW_SCALARS]
+        n = (self.n,)
+        # every field is an (n,) array already (broadcast only what is not: ~5 us a call)
+        cols = [a if a.shape == n else np.broadcast_to(a, n) for a in map(self.__getattribute__, self.ROW_SCALARS)]
         for kind in self.ROW_PATTERNS:
             pat = getattr(self, f"{kind}_pattern")()
-            cols += [np.broadcast_to(pat[key], (self.n,)).astype(np.int64)
-                     for key in ("ok", "y_size", "x_size", "x_stride")]
+            cols += [a if a.shape == n else np.broadcast_to(a, n)
+                     for a in (np.asarray(pat[key]) for key in ("ok", "y_size", "x_size", "x_stride"))]
         names = self.ROW_SCALARS + tuple(f"{k}_{f}" for k in self.ROW_PATTERNS
                                          for f in ("ok", "y_size", "x_size", "x_stride"))
         return names, np.stack(cols, axis=1).astype(np.int64)
@@ -310,16 +317,15 @@ class MappingBatch:
         few folds, and a kernel's lazily computed fields (size, loop fields) are then computed once."""
         g, r = self.gemm, self.reset
         gr, gl, rr, rl = g["roles"][i], g["loops"][i], r["roles"][i], r["loops"][i]
-        key = (gr.tobytes(), gl.tobytes(), rr.tobytes(), rl.tobytes())
-        cache = self._kernel_cache
-        pair = cache.get(key)
+        # the fold alone determines the kernels: shared across batches (a search's sample, the
+        # batch of its edge tile variants, other layers and spaces), bounded
+        key = (gr.tobytes(), gl.tobytes(), rr.tobytes(), rl.tobytes(), gl.dtype.char, rl.dtype.char)
+        pair = _KERNELS.get(key)
         if pair is None:
-            pair = cache[key] = (Kernel.from_fold(gr, gl, GEMM_LOOPS), Kernel.from_fold(rr, rl, RESET_LOOPS))
+            if len(_KERNELS) >= KERNEL_CACHE_MAX:
+                _KERNELS.clear()
+            pair = _KERNELS[key] = (Kernel.from_fold(gr, gl, GEMM_LOOPS), Kernel.from_fold(rr, rl, RESET_LOOPS))
         return pair
-
-    @lazy
-    def _kernel_cache(self) -> dict[tuple[bytes, ...], tuple[Kernel, Kernel]]:
-        return {}
 
     # -- DMA 2-D patterns (docs/vta.md §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
     @staticmethod
