@@ -125,9 +125,16 @@ def _variant_kernels(edges: Edges) -> np.ndarray:
     kept on the `Edges` (shared by the configs of a space that run the same variants)."""
     kern = edges.__dict__.get("_variant_kernels")
     if kern is None:
-        kern = edges.__dict__["_variant_kernels"] = np.array(
-            [[_loop_fields(e.gemm), _loop_fields(e.reset)] for e in edges.variants[1:]],
-            dtype=np.int64).reshape(len(edges.variants) - 1, 2, len(LOOP_FIELDS))
+        # the variants of axes without an edge are one `EdgeTile` (the full tile's): read each once
+        seen: dict[int, list[int]] = {}
+        rows = []
+        for e in edges.variants[1:]:
+            row = seen.get(id(e))
+            if row is None:
+                row = seen[id(e)] = _loop_fields(e.gemm) + _loop_fields(e.reset)
+            rows.append(row)
+        kern = edges.__dict__["_variant_kernels"] = np.array(rows, dtype=np.int64).reshape(
+            len(edges.variants) - 1, 2, len(LOOP_FIELDS))
     return kern
 
 

@@ -107,9 +107,12 @@ class Kernel:
         r, rows = roles.tolist(), loops.tolist()
         out = rows[r.index(1)] if 1 in r else (1, 0, 0, 0)
         inn = rows[r.index(2)] if 2 in r else (1, 0, 0, 0)
-        unrolled = np.array([x for x, role in zip(rows, r) if role == 3], dtype=loops.dtype).reshape(-1, 4)
+        kept = [x for x, role in zip(rows, r) if role == 3]
+        unrolled = np.array(kept, dtype=loops.dtype).reshape(-1, 4)
         live = tuple(n for n, x in zip(names, r) if x) if names else ()
-        return cls(unrolled, out[0], inn[0], out[1], inn[1], out[2], inn[2], out[3], inn[3], names=live)
+        k = cls(unrolled, out[0], inn[0], out[1], inn[1], out[2], inn[2], out[3], inn[3], names=live)
+        k.__dict__["size"] = math.prod(x[0] for x in kept)  # `size` (lazy) from the lists at hand
+        return k
 
     @lazy  # frozen: the lowering asks for it many times per kernel
     def size(self) -> int:
