@@ -249,6 +249,7 @@ _TIME_SCALE = float(1 << 24)
 _FIFO_NAMES = isa.TOKEN_NAMES  # token FIFOs numbered as in `isa` (TOK_L2G..TOK_S2G)
 _POP_PREV, _POP_NEXT = np.array(isa.POP_PREV, dtype=np.int64), np.array(isa.POP_NEXT, dtype=np.int64)
 _PUSH_PREV, _PUSH_NEXT = np.array(isa.PUSH_PREV, dtype=np.int64), np.array(isa.PUSH_NEXT, dtype=np.int64)
+_TOKEN_FIFO = np.stack([_POP_PREV, _POP_NEXT, _PUSH_PREV, _PUSH_NEXT])  # [flag bit, module] -> FIFO, -1: none
 
 
 @njit(cache=True)
@@ -370,7 +371,7 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     and padding; otherwise the whole duration) and a DMA's data time on the port, in time units, with
     exactly the integer arithmetic the cost formulas of the module docstring give. Returns (qrows,
     qstart, qlen, qflag, qkind, qfix, qdata, footprint)."""
-    c_op, c_pp, c_pn, c_hp, c_hn = cols[0], cols[1], cols[2], cols[3], cols[4]
+    c_op = cols[0]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
     c_ub, c_ue, c_io, c_ii = cols[12], cols[13], cols[14], cols[15]
@@ -402,18 +403,10 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
         qof[i] = m
         fl = 0
         bad = False
-        if rows[i, c_pp] != 0:
-            fl |= 1
-            bad = bad or _POP_PREV[m] < 0
-        if rows[i, c_pn] != 0:
-            fl |= 2
-            bad = bad or _POP_NEXT[m] < 0
-        if rows[i, c_hp] != 0:
-            fl |= 4
-            bad = bad or _PUSH_PREV[m] < 0
-        if rows[i, c_hn] != 0:
-            fl |= 8
-            bad = bad or _PUSH_NEXT[m] < 0
+        for t in range(4):  # cols[1:5]: pop_prev, pop_next, push_prev, push_next, flag bit t
+            if rows[i, cols[1 + t]] != 0:
+                fl |= 1 << t
+                bad = bad or _TOKEN_FIFO[t, m] < 0
         rflag[i] = -1 if bad else fl
         if op == 0 or op == 1:  # LOAD / STORE
             x = rows[i, c_x]
