@@ -293,19 +293,16 @@ def flat_knobs(view: SpaceView, measured: Iterable[MeasureResult], order: Sequen
 
 
 def _ranked(view: SpaceView, centre: int, neighbours: np.ndarray, rng: np.random.Generator, order: Sequence[str],
-            tilings: Sequence[int], compounds: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+            tilings: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """(ids, their ranks) in the order to time them (`ranked_neighbours`)."""
     nb = np.asarray(neighbours, dtype=np.int64)
     shuffled = nb[rng.permutation(len(nb))]
-    comp = np.asarray(compounds, dtype=np.int64)
     moves = transplants(view, centre, tilings)
-    moves = moves[~np.isin(moves, comp)]
-    fixed = np.concatenate([comp, moves])
-    ids = np.concatenate([fixed, shuffled[~np.isin(shuffled, fixed)]])  # a transplant may be a tile move too
-    rank = np.concatenate([np.full(len(comp), COMPOUND_RANK), np.full(len(moves), TRANSPLANT_RANK),
-                           move_ranks(view, centre, ids[len(fixed):], order).astype(float)])
+    ids = np.concatenate([moves, shuffled[~np.isin(shuffled, moves)]])  # a transplant may be a tile move too
+    rank = np.concatenate([np.full(len(moves), TRANSPLANT_RANK),
+                           move_ranks(view, centre, ids[len(moves):], order).astype(float)])
     step = tile_steps(view, centre, ids)
-    step[:len(fixed)] = np.arange(len(fixed))  # compounds and transplants keep their order
+    step[:len(moves)] = np.arange(len(moves))  # transplants keep the tilings' order
     keep = np.lexsort((step, rank))  # by rank, then (tile moves) the nearest split of each tile knob in turn
     return ids[keep], rank[keep]
 
