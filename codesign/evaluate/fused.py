@@ -19,6 +19,7 @@ residual tile or the identity block is `InvalidSchedule` (`fused_invalid` says s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from codesign.mapping.mapping import AluOp, Mapping, fuse
 from codesign.network.reference import _round_shift, conv2d_int, linear_int
 from codesign.schedule.families import mapping_for
 from codesign.schedule.knobs import Config, KnobValue
+from codesign.schedule.space import get_space
 from codesign.schedule.support import unsupported_reason
 from codesign.vta import timing
 from codesign.vta.program import Program
@@ -89,6 +91,16 @@ DEMANDS = (Epilogue(shift=1, bias=True, relu=True, residual=(1, 1, 1)), Epilogue
 # How many of a layer's fastest records that fit its epilogue `codesign run` times as the fused op
 # to pick one (records time the plain layer; the epilogue's ALU passes change their ranking).
 FUSED_CANDIDATES = 16
+
+
+@lru_cache(maxsize=1024)
+def demand(layer: Layer, hw: HwConfig) -> Epilogue:
+    """The most demanding of `DEMANDS` VTA can run on `layer` with some template schedule: what a
+    layer's one schedule must fit, as it serves ops with and without a residual add (`codesign run`
+    and a sweep trial both choose it so)."""
+    space = get_space(layer, hw)
+    return next((epi for epi in DEMANDS if fused_reason(layer, epi, hw) is None and any(
+        fused_invalid(layer, space.get(int(i)), hw, epi) is None for i in space.valid_indices())), DEMANDS[-1])
 
 
 def fused_reason(layer: Layer, epi: Epilogue, hw: HwConfig) -> str | None:
@@ -268,5 +280,5 @@ def reference_fused(layer: Layer, epi: Epilogue, x: np.ndarray, w: np.ndarray, b
     return np.clip(y, lo, hi).astype(np.int8)
 
 
-__all__ = ["DEMANDS", "Epilogue", "fused_reason", "fused_invalid", "epilogue_steps", "fused_mapping", "compile_fused",
+__all__ = ["DEMANDS", "Epilogue", "demand", "fused_reason", "fused_invalid", "epilogue_steps", "fused_mapping", "compile_fused",
            "compile_fused_blocks", "run_fused", "measure_fused", "reference_fused", "fused_io_bytes"]

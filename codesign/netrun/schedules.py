@@ -27,11 +27,10 @@ from typing import Any
 
 from codesign.errors import CodesignError
 from codesign.evaluate.fused import (
-    DEMANDS,
     FUSED_CANDIDATES,
     Epilogue,
+    demand,
     fused_invalid,
-    fused_reason,
     measure_fused,
 )
 from codesign.evaluate.run import measure_seconds
@@ -64,7 +63,6 @@ class ScheduleChooser:
         self.records = _ranked(mine)
         self.tophub = _ranked(import_autotvm_log(TOPHUB_LOG))
         self.chosen: dict[tuple[Layer, Epilogue], Chosen] = {}
-        self.demands: dict[Layer, Epilogue] = {}
         self.skipped: dict[str, str] = {}  # layer -> why its record / tophub schedule was not used
         self.stale: set[int] = set()  # ids of records whose knobs no longer resolve (`resolve_config`)
         self.n_records = len(mine)
@@ -86,13 +84,7 @@ class ScheduleChooser:
 
     def demand(self, layer: Layer) -> Epilogue:
         """The most demanding epilogue VTA can run on `layer` with some template schedule."""
-        if layer not in self.demands:
-            space = get_space(layer, self.hw)
-            self.demands[layer] = next(
-                (epi for epi in DEMANDS if fused_reason(layer, epi, self.hw) is None and any(
-                    fused_invalid(layer, space.get(int(i)), self.hw, epi) is None for i in space.valid_indices())),
-                DEMANDS[-1])
-        return self.demands[layer]
+        return demand(layer, self.hw)
 
     def _choose(self, layer: Layer, epi: Epilogue) -> Chosen:
         key = (layer.name, self.hw.name)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import CodesignError
-from codesign.evaluate.fused import FUSED_CANDIDATES, Epilogue, fused_invalid, measure_fused
+from codesign.evaluate.fused import FUSED_CANDIDATES, Epilogue, demand, fused_invalid, measure_fused
 from codesign.evaluate.run import Measurement, measure
 from codesign.hw.board import Board
 from codesign.hw.config import HwConfig
@@ -481,11 +481,17 @@ def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resou
     `unsupported` the convs/denses it leaves on the CPU with the reason, `steps` every step."""
     start = time.perf_counter() if start is None else start
 
+    chooser = _TrialChooser(hw, tuner, tuner.seen)
+
     def choose(layer: Layer) -> tuple[Config, float]:
         res, best = tuner.tune(layer)
         if best is None or res.best is None:
             raise CodesignError(f"no schedule of {layer.name} ran in {res.measurements} measurements")
-        return res.best, float(best.seconds)
+        # as `codesign run --records` chooses from these records (`netrun.schedules`): a schedule that
+        # fits the layer's most demanding epilogue, so the planner never scans the template space
+        # for one that does (its fallback when the tuned best has no room for a residual tile)
+        got = chooser.for_epilogue(layer, demand(layer, hw))
+        return got.config, got.seconds
 
     # Every layer the plan will ask about, tuned as one task set: the scheduler spends the learned
     # layers' measurements where they save the most per request (weights: occurrences per request).
@@ -493,7 +499,7 @@ def evaluate_plan(hw: HwConfig, board: Board, network: Network, resources: Resou
     tuner.tune_all(list(choose_layers(network, hw, board).items()), layer_alternatives(network, hw, board))
     # Each fused op on the fastest of the layer's measured schedules for its own epilogue: the plan
     # `codesign run --records` makes of this trial's records (place.refine).
-    plan, _chosen = refine(plan_network(network, hw, board, choose), _TrialChooser(hw, tuner, tuner.seen))
+    plan, _chosen = refine(plan_network(network, hw, board, choose), chooser)
     counts = vta_layer_counts(plan)
     unsupported = cpu_gemms(plan)
     if not counts:
