@@ -171,9 +171,6 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
-_NO_PAIRS = np.zeros(0, dtype=np.int64)  # no special pairs (read only by `emit.classes`)
-
-
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
     the cost does not grow with the number of tiles."""
@@ -189,8 +186,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     scalars = sc[0]
     places = [p for p in (int(scalars[INP_PLACE]), int(scalars[WGT_PLACE])) if p]  # loaded outside the reduction
     # edge tiles: the pairs that load a kernel first are their own classes
-    special = (np.unique(u.first_pair[u.first]) if m.edges is not None and not m.uop_preload
-               else _NO_PAIRS)
+    special = u.special
     table = sc[1].tolist()
     place = [table[lp][1] if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
     pairs, pair_class = classes(P, hc, place[0], wc, place[1], cc, place[2],

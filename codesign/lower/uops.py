@@ -9,7 +9,7 @@ loaded by one LOAD UOP the first time they are used, reloaded only after being e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -19,7 +19,7 @@ from codesign.errors import InvalidSchedule
 from codesign.lower.access import AXIS, loop_table
 from codesign.lower.emit import pair_order, pair_uses
 from codesign.mapping.batch import Kernel
-from codesign.mapping.edges import CI_BIT, PAIR_BITS
+from codesign.mapping.edges import CI_BIT, PAIR_BITS, Edges
 from codesign.mapping.lazy import lazy
 from codesign.mapping.mapping import Mapping, fused_slots
 
@@ -167,6 +167,9 @@ class Uops:
     first_pair: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: with edge tiles: (thread, slot, variant) of every kernel
     origin: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    #: with edge tiles run through the ring: the pairs that first load some kernel, ascending
+    #: (their own classes of identical pairs, `lower.lower_blocks`); else empty
+    special: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _residual(m: Mapping) -> tuple[int, int]:
@@ -183,16 +186,13 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = ([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T
+    sizes = tuple(([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T)
     order = (T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
-    if m.edges is None and not m.uop_preload:
-        return _ring_plan(tuple(sizes), order, m.n_pairs, depth)
-    sizes = np.array(sizes, dtype=np.int64)
-    uses, first = use_order(*order)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
-        u = _edge_plan(m, depth, sizes, uses)  # every kernel cached at once already: preload loads them first
-        return replace(u, first_pair=np.full(len(u.sizes), -1, dtype=np.int64)) if m.uop_preload else u
-    return _preload_plan(sizes, uses, first, depth)
+        return _edge_plan(m, depth, sizes, order)
+    if not m.uop_preload:
+        return _ring_plan(sizes, order, m.n_pairs, depth)
+    return _preload_plan(sizes, order, depth)
 
 
 @lru_cache(maxsize=4096)
@@ -214,18 +214,30 @@ def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:
     return dram_off
 
 
-def _preload_plan(sizes: np.ndarray, uses: np.ndarray, first: np.ndarray, depth: int) -> Uops:
+def _preload_plan(sizes: tuple[int, ...], order: tuple, depth: int) -> Uops:
     """`Mapping.uop_preload` on full tiles: every kernel at its offset in the DRAM array (first-use
     order) = its SRAM start, all loaded by the one LOAD UOP the emitter puts at the head of the
     program (`emit`; `first_pair` -1: no kernel is loaded at a use)."""
-    dram_off = _offsets(sizes, first)
-    total = int(sizes[first].sum())
+    uses, first = use_order(*order)
+    sz = np.array(sizes, dtype=np.int64)
+    dram_off, total = _first_offsets(sz, first)
     if total > depth:
         raise InvalidSchedule(f"uop_preload_fit: micro-op preload: every kernel loaded at once needs {total} "
                               f"micro-ops > UOP depth {depth}")
     ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
-    return Uops(sizes, uses, ring, dram_off, first, np.arange(len(sizes), dtype=np.int64)[:, None],
-                np.full(len(sizes), -1, dtype=np.int64))
+    return Uops(sz, uses, ring, dram_off, first, np.arange(len(sz), dtype=np.int64)[:, None],
+                np.full(len(sz), -1, dtype=np.int64))
+
+
+@njit(cache=True)
+def _first_offsets(sizes, first):  # pragma: no cover - compiled
+    """(`_offsets` of `first`, their micro-ops in all) in one compiled call."""
+    dram_off = np.zeros(sizes.shape[0], np.int64)
+    total = 0
+    for k in first:
+        dram_off[k] = total
+        total += sizes[k]
+    return dram_off, total
 
 
 def preload_size(m: Mapping, u: Uops) -> int:
@@ -236,51 +248,111 @@ def preload_size(m: Mapping, u: Uops) -> int:
 def pair_variants(m: Mapping) -> np.ndarray:
     """(T, P, C) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair
     and sub-step c (the output tiles of the loops inside the reduction, `Mapping.inner_loops`)."""
-    last = dict(zip(("h", "w", "co"), m.edges.last[:3])) if m.edges is not None else {}
-    T, P, C = m.n_threads, m.n_pairs, m.n_inner
-    out = np.zeros((T, P, C), dtype=np.int64)
-    # the tile index on an axis: the sum over the pair, thread and inner loops walking it (all threads at once)
-    walks = ((np.arange(P, dtype=np.int64)[None, :, None], loop_table(m.pair_loops).tolist()),
-             (np.arange(T, dtype=np.int64)[:, None, None], loop_table(m.vthreads).tolist()),
-             (np.arange(C, dtype=np.int64)[None, None, :], loop_table(m.inner_loops).tolist()))
-    for bit, a in enumerate(("h", "w", "co")):
-        if last.get(a, -1) < 0:
+    h, w, co = m.edges.last[:3] if m.edges is not None else (-1, -1, -1)
+    return _pair_variants(loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops),
+                          h, w, co, m.n_threads, m.n_pairs, m.n_inner)
+
+
+_H, _W, _CO = AXIS["h"], AXIS["w"], AXIS["co"]  # the axes of the edge bits 0, 1, 2 (compile-time constants)
+
+
+@njit(cache=True)
+def _tile_index(tab, i, ax):  # pragma: no cover - compiled
+    """The tile index on axis `ax` of iteration i of the loops of `tab` (`access.loop_table`)."""
+    idx = 0
+    for lp in range(tab.shape[0]):
+        if tab[lp, 2] == ax:
+            idx += (i // tab[lp, 1]) % tab[lp, 0] * tab[lp, 3]
+    return idx
+
+
+@njit(cache=True)
+def _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C):  # pragma: no cover - compiled
+    """`pair_variants` from the loop tables of the pair, thread and inner loops and the edge tile
+    index on h, w, co (-1: none): the tile index on an axis is the sum over the loops walking it."""
+    out = np.zeros((T, P, C), np.int64)
+    lasts = (h_last, w_last, co_last)
+    axes = (_H, _W, _CO)
+    for bit in range(3):
+        last, ax = lasts[bit], axes[bit]
+        if last < 0:
             continue
-        idx = np.zeros((T, P, C), dtype=np.int64)
-        for it, tab in walks:
-            for ext, place, ax, scale in tab:
-                if ax == AXIS[a]:
-                    idx += (it // place) % ext * scale
-        out |= (idx == last[a]).astype(np.int64) << bit
+        for t in range(T):
+            it = _tile_index(threads, t, ax)
+            for p in range(P):
+                ip = it + _tile_index(loops, p, ax)
+                for c in range(C):
+                    if ip + _tile_index(inner, c, ax) == last:
+                        out[t, p, c] |= 1 << bit
     return out
 
 
-def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, uses: np.ndarray) -> Uops:
+def _edge_plan(m: Mapping, depth: int, sizes: tuple[int, ...], order: tuple) -> Uops:
     """Edge tiles (`mapping.edges`): each thread's reset, GEMM and bias-ADD kernels exist once per
     ACC slot and tile variant it runs there; every kernel is loaded once, at its first use, and
     stays in the micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the
     runtime's ring never wraps and a kernel's SRAM start is its offset in the DRAM array (first-use
-    order)."""
+    order). With `Mapping.uop_preload` they are all loaded at the head instead (`first_pair` -1)."""
     T, G, C = m.n_threads, m.tile.b, m.n_inner
     S = len(sizes) // T
     GC = G * C  # resets (slots 0..GC-1: c * G + b), then GEMMs (GC + c * G + b), then the epilogue
     bias = 2 * GC + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
-    ev = m.edges.variants
-    # each variant's (GEMM, reset, bias-ADD) kernel size (the full tile's row unused)
-    vsize = np.array([(e.gemm.size, e.reset.size, e.tile.co) if v else (0, 0, 0) for v, e in enumerate(ev)],
-                     dtype=np.int64)
-    kvar, sizes, kinds = _edge_kernels(sizes, T, S, GC, bias, m.edges.bits(), vsize)
-    # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
-    first, first_pair = _edge_first(uses, S, GC, G, T, m.edges.last[3], pair_variants(m), kvar, len(sizes))
-    dram_off = _offsets(sizes, first)
-    total = int(sizes[first].sum())
+    edges = m.edges
+    uses = use_order(*order)[0]
+    h, w, co, ci = edges.last
+    kvar, ksizes, kinds, first, first_pair, dram_off, total, special, load, bgn = _edge_plan_kernel(
+        np.array(sizes, dtype=np.int64), uses, T, S, GC, G, bias, edges.bits(), _variant_sizes(edges),
+        h, w, co, ci, loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops), m.n_pairs, C,
+        m.uop_preload)
     if total > depth:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
                               f"{total} micro-ops together > UOP depth {depth}")
-    first_pair[first_pair < 0] = np.iinfo(np.int64).max  # never used: never loaded
-    ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
     kinds.setflags(write=False)
-    return Uops(sizes, uses, ring, dram_off, first, kvar, first_pair, origin=kinds)
+    return Uops(ksizes, uses, Ring(load, bgn, None), dram_off, first, kvar, first_pair, origin=kinds, special=special)
+
+
+def _variant_sizes(edges: Edges) -> np.ndarray:
+    """(V, 3) each edge tile variant's (GEMM, reset, bias-ADD) kernel size (the full tile's row
+    unused: 0), kept on the `Edges` (shared by the configs of a space that run the same variants)."""
+    vsize = edges.__dict__.get("_variant_sizes")
+    if vsize is None:
+        vsize = np.array([(e.gemm.size, e.reset.size, e.tile.co) if v else (0, 0, 0)
+                          for v, e in enumerate(edges.variants)], dtype=np.int64)
+        vsize.setflags(write=False)
+        edges.__dict__["_variant_sizes"] = vsize
+    return vsize
+
+
+@njit(cache=True)
+def _edge_plan_kernel(sizes, uses, T, S, GC, G, bias, edged, vsize, h_last, w_last, co_last, ci_last,
+                      loops, threads, inner, P, C, preload):  # pragma: no cover - compiled
+    """`_edge_plan` in one compiled call: (kvar, kernel sizes, origin, first, first_pair, DRAM
+    offsets, micro-ops of every kernel, the pairs of a kernel's first load in order (none with
+    `preload`), the ring's load and bgn rows)."""
+    kvar, ksizes, kinds = _edge_kernels(sizes, T, S, GC, bias, edged, vsize)
+    # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
+    pv = _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C)
+    first, first_pair = _edge_first(uses, S, GC, G, T, ci_last, pv, kvar, ksizes.shape[0])
+    dram_off = np.zeros(ksizes.shape[0], np.int64)
+    total = 0
+    n_special = 0
+    special = np.empty(first.shape[0], np.int64)
+    for k in first:  # first-use order: their pairs ascend
+        dram_off[k] = total
+        total += ksizes[k]
+        if n_special == 0 or special[n_special - 1] != first_pair[k]:
+            special[n_special] = first_pair[k]
+            n_special += 1
+    if preload:  # every kernel cached at once already: the preload loads them first
+        first_pair[:] = -1
+        n_special = 0
+    else:
+        for k in range(first_pair.shape[0]):
+            if first_pair[k] < 0:  # never used: never loaded
+                first_pair[k] = np.iinfo(np.int64).max
+    U = uses.shape[0]
+    return (kvar, ksizes, kinds, first, first_pair, dram_off, total, special[:n_special].copy(),
+            np.zeros((1, U), np.bool_), np.zeros((1, U), np.int64))
 
 
 @njit(cache=True)
