@@ -22,7 +22,6 @@ them per instruction (`emit`), and `pad_classes` per loop index.
 from __future__ import annotations
 
 from functools import lru_cache
-from operator import itemgetter
 
 import numpy as np
 from numba import njit
@@ -45,8 +44,6 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
  BIAS_BASE, RES_BASE, ID_BASE, BIAS_SRAM, RES_CHUNKS, RES_PITCH, ID_SRAM, RES_PLANES, ID_EACH,
  E_CI, E_ACC, H_LAST, W_LAST, CO_LAST, CI_LAST, NC, ACC_SUB, INP_IPLACE, WGT_IPLACE, E_CO, E_PIX, PS_TOP,
  PS_BOT, INP_SHARED) = range(len(SPEC))
-_SPEC_SET = frozenset(SPEC)
-_IN_ORDER = itemgetter(*SPEC)
 #: The scalars an edge tile variant (`mapping.edges`) replaces in its row of the variant table; TB,
 #: TH, TW, TCI, TCO stay the full tile's (they place every tile's origin).
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
@@ -73,44 +70,45 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     scalars, when every tile size divides): the transfer sizes of a tile come from its row. Last,
     the inner loop table: the loops inside the reduction (`Mapping.inner_loops`, ACC slots)."""
     g, t = m.geo, m.tile
-    fused = _NO_FUSED  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none: 0)
+    fused = _NO_FUSED_ROW  # a fused epilogue's DRAM bases, SRAM slots and chunks (most mappings have none: 0)
     if m.has_bias or m.has_residual:
         fs = fused_slots(m, wgt_depth)
-        fused = dict(bias_base=bases[3], res_base=bases[4], id_base=bases[5], bias_sram=fs.bias,
-                     res_chunks=fs.chunks if m.has_residual else 0, res_pitch=fs.res_pitch, id_sram=fs.ident,
-                     res_planes=fs.planes, id_each=int(fs.ident_each))
+        fused = (bases[3], bases[4], bases[5], fs.bias, fs.chunks if m.has_residual else 0, fs.res_pitch, fs.ident,
+                 fs.planes, int(fs.ident_each))
     pi, pw, po = m.pattern("inp"), m.pattern("wgt"), m.pattern("out")
     # the place value of each loaded operand's residency loop among the pair loops (loaded at
     # pair j, step 0, sub-step 0 when j % place == 0), 0: loaded at reduction steps, at the
     # sub-steps c (of the inner loops) with c % iplace == 0: iplace = n_inner at the reduction
     # loop (once per step), the inner loop's place value at an inner loop
     red, C = m.red, m.n_inner
-    pl = inner_products(tuple(lp.extent for lp in m.pair_loops))
-    il = inner_products(tuple(lp.extent for lp in m.inner_loops))
-    places = {op: pl[m.level(op)] if m.level(op) < red else 0 for op in ("inp", "wgt")}
-    iplaces = {op: 1 if m.level(op) < red else C if m.level(op) == red else il[m.level(op) - red - 1]
-               for op in ("inp", "wgt")}
-    # an unpadded INP tile (`Mapping.inp_unpadded`) is loaded as the unpadded conv's: no window pads
-    sc = _scalars(H=g.height, W=g.width, OH=g.out_h, OW=g.out_w, CI=g.ci, CO=g.co, s=g.stride,
-                  p=0 if m.inp_unpadded else g.pad, kk=g.kh * g.kw, tb=t.b, th=t.h, tw=t.w, tci=t.ci, tco=t.co,
-                  hin=t.hin, win=t.win, c_img=m.inp_channels, co_pg=m.co_per_group,
-                  inp_y=pi.y_size, inp_x=pi.x_size, inp_stride=pi.x_stride,
-                  wgt_y=pw.y_size, wgt_x=pw.x_size, wgt_stride=pw.x_stride,
-                  out_y=po.y_size, out_x=po.x_size, out_stride=po.x_stride,
-                  inp_place=places["inp"], wgt_place=places["wgt"],
-                  inp_base=bases[0], wgt_base=bases[1], out_base=bases[2],
-                  P=m.n_pairs, K=m.n_steps, T=m.n_threads, inp_pt=t.inp_sram, wgt_pt=t.wgt_sram,
-                  acc_pt=C * t.acc_sram, ring_start=ring_start, inp_split=m.inp_loads, **fused,
-                  e_ci=t.ci, e_acc=C * t.acc_sram, h_last=-1, w_last=-1, co_last=-1, ci_last=-1, n_inner=C,
-                  acc_sub=t.acc_sram, inp_iplace=iplaces["inp"], wgt_iplace=iplaces["wgt"], e_co=t.co,
-                  e_pix=t.h * t.w, ps_top=m.gemm_trim[0], ps_bot=m.gemm_trim[1], inp_shared=int(m.inp_shared))
-    scv = sc[None, :].copy()
-    if m.edges is not None:
-        sc[[H_LAST, W_LAST, CO_LAST, CI_LAST]] = m.edges.last
-        scv = np.repeat(sc[None, :], len(m.edges.variants), axis=0)
+    loops, threads, inner = loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops)
+    lv_inp, lv_wgt = m.level("inp"), m.level("wgt")
+    place_inp = int(loops[lv_inp, 1]) if lv_inp < red else 0
+    place_wgt = int(loops[lv_wgt, 1]) if lv_wgt < red else 0
+    iplace_inp = 1 if lv_inp < red else C if lv_inp == red else int(inner[lv_inp - red - 1, 1])
+    iplace_wgt = 1 if lv_wgt < red else C if lv_wgt == red else int(inner[lv_wgt - red - 1, 1])
+    acc_pt = C * t.acc_sram
+    # the scalars in `SPEC` order (tests/test_access_spec.py states them by name)
+    sc = np.array((g.height, g.width, g.out_h, g.out_w, g.ci, g.co, g.stride,
+                   0 if m.inp_unpadded else g.pad,  # an unpadded INP tile (`Mapping.inp_unpadded`): no window pads
+                   g.kh * g.kw, t.b, t.h, t.w, t.ci, t.co, t.hin, t.win, m.inp_channels, m.co_per_group,
+                   pi.y_size, pi.x_size, pi.x_stride, pw.y_size, pw.x_size, pw.x_stride, po.y_size, po.x_size,
+                   po.x_stride, place_inp, place_wgt, bases[0], bases[1], bases[2],
+                   m.n_pairs, m.n_steps, m.n_threads, t.inp_sram, t.wgt_sram, acc_pt, ring_start, m.inp_loads,
+                   *fused, t.ci, acc_pt, *(m.edges.last if m.edges is not None else _NO_EDGE), C, t.acc_sram,
+                   iplace_inp, iplace_wgt, t.co, t.h * t.w, m.gemm_trim[0], m.gemm_trim[1], int(m.inp_shared)),
+                  dtype=np.int64)
+    if m.edges is None:
+        scv = sc[None, :].copy()
+    else:
+        scv = np.empty((len(m.edges.variants), len(SPEC)), dtype=np.int64)
+        scv[:] = sc
         # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
         scv[:, _VARIANT_AT] = _variant_rows(m.edges, C, t.acc_sram)
-    return sc, loop_table(m.pair_loops), loop_table(m.vthreads), scv, loop_table(m.inner_loops)
+    return sc, loops, threads, scv, inner
+
+
+_NO_EDGE = (-1, -1, -1, -1)  # h_last, w_last, co_last, ci_last without edge tiles
 
 
 def _variant_rows(edges: Edges, C: int, acc_sram: int) -> np.ndarray:
@@ -126,19 +124,7 @@ def _variant_rows(edges: Edges, C: int, acc_sram: int) -> np.ndarray:
     return rows
 
 
-#: the fused epilogue's scalars, 0 without one
-_FUSED = ("bias_base", "res_base", "id_base", "bias_sram", "res_chunks", "res_pitch", "id_sram", "res_planes",
-          "id_each")
-_NO_FUSED = dict.fromkeys(_FUSED, 0)
-
-
-def _scalars(**named: int) -> np.ndarray:
-    """The `SPEC` scalars given by name (a fused epilogue's `_FUSED` default to 0), in `SPEC` order."""
-    if len(named) < len(SPEC):
-        named = {**_NO_FUSED, **named}
-    if len(named) != len(SPEC):  # a misspelt name (a missing one raises KeyError below)
-        raise ValueError(f"access.spec: unknown scalars {sorted(named.keys() - _SPEC_SET)}")
-    return np.array(_IN_ORDER(named), dtype=np.int64)
+_NO_FUSED_ROW = (0,) * 9  # bias_base .. id_each of `SPEC` without a fused epilogue
 
 
 @njit(cache=True)
