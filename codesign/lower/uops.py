@@ -162,14 +162,20 @@ class Uops:
     dram_off: np.ndarray  # kernel -> offset in the DRAM uop array (first-load order)
     first: np.ndarray     # kernels in first-use order
     #: kernel of use slot s for tile variant v: kvar[s, v] (`mapping.edges`; one column without edges)
-    kvar: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.int64))
+    kvar: np.ndarray = field(default_factory=lambda: _EMPTY_KVAR)
     #: with edge tiles: the pair of each kernel's first use (never reloaded), else empty
-    first_pair: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    first_pair: np.ndarray = field(default_factory=lambda: _EMPTY)
     #: with edge tiles: (thread, slot, variant) of every kernel
-    origin: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    origin: np.ndarray = field(default_factory=lambda: _EMPTY_ORIGIN)
     #: with edge tiles run through the ring: the pairs that first load some kernel, ascending
     #: (their own classes of identical pairs, `lower.lower_blocks`); else empty
-    special: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    special: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+
+# the defaults of `Uops` (read only: the plans' arrays are, so the compiled emitter sees one type)
+_EMPTY, _EMPTY_KVAR, _EMPTY_ORIGIN = (np.zeros(shape, dtype=np.int64) for shape in (0, (0, 1), (0, 3)))
+for _a in (_EMPTY, _EMPTY_KVAR, _EMPTY_ORIGIN):
+    _a.setflags(write=False)
 
 
 def _residual(m: Mapping) -> tuple[int, int]:
@@ -182,28 +188,48 @@ def _residual(m: Mapping) -> tuple[int, int]:
 
 def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
-    validity rule `uop_capacity`)."""
+    validity rule `uop_capacity`). Every array of the plan is read only: full-tile plans are
+    shared by the configs that agree on their few integers (`_ring_plan`, `_preload_plan`)."""
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
-    epi = [m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R)
-    sizes = tuple(([m.reset.size] * G * C + [m.gemm.size] * G * C * m.n_lift + epi) * T)
+    # each thread's epilogue kernels: one uop (the bias ADD: one per output channel block)
+    epi = tuple([m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R))
     order = (T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
+    kernels = (m.reset.size, m.gemm.size, epi)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
-        return _edge_plan(m, depth, sizes, order)
+        return _edge_plan(m, depth, kernel_sizes(kernels, order), order)
     if not m.uop_preload:
-        return _ring_plan(sizes, order, m.n_pairs, depth)
-    return _preload_plan(sizes, order, depth)
+        return _ring_plan(kernels, order, m.n_pairs, depth)
+    return _preload_plan(kernels, order, depth)
 
 
 @lru_cache(maxsize=4096)
-def _ring_plan(sizes: tuple[int, ...], order: tuple, n_pairs: int, depth: int) -> Uops:
+def kernel_sizes(kernels: tuple[int, int, tuple[int, ...]], order: tuple) -> np.ndarray:
+    """Uops of each kernel (`use_order`'s numbering) from (reset size, GEMM size, each epilogue
+    kernel's size) and `use_order`'s arguments `order` (read only, shared)."""
+    reset, gemm, epi = kernels
+    T, G, C, L = order[0], order[2], order[6], order[7]
+    sizes = np.array(([reset] * G * C + [gemm] * G * C * L + list(epi)) * T, dtype=np.int64)
+    sizes.setflags(write=False)
+    return sizes
+
+
+def _read_only(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.setflags(write=False)
+
+
+@lru_cache(maxsize=4096)
+def _ring_plan(kernels: tuple, order: tuple, n_pairs: int, depth: int) -> Uops:
     """`uop_plan` of full tiles run through the ring: a function of the kernel sizes, the use order
     (`use_order`'s arguments), the pair count and the depth alone, so the configs of a space that
-    agree on them (about half of a template space) share one plan (read only by the emitter)."""
-    sz = np.array(sizes, dtype=np.int64)
+    agree on them (about half of a template space) share one plan (read only)."""
+    sz = kernel_sizes(kernels, order)
     uses, first = use_order(*order)
     ring = ring_schedule(sz, uses, n_pairs, depth)
-    return Uops(sz, uses, ring, _offsets(sz, first), first, np.arange(len(sz), dtype=np.int64)[:, None])
+    dram_off, kvar = _offsets(sz, first), np.arange(len(sz), dtype=np.int64)[:, None]
+    _read_only(ring.load, ring.bgn, dram_off, kvar)
+    return Uops(sz, uses, ring, dram_off, first, kvar)
 
 
 def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -214,19 +240,21 @@ def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:
     return dram_off
 
 
-def _preload_plan(sizes: tuple[int, ...], order: tuple, depth: int) -> Uops:
+@lru_cache(maxsize=4096)
+def _preload_plan(kernels: tuple, order: tuple, depth: int) -> Uops:
     """`Mapping.uop_preload` on full tiles: every kernel at its offset in the DRAM array (first-use
     order) = its SRAM start, all loaded by the one LOAD UOP the emitter puts at the head of the
-    program (`emit`; `first_pair` -1: no kernel is loaded at a use)."""
+    program (`emit`; `first_pair` -1: no kernel is loaded at a use). Shared as `_ring_plan`."""
     uses, first = use_order(*order)
-    sz = np.array(sizes, dtype=np.int64)
+    sz = kernel_sizes(kernels, order)
     dram_off, total = _first_offsets(sz, first)
     if total > depth:
         raise InvalidSchedule(f"uop_preload_fit: micro-op preload: every kernel loaded at once needs {total} "
                               f"micro-ops > UOP depth {depth}")
     ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
-    return Uops(sz, uses, ring, dram_off, first, np.arange(len(sz), dtype=np.int64)[:, None],
-                np.full(len(sz), -1, dtype=np.int64))
+    kvar, first_pair = np.arange(len(sz), dtype=np.int64)[:, None], np.full(len(sz), -1, dtype=np.int64)
+    _read_only(ring.load, ring.bgn, dram_off, kvar, first_pair)
+    return Uops(sz, uses, ring, dram_off, first, kvar, first_pair)
 
 
 @njit(cache=True)
@@ -287,7 +315,7 @@ def _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C):  # 
     return out
 
 
-def _edge_plan(m: Mapping, depth: int, sizes: tuple[int, ...], order: tuple) -> Uops:
+def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, order: tuple) -> Uops:
     """Edge tiles (`mapping.edges`): each thread's reset, GEMM and bias-ADD kernels exist once per
     ACC slot and tile variant it runs there; every kernel is loaded once, at its first use, and
     stays in the micro-op cache (validity rule `edge_uop_cache`: all of them fit at once), so the
@@ -301,13 +329,13 @@ def _edge_plan(m: Mapping, depth: int, sizes: tuple[int, ...], order: tuple) -> 
     uses = use_order(*order)[0]
     h, w, co, ci = edges.last
     kvar, ksizes, kinds, first, first_pair, dram_off, total, special, load, bgn = _edge_plan_kernel(
-        np.array(sizes, dtype=np.int64), uses, T, S, GC, G, bias, edges.bits(), _variant_sizes(edges),
+        sizes, uses, T, S, GC, G, bias, edges.bits(), _variant_sizes(edges),
         h, w, co, ci, loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops), m.n_pairs, C,
         m.uop_preload)
     if total > depth:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
                               f"{total} micro-ops together > UOP depth {depth}")
-    kinds.setflags(write=False)
+    _read_only(kvar, ksizes, kinds, first, first_pair, dram_off, special, load, bgn)
     return Uops(ksizes, uses, Ring(load, bgn, None), dram_off, first, kvar, first_pair, origin=kinds, special=special)
 
 
