@@ -111,3 +111,30 @@ def test_compiled_edge_plan_is_the_numpy_statement():
         first_sizes = u.sizes[u.first]
         assert np.array_equal(u.dram_off[u.first], np.cumsum(first_sizes) - first_sizes)
     assert n_edges >= 10
+
+
+def _blocks(m) -> tuple:
+    from codesign.lower import lower_blocks
+    b = lower_blocks(m, HW)
+    return b.rows.tobytes(), b.block_start.tobytes(), b.pair_class.tobytes(), b.periods.tobytes(), b.n_insns
+
+
+def test_shared_full_tile_plans_give_each_mapping_its_own_program():
+    """Plans keyed by kernel sizes and use order (`_ring_plan`, `_preload_plan`, `kernel_sizes`):
+    a mapping lowered after others of its key gets the program it gets built alone."""
+    from codesign.lower import uops
+    caches = (uops._ring_plan, uops._preload_plan, uops.kernel_sizes)
+    templates = get_space(LAYER, HW)  # consecutive template configs share kernel sizes and use orders
+    ms = [m for m in _mappings(400) if m.edges is None] + [templates.mapping(int(i)) for i in templates.valid_indices()[:80]]
+    alone = []
+    for m in ms:
+        for c in caches:
+            c.cache_clear()
+        alone.append(_blocks(m))
+    for c in caches:
+        c.cache_clear()
+    shared = [_blocks(m) for m in ms]
+    assert shared == alone
+    assert uops._ring_plan.cache_info().hits > 0 and uops._preload_plan.cache_info().hits > 0  # keys were shared
+    u = uops.uop_plan(ms[0], HW.uop_depth)
+    assert not any(a.flags.writeable for a in (u.sizes, u.uses, u.dram_off, u.first, u.kvar, u.ring.load, u.ring.bgn))
