@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.lower.access import INP_PLACE, INP_SPLIT, WGT_PLACE, pad_classes, spec
+from codesign.lower.access import AXIS, INP_PLACE, INP_SPLIT, NP, WGT_PLACE, pad_classes, spec
 from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
@@ -171,6 +172,35 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
+_H, _W, _CO = AXIS["h"], AXIS["w"], AXIS["co"]  # compile-time constants of `_pair_classes`
+
+
+@njit(cache=True)
+def _pair_classes(sc, scv, loops, threads, steady, n_rows, ring_start, special):  # pragma: no cover - compiled
+    """`emit.classes` of the pairs of the spec (`access.spec`) in one compiled call: the pad classes
+    of the first pair loop of each of h, w, co (`access.pad_classes`; an axis walked inside the
+    reduction, `Mapping.inner_loops`, is alike in every pair: one class), the place values of the
+    operands loaded outside the reduction, the ring's `n_rows` rows from `ring_start`."""
+    h_loop, w_loop, co_loop = -1, -1, -1
+    for lp in range(loops.shape[0] - 1, -1, -1):  # backwards: the first loop of each axis is kept
+        ax = loops[lp, 2]
+        if ax == _H:
+            h_loop = lp
+        elif ax == _W:
+            w_loop = lp
+        elif ax == _CO:
+            co_loop = lp
+    hc, wc, cc = pad_classes(sc, scv, loops, threads, h_loop, w_loop, co_loop)
+    n_places = (1 if sc[INP_PLACE] else 0) + (1 if sc[WGT_PLACE] else 0)
+    places = np.empty(n_places, np.int64)
+    if sc[INP_PLACE]:
+        places[0] = sc[INP_PLACE]
+    if sc[WGT_PLACE]:
+        places[n_places - 1] = sc[WGT_PLACE]
+    return classes(sc[NP], hc, loops[h_loop, 1] if h_loop >= 0 else 1, wc, loops[w_loop, 1] if w_loop >= 0 else 1,
+                   cc, loops[co_loop, 1] if co_loop >= 0 else 1, places, steady, n_rows, ring_start, special)
+
+
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
     the cost does not grow with the number of tiles."""
@@ -179,19 +209,9 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     ring = u.ring
     steady = ring.steady(P)
     sc = _spec(m, hw, u)
-    axes = [lp.axis for lp in m.pair_loops]
-    # an axis walked inside the reduction (`Mapping.inner_loops`) is alike in every pair: one class
-    h_loop, w_loop, co_loop = (axes.index(a) if a in axes else -1 for a in ("h", "w", "co"))
-    hc, wc, cc = pad_classes(sc[0], sc[3], sc[1], sc[2], h_loop, w_loop, co_loop)
-    scalars = sc[0]
-    places = [p for p in (int(scalars[INP_PLACE]), int(scalars[WGT_PLACE])) if p]  # loaded outside the reduction
-    # edge tiles: the pairs that load a kernel first are their own classes
-    special = u.special
-    table = sc[1].tolist()
-    place = [table[lp][1] if lp >= 0 else 1 for lp in (h_loop, w_loop, co_loop)]
-    pairs, pair_class = classes(P, hc, place[0], wc, place[1], cc, place[2],
-                                np.array(places, dtype=np.int64), steady, ring.load.shape[0],
-                                -1 if ring.start is None else ring.start, special)
+    # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
+    pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
+                                      -1 if ring.start is None else ring.start, u.special)
     rows, counts = _rows(m, pairs, u, sc)
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
     block_start, n_insns, periods = block_tail(counts, pair_class, sc[1], P, extra)
