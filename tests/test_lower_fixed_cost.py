@@ -110,6 +110,7 @@ def test_compiled_edge_plan_is_the_numpy_statement():
             assert (u.first_pair[never] == np.iinfo(np.int64).max).all()
         first_sizes = u.sizes[u.first]
         assert np.array_equal(u.dram_off[u.first], np.cumsum(first_sizes) - first_sizes)
+        assert u.n_uops == int(first_sizes.sum())
     assert n_edges >= 10
 
 
@@ -136,5 +137,7 @@ def test_shared_full_tile_plans_give_each_mapping_its_own_program():
     shared = [_blocks(m) for m in ms]
     assert shared == alone
     assert uops._ring_plan.cache_info().hits > 0 and uops._preload_plan.cache_info().hits > 0  # keys were shared
-    u = uops.uop_plan(ms[0], HW.uop_depth)
+    for m in ms:
+        u = uops.uop_plan(m, HW.uop_depth)
+        assert u.n_uops == (int(u.sizes[u.first].sum()) if m.uop_preload else -1)
     assert not any(a.flags.writeable for a in (u.sizes, u.uses, u.dram_off, u.first, u.kvar, u.ring.load, u.ring.bgn))

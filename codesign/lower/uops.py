@@ -170,6 +170,8 @@ class Uops:
     #: with edge tiles run through the ring: the pairs that first load some kernel, ascending
     #: (their own classes of identical pairs, `lower.lower_blocks`); else empty
     special: np.ndarray = field(default_factory=lambda: _EMPTY)
+    #: micro-ops of every kernel in first-use order (the DRAM uop array; -1: not counted)
+    n_uops: int = -1
 
 
 # the defaults of `Uops` (read only: the plans' arrays are, so the compiled emitter sees one type)
@@ -254,7 +256,7 @@ def _preload_plan(kernels: tuple, order: tuple, depth: int) -> Uops:
     ring = Ring(np.zeros((1, len(uses)), dtype=bool), np.zeros((1, len(uses)), dtype=np.int64), None)
     kvar, first_pair = np.arange(len(sz), dtype=np.int64)[:, None], np.full(len(sz), -1, dtype=np.int64)
     _read_only(ring.load, ring.bgn, dram_off, kvar, first_pair)
-    return Uops(sz, uses, ring, dram_off, first, kvar, first_pair)
+    return Uops(sz, uses, ring, dram_off, first, kvar, first_pair, n_uops=int(total))
 
 
 @njit(cache=True)
@@ -270,7 +272,9 @@ def _first_offsets(sizes, first):  # pragma: no cover - compiled
 
 def preload_size(m: Mapping, u: Uops) -> int:
     """Micro-ops the head-of-program LOAD UOP brings (`Mapping.uop_preload`; 0: none)."""
-    return int(u.sizes[u.first].sum()) if m.uop_preload else 0
+    if not m.uop_preload:
+        return 0
+    return u.n_uops if u.n_uops >= 0 else int(u.sizes[u.first].sum())
 
 
 def pair_variants(m: Mapping) -> np.ndarray:
@@ -336,7 +340,8 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, order: tuple) -> Uops:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
                               f"{total} micro-ops together > UOP depth {depth}")
     _read_only(kvar, ksizes, kinds, first, first_pair, dram_off, special, load, bgn)
-    return Uops(ksizes, uses, Ring(load, bgn, None), dram_off, first, kvar, first_pair, origin=kinds, special=special)
+    return Uops(ksizes, uses, Ring(load, bgn, None), dram_off, first, kvar, first_pair, origin=kinds, special=special,
+                n_uops=int(total))
 
 
 def _variant_sizes(edges: Edges) -> np.ndarray:
