@@ -17,7 +17,7 @@ from numba import njit
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.lower.access import AXIS, INP_PLACE, INP_SPLIT, NP, WGT_PLACE, pad_classes, spec
-from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit
+from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit, pair_rows, step_blocks
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.edges import Edges
@@ -40,13 +40,19 @@ class Lowered:
 class PairBlocks:
     """A program as blocks of instruction rows for `timing.time_blocks`: block b is
     rows[block_start[b]:block_start[b + 1]] (one member of a class of identical pairs, the last
-    block the tail); `pair_class[j]` is the block pair j runs (last entry: the tail)."""
+    block the tail); `pair_class[j]` is the block pair j runs (last entry: the tail).
+
+    Step form (`steps` = K > 1, a pair of `MIN_STEPS` reduction steps or more): the units are the
+    reduction steps of the pairs, `pair_class[j·K + k]` the block step k of pair j runs, one block per
+    class of identical steps of a pair class (a pair's middle steps differ only in their DRAM offsets,
+    `emit.emit`), the periods in steps: a long pair is written and timed a few steps at a time."""
 
     rows: np.ndarray
     block_start: np.ndarray
     pair_class: np.ndarray
-    periods: np.ndarray  # candidate periods in pairs for the fast-forward, largest first
+    periods: np.ndarray  # candidate periods in units (pairs or steps) for the fast-forward, largest first
     n_insns: int         # instructions of the full program
+    steps: int = 1       # units per pair: 1, or K (the step form)
 
 
 def regions(m: Mapping, hw: HwConfig) -> list[tuple[str, int, int, str]]:
@@ -93,8 +99,11 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
     return tuple(base.get(n, 0) for n in names), uop // isa.UOP_BYTES
 
 
-def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(rows of `pairs` + tail, row count of each pair); `sc` = `_spec` of `m`."""
+def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`);
+    `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K: a step per unit, repeated
+    middle steps written once)."""
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     scv = sc[3]
@@ -107,9 +116,9 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> tuple[np.ndarray
         kern = np.concatenate([kern, _variant_kernels(m.edges)])
     epi = _epilogue(m.epilogue)
     uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
-    counts = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
-                  (m.n_lift, preload_size(m, u), m.early_epilogue))
-    return out[:int(counts.sum()) + 3], counts
+    units, rep = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
+                      (m.n_lift, preload_size(m, u), m.early_epilogue, steps))
+    return out[:int(units.sum()) + 3], units, rep
 
 
 def _loop_fields(k: Kernel) -> list[int]:
@@ -168,7 +177,7 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     """The whole program of `m`: every pair, in order, and the tail."""
     legal(m, hw)
     u = uop_plan(m, hw.uop_depth)
-    rows, _ = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
+    rows, _, _ = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
     return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
@@ -201,6 +210,11 @@ def _pair_classes(sc, scv, loops, threads, steady, n_rows, ring_start, special):
                    cc, loops[co_loop, 1] if co_loop >= 0 else 1, places, steady, n_rows, ring_start, special)
 
 
+#: Reduction steps from which `lower_blocks` writes a pair step by step (the step form): with 4 steps
+#: one middle step is written once for two; below, the pair is one block (as the full program).
+MIN_STEPS = 4
+
+
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
     the cost does not grow with the number of tiles."""
@@ -212,11 +226,17 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
     pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
                                       -1 if ring.start is None else ring.start, u.special)
-    rows, counts = _rows(m, pairs, u, sc)
+    U = m.n_steps if m.n_steps >= MIN_STEPS else 1
+    rows, units, rep = _rows(m, pairs, u, sc, U)
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
-    block_start, n_insns, periods = block_tail(counts, pair_class, sc[1], P, extra)
-    return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
-                      periods=periods)
+    if U == 1:
+        block_start, n_insns, periods = block_tail(units[:, 0], pair_class, sc[1], P, extra)
+        return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
+                          periods=periods)
+    _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, sc[1], P, extra)
+    block_start, seq, periods = step_blocks(units, rep, pair_class, periods)
+    return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
+                      periods=periods, steps=U)
 
 
 __all__ = ["Lowered", "PairBlocks", "lower_program", "lower_blocks", "regions", "dram_bases"]

@@ -204,7 +204,9 @@ def _epilogue(out, r, scv, var, tiles, t, o_from, o_to, epi, uop, seen, j, u, us
 @njit(cache=True)
 def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed), block by
-    block of `pair_order`; returns the row count of each pair. `spec` = (scalars, variant table, pair,
+    block of `pair_order`; returns (units, rep): the row count of each unit of each pair and the unit
+    whose rows each unit repeats (`opts[3]` = U units per pair: 1, the whole pair, or K, one per
+    reduction step, see below). `spec` = (scalars, variant table, pair,
     thread and inner loop tables) is the access spec (`access.spec`; the inner loops are those inside
     the reduction: C = n_inner ACC slots per thread, each sub-step's tile of its own edge variant),
     `kern` the loop fields of the GEMM and reset kernels of each tile variant, `epi` the epilogue's ALU
@@ -215,9 +217,21 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     `first_pair[kernel]`, at `kbgn`. `opts` = (n_lift: the GEMMs per batch block and step,
     `Mapping.gemm_lift`, 1 with edge tiles; preload, `Mapping.uop_preload`, 0: off: the micro-ops of
     every kernel, loaded by one LOAD UOP at the head of pair 0 from the start of the DRAM uop array,
-    `kbgn` = each kernel's offset in it, `first_pair` -1 then; early, `Mapping.early_epilogue`)."""
+    `kbgn` = each kernel's offset in it, `first_pair` -1 then; early, `Mapping.early_epilogue`; U).
+
+    Steps (U = K): unit k of a pair is its reduction step k (the step's load groups, resets, GEMMs;
+    unit 0 also the preloaded micro-ops, unit K - 1 also the rest of the pair). A step k is written
+    only when it differs from the last step written, kr, in more than its DRAM offsets: k and kr are
+    middle steps (1 <= k <= K - 2: no resets, first-load or last-GEMM tokens, early epilogue; not the
+    ci edge step, `CI_LAST`, whose tiles are of another variant) and their compute instructions use
+    the same kernels at the same micro-op SRAM places with the same LOAD UOPs (`_same_uops`); then
+    `rep[q, k] = kr` and its count is 0. The operands a step loads, their sizes, pads and SRAM slots
+    and the GEMMs' kernels depend on the sub-step c, never on k (`access.loaded`: an operand loaded
+    inside the reduction is loaded at every step alike), so those rows are kr's. The DRAM offsets of
+    the steps in between grow with k (channel blocks k·tci): they lie between the steps written
+    around them, so the footprint (`timing._decode`) is theirs."""
     sc, scv, loops, threads, inner = spec
-    n_lift, preload, early = opts
+    n_lift, preload, early, U = opts
     load, first_pair, kbgn, uop_dram = uop[3], uop[5], uop[6], uop[7]
     seen = np.zeros(first_pair.shape[0], np.bool_)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
@@ -233,7 +247,11 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     last_k = K * NC - 1 + R  # the last step x sub-step; a residual's load groups are R more steps (§7.8)
     blocks = pair_order(T, K, NC, R, early)
     m = load.shape[0]
-    counts = np.zeros(pairs.shape[0], np.int64)
+    units = np.zeros((pairs.shape[0], U), np.int64)
+    rep = np.zeros((pairs.shape[0], U), np.int64)
+    step_uses = NC * T * G * n_lift  # compute instructions of a middle step: its GEMMs
+    step_blocks = 2 * NC * T  # and its blocks in `pair_order` (load groups, GEMMs)
+    ci_last = sc[ac.CI_LAST]
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
     r = 0
     for q in range(pairs.shape[0]):
@@ -249,9 +267,29 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
         for t in range(T):
             tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
             var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
-        for i in range(blocks.shape[0]):
+        ustart = r0  # the first row of the current unit
+        kr = -1  # the middle step later steps may repeat (-1: none)
+        kr_use = 0  # its first compute instruction's use
+        i = 0
+        while i < blocks.shape[0]:
             kind, t, k, c = blocks[i, 0], blocks[i, 1], blocks[i, 2], blocks[i, 3]
-            kb = CI_BIT if k == sc[ac.CI_LAST] else 0
+            if U > 1 and kind == LOADS and t == 0 and c == 0 and k > 0:  # step k starts: close k - 1
+                units[q, k - 1] = r - ustart
+                if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, ustart, r):
+                    kr = -1  # kernels first seen in kr: the steps after it load none
+                ustart = r
+                rep[q, k] = k
+                if 1 <= k <= K - 2 and k != ci_last:
+                    if kr >= 0 and (first_pair.shape[0] > 0 or _same_uops(uop, u, kr_use, use, step_uses)):
+                        rep[q, k] = kr
+                        use += step_uses
+                        i += step_blocks
+                        continue
+                    kr, kr_use = k, use
+                else:
+                    kr = -1
+            i += 1
+            kb = CI_BIT if k == ci_last else 0
             if kind == LOADS:  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
                 first = r
                 b, h, co, w = ac.sub_tile(tiles, t, inner, c)
@@ -332,7 +370,7 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                     out[r, COLS[_POP_P]] = 1 if c == 0 else 0  # g2s
                     out[r, COLS[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
                     r += 1
-        counts[q] = r - r0
+        units[q, U - 1] = r - ustart
     # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     out[r, COLS[_OP]] = isa.OP_LOAD
     out[r, COLS[_MEM]] = isa.MEM_INP
@@ -342,7 +380,27 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     out[r + 1, COLS[_POP_P]] = 1
     out[r + 1, COLS[_POP_N]] = 1
     out[r + 2, COLS[_OP]] = isa.OP_FINISH
-    return counts
+    return units, rep
+
+
+@njit(cache=True)
+def _loads_uops(out, a, b):  # pragma: no cover - compiled
+    """Any LOAD UOP among rows a..b-1?"""
+    for r in range(a, b):
+        if out[r, COLS[_OP]] == isa.OP_LOAD and out[r, COLS[_MEM]] == isa.MEM_UOP:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _same_uops(uop, u, a, b, n):  # pragma: no cover - compiled
+    """Do the n compute instructions from use a and from use b of ring row u use the same kernels at
+    the same micro-op SRAM places, after the same LOAD UOPs (the ring, `uops.Ring`)?"""
+    uses, load, bgn = uop[1], uop[3], uop[4]
+    for x in range(n):
+        if uses[a + x] != uses[b + x] or load[u, a + x] != load[u, b + x] or bgn[u, a + x] != bgn[u, b + x]:
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -421,3 +479,48 @@ def block_tail(counts, pair_class, loops, P, extra):  # pragma: no cover - compi
             periods[n] = c
             n += 1
     return block_start, n_insns, periods[:n].copy()
+
+
+@njit(cache=True)
+def pair_rows(units, rep):  # pragma: no cover - compiled
+    """Rows of each emitted pair in the full program: its units' counts, a repeat counting the rows
+    of the unit it repeats (`emit`)."""
+    totals = np.zeros(units.shape[0], np.int64)
+    for q in range(units.shape[0]):
+        for k in range(units.shape[1]):
+            totals[q] += units[q, rep[q, k]]
+    return totals
+
+
+@njit(cache=True)
+def step_blocks(units, rep, pair_class, periods):  # pragma: no cover - compiled
+    """The step form of `lower.PairBlocks` (U = K units per pair, `emit`): (block_start, the block
+    sequence, periods in units). Every unit written is a block, in the order written (rows are
+    contiguous); a unit written as a repeat runs the block of the unit it repeats. The program runs,
+    for pair j, the blocks of its class's units (`pair_class` of the pairs, `classes`), then the tail
+    block. Periods: the pair periods (`block_tail`) x U, then 1 (a middle step repeating)."""
+    n, U = units.shape[0], units.shape[1]
+    bid = np.empty((n, U), np.int64)
+    block_start = np.zeros(n * U + 2, np.int64)
+    nb = 0
+    for q in range(n):
+        for k in range(U):
+            if rep[q, k] == k:
+                bid[q, k] = nb
+                block_start[nb + 1] = block_start[nb] + units[q, k]
+                nb += 1
+            else:
+                bid[q, k] = bid[q, rep[q, k]]
+    block_start[nb + 1] = block_start[nb] + 3
+    P = pair_class.shape[0] - 1
+    seq = np.empty(P * U + 1, np.int64)
+    for j in range(P):
+        b = pair_class[j]
+        for k in range(U):
+            seq[j * U + k] = bid[b, k]
+    seq[P * U] = nb
+    per = np.empty(periods.shape[0] + 1, np.int64)
+    for i in range(periods.shape[0]):
+        per[i] = periods[i] * U
+    per[periods.shape[0]] = 1
+    return block_start[:nb + 2].copy(), seq, per
