@@ -282,20 +282,16 @@ def _fix(x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
-                  state, a_state, a_len, a_pair, a_ref, a_busy):  # pragma: no cover - compiled
-    """The load queue starts pair j = pq[0]: compare the state relative to the load clock with
-    the snapshot at pair j - c of each candidate period c, skip the periods that repeat exactly
-    (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end)."""
-    NP = pair_class.shape[0]
-    n_per = periods.shape[0]
+def _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state):  # pragma: no cover - compiled
+    """The state relative to the load clock into `state` (the other queues' positions relative to the
+    load queue's unit, clocks, port, token FIFOs); returns its length (0: too many tokens to keep)."""
     j = pq[0]
     ref = free[0]
     size = 12
     for f in range(4):
         size += tail[f] - head[f]
     if size > state.shape[0]:
-        return port_free, port_busy, t_end
+        return 0
     state[0] = pq[1] - j
     state[1] = iq[1]
     state[2] = pq[2] - j
@@ -310,19 +306,70 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
         for e in range(head[f], tail[f]):
             state[k] = fifo[f, e & mask] - ref
             k += 1
-    lo_pair = min(pq[1], pq[2])
+    return size
+
+
+@njit(cache=True)
+def _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail):  # pragma: no cover - compiled
+    """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
+    if pq[q] >= pair_class.shape[0]:
+        return False
+    fl = qflag[qstart[pair_class[pq[q]], q] + iq[q]]
+    if fl < 0:
+        return False
+    if fl & 1 and head[_POP_PREV[q]] == tail[_POP_PREV[q]]:
+        return True
+    return (fl & 2) != 0 and head[_POP_NEXT[q]] == tail[_POP_NEXT[q]]
+
+
+@njit(cache=True)
+def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
+                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qflag):  # pragma: no cover - compiled
+    """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
+    the snapshot at unit j - c of each candidate period c, skip the periods that repeat exactly
+    (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end).
+
+    A queue parked at the same place in both (same unit and row, `a_pos`) whose head waits for a
+    token its FIFO does not hold is not compared relative to the load clock: its FIFO held as many
+    tokens at both (the FIFOs are compared) and only it pops them, so none was pushed in between; it
+    ran nothing, the others ran without it (a blocked head takes no part in the arbitration), so in
+    the periods skipped it stays where it is, its clock and busy time unchanged (it starts at the
+    token's time). This is the store queue while the steps of a pair repeat (the step form,
+    `lower.PairBlocks`): it waits for the pair's epilogue."""
+    NP = pair_class.shape[0]
+    n_per = periods.shape[0]
+    j = pq[0]
+    ref = free[0]
+    size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
+    if size == 0:
+        return port_free, port_busy, t_end
+    parked = np.zeros(3, np.bool_)
     for a in range(n_per):
         c = periods[a]
-        if j % c != 0 or a_pair[a] != j - c or a_len[a] != size or lo_pair < c:
+        if j % c != 0 or a_pair[a] != j - c or a_len[a] != size:
             continue
         same = True
-        for s in range(size):
+        for s in range(6, size):  # port, end, token FIFOs
             if state[s] != a_state[a, s]:
                 same = False
                 break
         if not same:
             continue
-        # The queues read pairs lo_pair .. j + r*c during the next r periods.
+        lo_pair = j
+        for q in range(1, 3):  # each other queue: moved with the load queue, or parked
+            parked[q] = False
+            if (state[2 * q - 2] == a_state[a, 2 * q - 2] and state[2 * q - 1] == a_state[a, 2 * q - 1]
+                    and state[3 + q] == a_state[a, 3 + q]):
+                if pq[q] < lo_pair:
+                    lo_pair = pq[q]
+            elif (a_pos[a, q] == pq[q] and state[2 * q - 1] == a_state[a, 2 * q - 1]
+                  and _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail)):
+                parked[q] = True
+            else:
+                same = False
+        if not same or lo_pair < c:
+            continue
+        # The moving queues read units lo_pair .. j + r*c during the next r periods.
         r_end = lo_pair
         while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
             r_end += 1
@@ -331,6 +378,8 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
             continue
         shift = reps * (ref - a_ref[a])
         for q in range(3):
+            if parked[q]:
+                continue
             free[q] += shift
             busy[q] += reps * (busy[q] - a_busy[a, q])
             pq[q] += reps * c
@@ -342,6 +391,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
                 fifo[f, e & mask] += shift
         j = pq[0]
         ref = free[0]
+        size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
         break
     for a in range(n_per):
         if j % periods[a] == 0:
@@ -350,6 +400,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
             a_ref[a] = ref
             for q in range(3):
                 a_busy[a, q] = busy[q]
+                a_pos[a, q] = pq[q]
             a_busy[a, 3] = port_busy
             for s in range(size):
                 a_state[a, s] = state[s]
@@ -527,6 +578,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
     a_pair = np.full(n_per, -1, np.int64)
     a_ref = np.zeros(n_per, np.int64)
     a_busy = np.zeros((n_per, 4), np.int64)
+    a_pos = np.zeros((n_per, 3), np.int64)
 
     while True:
         best = -1
@@ -623,7 +675,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
         # the load queue starts pair pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
                                                     mask, port_free, port_busy, t_end, state, a_state, a_len,
-                                                    a_pair, a_ref, a_busy)
+                                                    a_pair, a_ref, a_busy, a_pos, qstart, qflag)
     return _OK, -1, t_end, busy, port_busy, heads, steps
 
 
