@@ -101,3 +101,62 @@ def test_time_blocks_without_periods_equals_with_periods():
         fast = timing.time_blocks(b.rows, b.block_start, b.pair_class, b.periods, hw)
         slow = timing.time_blocks(b.rows, b.block_start, b.pair_class, np.zeros(0, dtype=np.int64), hw)
         assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)
+
+
+VTA_LAYERS = [Conv2D(1, 176, 14, 14, 64, 3, 3, 1, 1),  # 11 ci blocks: the last reduction step an edge tile
+              Conv2D(1, 128, 14, 14, 64, 3, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("hw", HWS, ids=["1x16", "4x8", "1x16_uop128"])
+def test_step_form_of_long_pairs_times_as_the_full_program(hw):
+    """`vta` schedules whose pairs run >= 4 reduction steps are written step by step (the step form,
+    `lower.PairBlocks`): a middle step repeating the last one written is not written, the block
+    sequence expanded is row for row the full program but for DRAM offsets, and the fast path's
+    cycles, busy and port cycles are the instruction-level model's on the full program, with the
+    ci edge step written apart and kernels reloaded by a small micro-op ring."""
+    from codesign.schedule.families import mapping_for
+    from codesign.tune.env import sample_valid_pool
+    from codesign.tune.view import SpaceView
+
+    params = timing.default_params()
+    keep = [c for c in range(isa.N_FIELDS) if c != isa.COL["dram_base"]]
+    n = skipped = edge = 0
+    for base in VTA_LAYERS:
+        layer = _layer(base, hw)
+        space = get_space(layer, hw, "vta")
+        for config in SpaceView(space).configs(sample_valid_pool(space, 16, np.random.default_rng(0))):
+            m = mapping_for(layer, config, hw)
+            blocks = compile_blocks(layer, config, hw)
+            if blocks.steps == 1:
+                continue
+            assert blocks.steps == m.n_steps >= 4
+            full = compile_insns(layer, config, hw).insns
+            expanded = np.concatenate([blocks.rows[blocks.block_start[b]:blocks.block_start[b + 1]]
+                                       for b in blocks.pair_class])
+            assert np.array_equal(expanded[:, keep], full[:, keep]), config.index
+            fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
+            ref = timing.time_program(full, hw, params)
+            assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy), config.index
+            n += 1
+            written = len(blocks.block_start) - 2  # the units written (the tail block aside)
+            pair_units = len(np.unique(blocks.pair_class[:-1].reshape(-1, blocks.steps), axis=0)) * blocks.steps
+            skipped += written < pair_units
+            edge += m.edges is not None and m.edges.last[3] >= 0
+    assert n >= 8 and skipped >= 4 and edge >= 1, (n, skipped, edge)
+
+
+def test_a_long_schedule_is_pinned_to_the_full_program():
+    """One long pair (11 reduction steps of 28 ACC slots, 14 pairs): written in 3 of its steps per
+    pair class, timed by skipping the repeated steps, the cycles of the full program."""
+    hw = HWS[0]
+    layer = VTA_LAYERS[0]
+    config = get_space(layer, hw, "vta").get(3590181882)
+    blocks = compile_blocks(layer, config, hw)
+    full = compile_insns(layer, config, hw).insns
+    assert blocks.steps == 11 and blocks.n_insns == full.shape[0] == 19520
+    assert blocks.rows.shape[0] < full.shape[0] // 10
+    fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw)
+    ref = timing.time_program(full, hw)
+    assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy)
+    slow = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, np.zeros(0, dtype=np.int64), hw)
+    assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)

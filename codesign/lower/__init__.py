@@ -8,6 +8,7 @@ full matrix is exactly the block form expanded (tests/test_timing_fast.py)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -110,7 +111,7 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
     loads = max(int(scv[0, INP_SPLIT] if scv.shape[0] == 1 else scv[:, INP_SPLIT].max()), m.inp_loads)
     max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
-    out = np.zeros((len(pairs) * max_rows + 3, isa.N_FIELDS), dtype=np.int64)
+    out = _scratch(len(pairs) * max_rows + 3)
     kern = np.array([[_loop_fields(m.gemm), _loop_fields(m.reset)]], dtype=np.int64)
     if m.edges is not None:
         kern = np.concatenate([kern, _variant_kernels(m.edges)])
@@ -118,7 +119,24 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
     uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
     units, rep = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
                       (m.n_lift, preload_size(m, u), m.early_epilogue, steps))
-    return out[:int(units.sum()) + 3], units, rep
+    n = int(units.sum()) + 3
+    rows = out[:n].copy()
+    out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
+    return rows, units, rep
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """A zeroed (>= n, fields) matrix for the emitter, kept per thread: `max_rows` bounds a pair's
+    rows loosely (every load split, every kernel reloaded, every step written), so a fresh `np.zeros`
+    of that bound cost about as much as the emitting (the memset of a large calloc); the caller
+    zeroes the rows used (from the h-ff-segments WIP)."""
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.shape[0] < n:
+        buf = _SCRATCH.buf = np.zeros((max(n, 1 << 12), isa.N_FIELDS), dtype=np.int64)
+    return buf[:n]
 
 
 def _loop_fields(k: Kernel) -> list[int]:

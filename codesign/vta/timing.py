@@ -324,7 +324,7 @@ def _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail):  # pragma: no co
 
 @njit(cache=True)
 def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
-                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qflag):  # pragma: no cover - compiled
+                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag):  # pragma: no cover
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
     the snapshot at unit j - c of each candidate period c, skip the periods that repeat exactly
     (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end).
@@ -369,12 +369,21 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
                 same = False
         if not same or lo_pair < c:
             continue
-        # The moving queues read units lo_pair .. j + r*c during the next r periods.
+        # Units lo_pair .. r_end - 1 repeat those c before. In r periods a moving queue q reads its
+        # units up to pq[q] + r*c (its head there is examined); the load queue only reaches j + r*c
+        # as the r-th period ends (its head there not yet examined, but it stopped there: that
+        # unit has load rows). The queues other than the load queue may be ahead of it (the store
+        # queue at the last step of the pair, `lower.PairBlocks` step form).
         r_end = lo_pair
         while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
             r_end += 1
-        reps = (r_end - 1 - j) // c
-        if r_end <= j or reps < 1:
+        reps = (r_end - j) // c
+        for q in range(1, 3):
+            if not parked[q] and (r_end - 1 - pq[q]) // c < reps:
+                reps = (r_end - 1 - pq[q]) // c
+        if reps >= 1 and j + reps * c == r_end and (r_end >= NP or qlen[pair_class[r_end], 0] == 0):
+            reps -= 1
+        if reps < 1:
             continue
         shift = reps * (ref - a_ref[a])
         for q in range(3):
@@ -675,7 +684,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
         # the load queue starts pair pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
                                                     mask, port_free, port_busy, t_end, state, a_state, a_len,
-                                                    a_pair, a_ref, a_busy, a_pos, qstart, qflag)
+                                                    a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag)
     return _OK, -1, t_end, busy, port_busy, heads, steps
 
 
