@@ -43,17 +43,18 @@ class PairBlocks:
     rows[block_start[b]:block_start[b + 1]] (one member of a class of identical pairs, the last
     block the tail); `pair_class[j]` is the block pair j runs (last entry: the tail).
 
-    Step form (`steps` = K > 1, a pair of `MIN_STEPS` reduction steps or more): the units are the
-    reduction steps of the pairs, `pair_class[j·K + k]` the block step k of pair j runs, one block per
-    class of identical steps of a pair class (a pair's middle steps differ only in their DRAM offsets,
-    `emit.emit`), the periods in steps: a long pair is written and timed a few steps at a time."""
+    Step form (`steps` = K + 1 > 1, a pair of `MIN_STEPS` reduction steps or more): the units of a
+    pair are its K reduction steps and the rest (epilogue, stores), `pair_class[j·(K + 1) + k]` the
+    block unit k of pair j runs, one block per class of identical units of a pair class (a pair's
+    middle steps differ only in their DRAM offsets, `emit.emit`), the periods in units: a long pair
+    is written and timed a few steps at a time."""
 
     rows: np.ndarray
     block_start: np.ndarray
     pair_class: np.ndarray
     periods: np.ndarray  # candidate periods in units (pairs or steps) for the fast-forward, largest first
     n_insns: int         # instructions of the full program
-    steps: int = 1       # units per pair: 1, or K (the step form)
+    steps: int = 1       # units per pair: 1, or K + 1 (the step form)
 
 
 def regions(m: Mapping, hw: HwConfig) -> list[tuple[str, int, int, str]]:
@@ -102,9 +103,8 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
 
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`);
-    `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K: a step per unit, repeated
-    middle steps written once)."""
+    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K + 1: a
+    unit per reduction step and the rest of the pair, repeated middle steps not written)."""
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     scv = sc[3]
@@ -228,9 +228,9 @@ def _pair_classes(sc, scv, loops, threads, steady, n_rows, ring_start, special):
                    cc, loops[co_loop, 1] if co_loop >= 0 else 1, places, steady, n_rows, ring_start, special)
 
 
-#: Reduction steps from which `lower_blocks` writes a pair step by step (the step form): with 4 steps
-#: one middle step is written once for two; below, the pair is one block (as the full program).
-MIN_STEPS = 4
+#: Reduction steps from which `lower_blocks` writes a pair step by step (the step form): with 3 steps
+#: the last repeats the second; below, the pair is one block (as the full program).
+MIN_STEPS = 3
 
 
 def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
@@ -244,7 +244,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
     pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
                                       -1 if ring.start is None else ring.start, u.special)
-    U = m.n_steps if m.n_steps >= MIN_STEPS else 1
+    U = m.n_steps + 1 if m.n_steps >= MIN_STEPS else 1
     rows, units, rep = _rows(m, pairs, u, sc, U)
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
     if U == 1:

@@ -219,17 +219,25 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     every kernel, loaded by one LOAD UOP at the head of pair 0 from the start of the DRAM uop array,
     `kbgn` = each kernel's offset in it, `first_pair` -1 then; early, `Mapping.early_epilogue`; U).
 
-    Steps (U = K): unit k of a pair is its reduction step k (the step's load groups, resets, GEMMs;
-    unit 0 also the preloaded micro-ops, unit K - 1 also the rest of the pair). A step k is written
-    only when it differs from the last step written, kr, in more than its DRAM offsets: k and kr are
-    middle steps (1 <= k <= K - 2: no resets, first-load or last-GEMM tokens, early epilogue; not the
-    ci edge step, `CI_LAST`, whose tiles are of another variant) and their compute instructions use
-    the same kernels at the same micro-op SRAM places with the same LOAD UOPs (`_same_uops`); then
-    `rep[q, k] = kr` and its count is 0. The operands a step loads, their sizes, pads and SRAM slots
-    and the GEMMs' kernels depend on the sub-step c, never on k (`access.loaded`: an operand loaded
-    inside the reduction is loaded at every step alike), so those rows are kr's. The DRAM offsets of
-    the steps in between grow with k (channel blocks k·tci): they lie between the steps written
-    around them, so the footprint (`timing._decode`) is theirs."""
+    Steps (U = K + 1): unit k < K of a pair is its reduction step k (the step's load groups, resets,
+    GEMMs; unit 0 also the preloaded micro-ops, step K - 1 the early epilogue), unit K the rest of the
+    pair (epilogue, residual, stores). A step k is written only when it differs from the last step
+    written, kr, in more than its DRAM offsets: k and kr are middle steps (k >= 1: no resets or
+    first-load token; the last step only without an early epilogue and but in the last pair, whose
+    last GEMM pushes no g2l; not the ci edge step, `CI_LAST`, whose tiles are of another variant) and
+    their compute instructions use the same kernels at the same micro-op SRAM places after the same
+    LOAD UOPs (`_same_uops`; with edge tiles or preloaded micro-ops every kernel of kr is loaded by
+    then, unless kr itself loads one); then `rep[q, k] = kr` and its count is 0. The operands a step
+    loads, their sizes, pads and SRAM slots and the GEMMs' kernels depend on the sub-step c, never on
+    k (`access.loaded`: an operand loaded inside the reduction is loaded at every step of every pair
+    alike), so those rows are kr's.
+
+    The DRAM footprint (`timing._decode`: per memory type, the span of the rows written) is the one
+    of the pairs written whole: the steps not written load what kr loads, tci channel blocks further
+    per step, so every row of theirs lies inside the span of the same load in step 0 of its pair and
+    in the last step of the last pair (every pair loads it: the last pair's tiles are the furthest;
+    its last step is written), or, with a residual, below the residual and identity regions (INP and
+    WGT rows of the rest, after the data and weights in DRAM, `lower.regions`)."""
     sc, scv, loops, threads, inner = spec
     n_lift, preload, early, U = opts
     load, first_pair, kbgn, uop_dram = uop[3], uop[5], uop[6], uop[7]
@@ -270,16 +278,24 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
         ustart = r0  # the first row of the current unit
         kr = -1  # the middle step later steps may repeat (-1: none)
         kr_use = 0  # its first compute instruction's use
+        # the last step is a middle step unless it runs the early epilogue or pushes no last g2l
+        last_middle = not early and not (j == P - 1 and R == 0)
+        rest = U == 1  # the rest of the pair (after the steps) started
         i = 0
         while i < blocks.shape[0]:
             kind, t, k, c = blocks[i, 0], blocks[i, 1], blocks[i, 2], blocks[i, 3]
-            if U > 1 and kind == LOADS and t == 0 and c == 0 and k > 0:  # step k starts: close k - 1
+            if not rest and (kind > PRE or (kind == PRE and not early)):  # the rest: close step K - 1
+                rest = True
+                units[q, K - 1] = r - ustart
+                ustart = r
+                rep[q, K] = K
+            elif U > 1 and kind == LOADS and t == 0 and c == 0 and k > 0:  # step k starts: close k - 1
                 units[q, k - 1] = r - ustart
                 if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, ustart, r):
                     kr = -1  # kernels first seen in kr: the steps after it load none
                 ustart = r
                 rep[q, k] = k
-                if 1 <= k <= K - 2 and k != ci_last:
+                if 1 <= k and (k <= K - 2 or last_middle) and k != ci_last:
                     if kr >= 0 and (first_pair.shape[0] > 0 or _same_uops(uop, u, kr_use, use, step_uses)):
                         rep[q, k] = kr
                         use += step_uses
