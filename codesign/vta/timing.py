@@ -539,18 +539,18 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
 @njit(cache=True)
 def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
             fifo_cap):  # pragma: no cover - compiled
-    """The timing model over a program given as blocks of rows (decoded by `_decode`): pair `j` of
-    the program runs block `pair_class[j]` (the last entry is the tail block). A plain instruction
-    matrix is one block run once. Returns (status, row, end, busy[3], port_busy, heads[3], steps),
-    times in fixed-point units.
+    """The timing model over a program given as blocks of rows (decoded by `_decode`): unit `j` of
+    the program (a pair, or a step of a pair: `lower.PairBlocks`) runs block `pair_class[j]` (the
+    last entry is the tail block). A plain instruction matrix is one block run once. Returns
+    (status, row, end, busy[3], port_busy, heads[3], steps), times in fixed-point units.
 
     Periodic fast-forward (exact): times are integers, and the model only adds costs and
     compares times, so it commutes with a shift of every time. When the load queue starts
-    pair j, the state relative to the load clock (queue positions relative to j, clocks, token
-    FIFOs) is compared with the state at pair j - c for each candidate period c (j % c == 0);
-    if it is equal and the blocks of the pairs the queues can still read repeat with period c,
-    the next periods repeat exactly, so they are skipped by adding their time and busy-cycle
-    increments."""
+    unit j, the state relative to the load clock (queue positions relative to j, clocks, token
+    FIFOs) is compared with the state at unit j - c for each candidate period c (j % c == 0);
+    if it is equal (a queue parked on an empty token FIFO may stay where it is, `_fast_forward`)
+    and the blocks of the units the queues read repeat with period c, the next periods repeat
+    exactly, so they are skipped by adding their time and busy-cycle increments."""
     NP = pair_class.shape[0]
 
     # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
@@ -786,10 +786,10 @@ def time_blocks(rows: np.ndarray, block_start: np.ndarray, pair_class: np.ndarra
                 hw: HwConfig, params: TimingParams | None = None) -> TimingResult | None:
     """Cycles of a program given as blocks of instruction rows: block b is
     rows[block_start[b]:block_start[b + 1]], and the program runs block pair_class[j] for
-    j = 0, 1, ... (a compiler's pairs, the last entry the tail). Exactly the cycles, busy and
-    port cycles `time_program` gives on the full matrix (same kernel; whole periods of pairs
-    whose state repeats are skipped, see `_engine`). `periods`: candidate periods in pairs,
-    largest first. None if more tokens are in flight than the kernel keeps."""
+    j = 0, 1, ... (a compiler's pairs, or the steps of its pairs, `lower.PairBlocks`; the last entry
+    the tail). Exactly the cycles, busy and port cycles `time_program` gives on the full matrix (same
+    kernel; whole periods of units whose state repeats are skipped, see `_engine`). `periods`:
+    candidate periods in units, largest first. None if more tokens are in flight than the kernel keeps."""
     params = default_params() if params is None else params
     elem, port = _hw_arrays(hw, params.uop_port_bytes)
     *decoded, footprint = _decode(rows, _COLS, block_start, elem, port, _param_array(params, hw.clock_mhz))
