@@ -111,7 +111,8 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
     loads = max(int(scv[0, INP_SPLIT] if scv.shape[0] == 1 else scv[:, INP_SPLIT].max()), m.inp_loads)
     max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
                 + len(u.uses) + 1)
-    out = _scratch(len(pairs) * max_rows + 3)
+    bound = len(pairs) * max_rows + 3
+    out = _scratch(bound) if bound <= _SCRATCH_ROWS else np.zeros((bound, isa.N_FIELDS), dtype=np.int64)
     kern = np.array([[_loop_fields(m.gemm), _loop_fields(m.reset)]], dtype=np.int64)
     if m.edges is not None:
         kern = np.concatenate([kern, _variant_kernels(m.edges)])
@@ -120,12 +121,17 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
     units, rep = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
                       (m.n_lift, preload_size(m, u), m.early_epilogue, steps))
     n = int(units.sum()) + 3
+    if bound > _SCRATCH_ROWS:  # a whole program: its own matrix
+        return out[:n], units, rep
     rows = out[:n].copy()
     out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
     return rows, units, rep
 
 
 _SCRATCH = threading.local()
+#: Rows of the largest scratch kept (15 MB): block programs fit; a whole program (`lower_program`)
+#: gets a matrix of its own rather than a scratch kept at its size
+_SCRATCH_ROWS = 1 << 16
 
 
 def _scratch(n: int) -> np.ndarray:
