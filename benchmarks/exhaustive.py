@@ -41,7 +41,9 @@ kernel orders) and `measure`'s glue); target
 >= 6,000 evaluations per CPU-second (`VTA_TARGET`). `block_rows` says where its mean goes: the rows
 of each schedule's block program (`lower_blocks`), the share of schedules above `LONG_BLOCKS` rows,
 their share of the CPU time and the rate without them (the emitter and the cycle model work row by
-row within a pair; long ones are a pair of many reduction steps and ACC slots). `--vta-sample 0`
+row within a written step: a pair's repeated reduction steps are written and timed once, the step
+form of `lower.PairBlocks`; long ones are a step of many ACC slots, whose GEMMs use kernels of their
+own). `--vta-sample 0`
 leaves it out.
 
 Prints one JSON object. Usage: `python benchmarks/exhaustive.py [--hw pynq_1x16 pynq_4x8]
@@ -189,8 +191,8 @@ def _vta_fast_path(jobs, n: int, repeats: int) -> dict:
                 out.append(x)
             rows.append(int(b.rows.shape[0]))
     a = np.asarray(whole)
-    # where the mean goes: the schedules whose block program is long (one pair of many reduction
-    # steps and ACC slots is emitted and timed row by row; the fast-forward skips whole pairs only)
+    # where the mean goes: the schedules whose block program is long (a reduction step of many ACC
+    # slots is emitted and timed row by row; repeated steps and pairs are skipped)
     r = np.asarray(rows)
     long = r > LONG_BLOCKS
     return {"schedules": int(a.size), "per_layer": n, "target_evals_per_cpu_s": VTA_TARGET,
