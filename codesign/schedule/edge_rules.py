@@ -68,17 +68,19 @@ def edge_fold(b: VtaBatch, vb: MappingBatch, rows: np.ndarray) -> MappingBatch:
     output row and channel block leaves only the dst-0 loops dj, di in the kernel) takes the first
     fold of `FOLD_PAIRS` that has no such hazard over its whole GEMM stream (its own kernel)."""
     b.refold(vb, rows)
-    bad = vb.gemm["hazard"].copy()
-    for out, inn in FOLD_PAIRS:
-        sel = np.flatnonzero(bad)
-        if sel.size == 0:
-            break
-        fp = MappingBatch.fold_pair(vb.gemm["loops"][sel], np.full(sel.size, out), np.full(sel.size, inn))
-        ok = sel[~fp["hazard"]]
+    sel = np.flatnonzero(vb.gemm["hazard"])
+    if sel.size:  # every fold of every hazardous variant in one batch; each takes its first without hazard
+        pairs = np.array(FOLD_PAIRS, dtype=np.int64)
+        n_p = len(FOLD_PAIRS)
+        fp = MappingBatch.fold_pair(np.repeat(vb.gemm["loops"][sel], n_p, axis=0), np.tile(pairs[:, 0], sel.size),
+                                    np.tile(pairs[:, 1], sel.size))
+        good = ~fp["hazard"].reshape(sel.size, n_p)
+        found = good.any(axis=1)
+        pick = (np.arange(sel.size) * n_p + good.argmax(axis=1))[found]
+        ok = sel[found]
         for k in vb.gemm:
             if k != "loops":
-                vb.gemm[k][ok] = fp[k][~fp["hazard"]]
-        bad[ok] = False
+                vb.gemm[k][ok] = fp[k][pick]
     return vb
 
 
@@ -174,20 +176,24 @@ VARIANT_KEY = ("tile_b", "oc_nthread", "h_nthread", "fold", "tile_h", "tile_w", 
 def variant_keys(b: VtaBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct variants (`VARIANT_KEY` rows, (U, 8)) that the configs of `b` with edge tiles
     run, and for each one config row and variant that has it (for `variants_at`)."""
-    t = b.t
+    t, g = b.t, b.t.geo
     bits = edge_bits(t)
-    found: list[np.ndarray] = []
-    for v in range(N_VARIANTS):
-        rows = np.flatnonzero((bits > 0) & ((bits & v) == v))  # an edge bit of an axis without edges never runs
-        if rows.size == 0:
-            continue
-        s = variant_sizes(t, v, rows)
-        keys = np.stack([np.broadcast_to(s[k], rows.shape) if k != "fold" else b.fold[rows] for k in VARIANT_KEY]
-                        + [rows, np.full(rows.size, v)], axis=1).astype(np.int64)
-        found.append(keys[np.unique(keys[:, :-2], axis=0, return_index=True)[1]])  # one config per variant
-    if not found:
+    edged = np.flatnonzero(bits > 0)
+    if edged.size == 0:
         return np.zeros((0, len(VARIANT_KEY)), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    keys = np.concatenate(found)
+    v_all = np.arange(N_VARIANTS, dtype=np.int64)
+    # (variant, config) pairs, variant-major: an edge bit of an axis without edges never runs
+    vs, at = np.nonzero((bits[None, edged] & v_all[:, None]) == v_all[:, None])
+    rows = edged[at]
+    cols = [np.broadcast_to(getattr(t, k), (t.n,))[rows] for k in ("tile_b", "oc_nthread", "h_nthread")]
+    cols.append(b.fold[rows])
+    for k, (a, n, tiles) in enumerate((("h", g.out_h, "h_tiles"), ("w", g.out_w, "w_tiles"), ("co", g.co, "co_tiles"),
+                                       ("ci", g.ci, "ci_steps"))):
+        f = np.broadcast_to(getattr(t, f"tile_{a}"), (t.n,))[rows]
+        count = np.broadcast_to(getattr(t, tiles), (t.n,))[rows]
+        cols.append(np.where(vs >> k & 1 == 1, n - (count - 1) * f, f))  # as variant_sizes
+    keys = np.stack([*cols, rows, vs], axis=1).astype(np.int64)
+    # one config per variant: the first (smallest variant, then config row) of each key, keys sorted
     keys = keys[np.unique(keys[:, :-2], axis=0, return_index=True)[1]]
     return keys[:, :-2], keys[:, -2], keys[:, -1]
 

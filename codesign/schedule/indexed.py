@@ -98,8 +98,40 @@ class KnobSpace:
         return self.from_positions(self.positions_of(np.array([index]))[0])
 
     def positions(self, config: Config | dict) -> tuple[int, ...]:
+        knobs = config.knobs if isinstance(config, Config) else config
+        if type(knobs) is dict:  # the usual value: one lookup per knob (`_position_tables`)
+            found = self._lookup_positions(knobs)
+            if found is not None:
+                return found
         knobs = self._knob_dict(config)
         return tuple(k.position(knobs[k.name]) for k in self.knobs)
+
+    def _lookup_positions(self, knobs: dict) -> tuple[int, ...] | None:
+        """`positions` of a knob dict holding exactly this space's knobs, each value a plain int or
+        a split `[outer, inner]` of plain ints, found by `Knob.position`'s own rule (the first
+        candidate that matches); None for anything else (the general path decides, or refuses)."""
+        tables = self.__dict__.get("_position_tables")
+        if tables is None:
+            tables = self.__dict__["_position_tables"] = [(k.name, k.kind == "sp", _split_table(k) if k.kind == "sp"
+                                                           else k._by_value) for k in self.knobs]
+        if len(knobs) != len(tables):
+            return None
+        out = []
+        for name, split, table in tables:
+            v = knobs.get(name)
+            if split:
+                if (type(v) is not list and type(v) is not tuple) or len(v) != 2:
+                    return None
+                outer, inner = v
+                if type(outer) is not int or type(inner) is not int:
+                    return None
+                p = table.get((outer, inner))
+            else:
+                p = table.get(v) if type(v) is int else None
+            if p is None:
+                return None
+            out.append(p)
+        return tuple(out)
 
     def _knob_dict(self, config: Any) -> dict[str, KnobValue]:  # Any: user input, checked here
         if isinstance(config, Config):
@@ -166,3 +198,13 @@ class KnobSpace:
     def features(self, config: Config | dict | int) -> np.ndarray:
         """float32 vector of length N_CONFIG_FEATURES (see `codesign.schedule.features`)."""
         return self.features_batch([self.as_config(config).index])[0]
+
+
+def _split_table(knob: Knob) -> dict[tuple[int, int], int]:
+    """A split knob's position of each `[outer, inner]` it accepts (`Knob.position`): `[c_outer, f]`
+    and `[-1, f]` of each candidate, the first candidate of each (candidate order)."""
+    table: dict[tuple[int, int], int] = {}
+    for pos, (c_outer, c_inner) in enumerate(knob.candidates):
+        table.setdefault((c_outer, c_inner), pos)
+        table.setdefault((-1, c_inner), pos)
+    return table

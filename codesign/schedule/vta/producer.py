@@ -7,7 +7,6 @@ own); the loop order, residency, ACC slots, thread axis and micro-op options fro
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -16,7 +15,6 @@ from codesign.errors import InvalidSchedule
 from codesign.mapping.batch import (
     Kernel,
     MappingBatch,
-    geometry,
     pad_rows_kernel,
     pad_skip_kernel,
     transpose_uops,
@@ -29,6 +27,7 @@ from codesign.schedule.knobs import Config, KnobValue, index_of_one
 from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import LIFTS, ORDERS, PAIR_AXES, VTHREADS
+from codesign.workloads.layers import Layer
 
 #: Valid configs up to which a listed space maps configs from its table of all of them: a row
 #: costs ~2 KB (the batch's arrays, the index dict, the row's knob values), so 2.4M valid schedules
@@ -94,60 +93,76 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     live = [a for a in order if extent[a] > 1]
     inner = tuple(live[len(live) - n_in:]) if n_in else ()  # the n_in innermost loops of extent > 1
     outer = tuple(a for a in order if a not in inner)
-    loops = (tuple(Loop(a, a, extent[a]) for a in outer) + (Loop("k", "ci", g["ci_steps"]),)
-             + tuple(Loop(a, a, extent[a]) for a in inner))
-    vthreads = (Loop(f"{vt}t", vt, int(b.nt[r]), scale=extent[vt]),) if vt else ()
+    # shared Loop objects (`_loop`): a fresh mapping allocates (and the collector later walks) fewer
+    loops = (tuple(_loop(a, a, extent[a]) for a in outer) + (_loop("k", "ci", g["ci_steps"]),)
+             + tuple(_loop(a, a, extent[a]) for a in inner))
+    vthreads = (_loop(f"{vt}t", vt, int(b.nt[r]), extent[vt]),) if vt else ()
     split = bool(b.split[r])
     tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
-    geo = geometry(layer, hw)
-    if ps:  # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile)
-        gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
-    pre = int(b.pre[r])
+    geo = space._geo  # `geometry(layer, hw)`, built once with the space
+    pre, early = int(b.pre[r]), int(b.early[r])
     if pre == 2:  # a flat reset kernel: one uop per ACC row of a batch block (`vta_space.apply_flat_reset`)
-        reset = Kernel(np.array([[tile.co * tile.h * tile.w, 1, 0, 0]], dtype=np.int64), names=("acc",))
+        reset = _flat_reset(tile.co * tile.h * tile.w)
     inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
             ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in),
-            ("pad_skip", ps), ("uop_preload", pre), ("early_epilogue", int(b.early[r])))
-    m = Mapping(
-        geo=geo, tile=tile, loops=loops, vthreads=vthreads,
-        residency=(("inp", _inp_level(order, extent, ins, inner)),
-                   ("wgt", "co" if ws or "co" in inner else "k"), ("out", "k" if inner else order[-1])),
-        gemm=gemm, reset=reset, epilogue=clip_epilogue(shift),
-        dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
-             ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
-        inp_channels=geo.ci, co_per_group=geo.co, info=info,
-        inp_loads=tile.b * tile.ci if split else 1,
-        inp_unpadded=bool(ps),  # the padding-skipping kernel reads the unpadded image (`pad_skip_kernel`)
-        uop_preload=pre > 0, early_epilogue=bool(b.early[r]),
-        gemm_lift=tuple(tuple(int(x) for x in b.lift_loop[r, s]) for s in range(len(LIFTS[int(b.lift[r])]))))
+            ("pad_skip", ps), ("uop_preload", pre), ("early_epilogue", early))
+    # the padding-skipping kernel (`mapping.batch.pad_skip_kernel`; validity rule pad_skip_tile); on a
+    # tile that is not the whole output plane its row-trimmed form and the padded INP tile (`_pad_rows`)
+    trim, unpadded = (0, 0), bool(ps)  # pad_skip's whole-plane kernel reads the unpadded image
     if ps:
-        m = _pad_rows(m)
+        if tile.h == geo.out_h and tile.w == geo.out_w:
+            gemm = pad_skip_kernel(geo, tile.ci, tile.co)[0]
+        else:
+            pr = pad_rows_kernel(geo, tile.h, tile.w, tile.ci, tile.co)
+            gemm, trim, unpadded = pr.kernel, (pr.top, pr.bottom), False
     last = tuple(n - 1 if size % f else -1 for size, f, n in (
         (geo.out_h, tile.h, g["h_tiles"]), (geo.out_w, tile.w, g["w_tiles"]), (geo.co, tile.co, g["co_tiles"]),
         (geo.ci, tile.ci, g["ci_steps"])))
-    if max(last) >= 0:  # tile sizes that do not divide: the edge tiles' variants (mapping.edges)
-        m = replace(m, edges=_edges(space, b, r, g, last, geo.width))
+    # tile sizes that do not divide: the edge tiles' variants (mapping.edges)
+    edges = _edges(space, b, r, g, last, geo.width) if max(last) >= 0 else None
+    inp_channels, co_per_group = geo.ci, geo.co
     if space.tmpl.grouped:
-        m = replace(m, inp_channels=layer.in_channels // hw.block_in,
-                    co_per_group=layer.out_channels // hw.block_out // layer.groups)
+        inp_channels = layer.in_channels // hw.block_in
+        co_per_group = layer.out_channels // hw.block_out // layer.groups
     elif space.tmpl.transposed:
-        uops = transpose_uops(layer, tile.h, tile.w, tile.ci, tile.co)
-        m = replace(m, gemm=Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64)))
-    return m
+        gemm = _transpose_kernel(layer, tile.h, tile.w, tile.ci, tile.co)
+    lift = int(b.lift[r])
+    return Mapping(
+        geo=geo, tile=tile, loops=loops, vthreads=vthreads,
+        residency=(("inp", _inp_level(order, extent, ins, inner)),
+                   ("wgt", "co" if ws or "co" in inner else "k"), ("out", "k" if inner else order[-1])),
+        gemm=gemm, reset=reset, epilogue=_epilogue(shift),
+        dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
+             ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
+        inp_channels=inp_channels, co_per_group=co_per_group, info=info,
+        inp_loads=tile.b * tile.ci if split else 1, edges=edges,
+        inp_unpadded=unpadded, gemm_trim=trim,
+        uop_preload=pre > 0, early_epilogue=bool(early),
+        gemm_lift=tuple(tuple(b.lift_loop[r, s].tolist()) for s in range(len(LIFTS[lift]))) if lift else ())
 
 
-def _pad_rows(m: Mapping) -> Mapping:
-    """A `pad_skip` mapping whose tile is not the whole output plane: `mapping.batch.pad_rows_kernel`
-    in place of the whole-plane kernel (one kernel, its range trimmed at the first / last row tile:
-    `Mapping.gemm_trim`), and the padded INP tile and loads of the same tiles without pad_skip."""
-    g, t = m.geo, m.tile
-    if t.h == g.out_h and t.w == g.out_w:
-        return m
-    pr = pad_rows_kernel(g, t.h, t.w, t.ci, t.co)
-    return replace(m, gemm=pr.kernel, gemm_trim=(pr.top, pr.bottom), inp_unpadded=False)
+@lru_cache(maxsize=4096)  # a space's configs repeat few loops; a Loop is frozen, so they share one
+def _loop(name: str, axis: str, extent: int, scale: int = 1) -> Loop:
+    return Loop(name, axis, extent, scale)
+
+
+@lru_cache(maxsize=64)  # one per shift: a frozen tuple of frozen steps, shared
+def _epilogue(shift: int) -> tuple:
+    return clip_epilogue(shift)
+
+
+@lru_cache(maxsize=1024)  # one per tile's ACC rows
+def _flat_reset(rows: int) -> Kernel:
+    return Kernel(np.array([[rows, 1, 0, 0]], dtype=np.int64), names=("acc",))
+
+
+@lru_cache(maxsize=1024)  # by the tile: a transposed conv's space has few tile sizes
+def _transpose_kernel(layer: Layer, h: int, w: int, ci: int, co: int) -> Kernel:
+    uops = transpose_uops(layer, h, w, ci, co)
+    return Kernel.from_uops(uops if uops.shape[0] else np.zeros((1, 3), dtype=np.int64))
 
 
 #: edge tile variants built per space and kept (`_edges`); a bound, not a working-set size
