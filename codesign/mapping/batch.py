@@ -298,6 +298,7 @@ class MappingBatch:
         """Every scalar and DMA-pattern field flattened into one int64 row per config, built once,
         so that one config's geometry is a single row lookup."""
         n = (self.n,)
+        self.patterns(self.ROW_PATTERNS)
         # every field is an (n,) array already (broadcast only what is not: ~5 us a call)
         cols = [a if a.shape == n else np.broadcast_to(a, n) for a in map(self.__getattribute__, self.ROW_SCALARS)]
         for kind in self.ROW_PATTERNS:
@@ -362,34 +363,59 @@ class MappingBatch:
         x_stride = np.where(dummy, g1_stride, np.where(groups >= 2, g2_stride, x_size))
         return {"ok": groups + dummy <= 2, "x_size": x_size, "y_size": y_size, "x_stride": x_stride}
 
+    def _pattern_dims(self, kind: str) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """The DRAM region (`dma_pattern`'s dims) of a tile's transfer of `kind` ("inp", "wgt",
+        "store"); None for a padded INP load (never folded: `inp_pattern`)."""
+        g = self.geo
+        if kind == "store":
+            plane = g.out_h * g.out_w
+            return [(self.tile_b, g.co * plane), (self.tile_co, plane), (self.tile_h, g.out_w), (self.tile_w, 1)]
+        if kind == "wgt":
+            kk = g.kh * g.kw
+            z = np.zeros(self.n, dtype=np.int64)
+            return [(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk), (z + g.kh, z + g.kw), (z + g.kw, z + 1)]
+        if g.pad > 0:
+            return None
+        plane = g.height * g.width
+        return [(self.tile_b, g.ci * plane), (self.tile_ci, plane), (self.hin_t, g.width), (self.win_t, 1)]
+
+    def patterns(self, kinds: tuple[str, ...] = ROW_PATTERNS) -> None:
+        """Compute the DMA patterns of `kinds` not computed yet in one `dma_pattern` pass over all
+        of them (its cost is NumPy calls per dimension, not per config: a batch of a search's sample
+        pays it once, not once per kind); each row is folded alone, as by its own call."""
+        need = [(k, d) for k in kinds if k not in self._patterns and (d := self._pattern_dims(k)) is not None]
+        if len(need) == 1:
+            self._patterns[need[0][0]] = self.dma_pattern(need[0][1])
+        elif need:
+            n = self.n
+            dims = [tuple(np.concatenate([np.broadcast_to(d[j][f], (n,)) for _, d in need]) for f in (0, 1))
+                    for j in range(len(need[0][1]))]
+            pat = self.dma_pattern(dims)  # type: ignore[arg-type]
+            for i, (k, _) in enumerate(need):
+                self._patterns[k] = {f: v[i * n:(i + 1) * n] for f, v in pat.items()}
+        if "inp" in kinds and "inp" not in self._patterns:
+            self.inp_pattern()
+
     def store_pattern(self) -> dict[str, np.ndarray]:
         if "store" not in self._patterns:
-            g = self.geo
-            plane = g.out_h * g.out_w
-            self._patterns["store"] = self.dma_pattern([(self.tile_b, g.co * plane), (self.tile_co, plane),
-                                                        (self.tile_h, g.out_w), (self.tile_w, 1)])
+            self._patterns["store"] = self.dma_pattern(self._pattern_dims("store"))  # type: ignore[arg-type]
         return self._patterns["store"]
 
     def inp_pattern(self) -> dict[str, np.ndarray]:
         """Unpadded INP load; a padded load is never folded: y = hin_t rows of win_t, stride W."""
         if "inp" not in self._patterns:
             g = self.geo
-            if g.pad > 0:
+            dims = self._pattern_dims("inp")
+            if dims is None:
                 self._patterns["inp"] = {"ok": np.ones(self.n, dtype=bool), "x_size": self.win_t,
                                          "y_size": self.hin_t, "x_stride": np.full(self.n, g.width, dtype=np.int64)}
             else:
-                plane = g.height * g.width
-                self._patterns["inp"] = self.dma_pattern([(self.tile_b, g.ci * plane), (self.tile_ci, plane),
-                                                          (self.hin_t, g.width), (self.win_t, 1)])
+                self._patterns["inp"] = self.dma_pattern(dims)
         return self._patterns["inp"]
 
     def wgt_pattern(self) -> dict[str, np.ndarray]:
         if "wgt" not in self._patterns:
-            g = self.geo
-            kk = g.kh * g.kw
-            z = np.zeros(self.n, dtype=np.int64)
-            self._patterns["wgt"] = self.dma_pattern([(self.tile_co, z + g.ci * kk), (self.tile_ci, z + kk),
-                                                      (z + g.kh, z + g.kw), (z + g.kw, z + 1)])
+            self._patterns["wgt"] = self.dma_pattern(self._pattern_dims("wgt"))  # type: ignore[arg-type]
         return self._patterns["wgt"]
 
 

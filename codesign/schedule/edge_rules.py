@@ -210,6 +210,7 @@ def variants_at(b: VtaBatch, rows: np.ndarray, variants: np.ndarray) -> tuple[Ma
         count = np.broadcast_to(getattr(t, tiles), (t.n,))[rows]
         sizes[f"tile_{a}"] = np.where(v >> k & 1 == 1, n - (count - 1) * f, f)  # as variant_sizes
     vb = edge_fold(b, MappingBatch(g, t.hw, sizes), rows)
+    vb.patterns()  # the three in one pass (the producer reads every variant's row)
     split = (t.geo.pad > 0) & (vb.tile_b * vb.tile_ci > 1) | ~vb.inp_pattern()["ok"]
     return vb, split
 

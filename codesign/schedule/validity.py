@@ -44,6 +44,7 @@ def check(t: MappingBatch) -> list[Rule]:
         add(r.name, r.ok, r.message)
 
     # 2. 2-D DMA patterns (docs/vta.md §7.4.2). Weights always fold; a padded INP load is not folded.
+    t.patterns()  # the three in one pass
     store = t.store_pattern()
     add("dma_store", store["ok"], lambda i: (
         f"2-D DMA pattern: the STORE of a {t.tile_b[i]}x{t.tile_co[i]}x{t.tile_h[i]}x{t.tile_w[i]} "

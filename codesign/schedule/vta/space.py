@@ -92,6 +92,7 @@ class VtaSpace(RulesMixin, EnumerateMixin, SampleMixin, KnobSpace):
             geo = {name: v[name] for name in TILE_KNOBS if name in v}
             geo["oc_nthread"] = nt
             t = templates.adapt(self.layer, MappingBatch(self._geo, self.hw, geo))
+            t.patterns()  # every DMA pattern in one pass (the rules and the producer's rows read all three)
         else:
             t = geometry
         lift, lift_loop, lift_ok = self._lift(t, v["uop_lift"])
