@@ -98,13 +98,13 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
              + tuple(_loop(a, a, extent[a]) for a in inner))
     vthreads = (_loop(f"{vt}t", vt, int(b.nt[r]), extent[vt]),) if vt else ()
     split = bool(b.split[r])
-    tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
-                g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+    tile = _tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
+                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     geo = space._geo  # `geometry(layer, hw)`, built once with the space
     pre, early = int(b.pre[r]), int(b.early[r])
     if pre == 2:  # a flat reset kernel: one uop per ACC row of a batch block (`vta_space.apply_flat_reset`)
         reset = _flat_reset(tile.co * tile.h * tile.w)
-    inp = Dma(tile.hin, tile.win, geo.width) if split else Dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+    inp = _dma(tile.hin, tile.win, geo.width) if split else _dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
             ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in),
@@ -135,8 +135,8 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         residency=(("inp", _inp_level(order, extent, ins, inner)),
                    ("wgt", "co" if ws or "co" in inner else "k"), ("out", "k" if inner else order[-1])),
         gemm=gemm, reset=reset, epilogue=_epilogue(shift),
-        dma=(("inp", inp), ("wgt", Dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
-             ("out", Dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
+        dma=(("inp", inp), ("wgt", _dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
+             ("out", _dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
         inp_channels=inp_channels, co_per_group=co_per_group, info=info,
         inp_loads=tile.b * tile.ci if split else 1, edges=edges,
         inp_unpadded=unpadded, gemm_trim=trim,
@@ -144,7 +144,13 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         gemm_lift=tuple(tuple(b.lift_loop[r, s].tolist()) for s in range(len(LIFTS[lift]))) if lift else ())
 
 
-@lru_cache(maxsize=4096)  # a space's configs repeat few loops; a Loop is frozen, so they share one
+# A space's configs repeat few loops, tiles and DMA patterns, and each is frozen: configs share one
+# (a fresh mapping allocates fewer objects, and the collector has fewer long-lived ones to walk).
+_tile = lru_cache(maxsize=1 << 14)(Tile)
+_dma = lru_cache(maxsize=1 << 14)(Dma)
+
+
+@lru_cache(maxsize=4096)
 def _loop(name: str, axis: str, extent: int, scale: int = 1) -> Loop:
     return Loop(name, axis, extent, scale)
 
@@ -183,17 +189,21 @@ def _edges(space: VtaSpace, b: VtaBatch, r: int, one: dict[str, int], last: tupl
     g = b.t.geo
     base = (one["tile_b"], one["oc_nthread"], one["h_nthread"], int(b.fold[r]))  # edge_rules.VARIANT_KEY
     # each axis' (full, edge) tile size, as edge_rules.variant_sizes
-    opts = [(f, n - (one[tiles] - 1) * f) for f, n, tiles in (
+    opts = tuple((f, n - (one[tiles] - 1) * f) for f, n, tiles in (
         (one["tile_h"], g.out_h, "h_tiles"), (one["tile_w"], g.out_w, "w_tiles"), (one["tile_co"], g.co, "co_tiles"),
-        (one["tile_ci"], g.ci, "ci_steps"))]
-    keys = {v: base + tuple(o[v >> k & 1] for k, o in enumerate(opts)) for v in range(N_VARIANTS) if not v & ~bits}
-    # configs that differ only in loop order, residency or threads' axis share their variants
+        (one["tile_ci"], g.ci, "ci_steps")))
+    # configs that differ only in loop order, residency or threads' axis share their variants: the
+    # variants' keys below are a function of (last, base, opts), so that is the whole set's key
     whole: dict[tuple, Edges] = space.__dict__.setdefault("_edges_of", {})
-    wkey = (last, tuple(keys.values()))
-    if wkey in whole:
-        return whole[wkey]
+    wkey = (last, base, opts)
+    found = whole.get(wkey)
+    if found is not None:
+        return found
+    keys = {v: base + tuple(o[v >> k & 1] for k, o in enumerate(opts)) for v in range(N_VARIANTS) if not v & ~bits}
     cache: dict[tuple[int, ...], EdgeTile] = space.__dict__.setdefault("_edge_variants", {})
     missing = [v for v, key in keys.items() if key not in cache]
+    if len(whole) > _VARIANT_CACHE_MAX:
+        whole.clear()
     if missing:
         if len(cache) > _VARIANT_CACHE_MAX:
             cache.clear()
@@ -224,8 +234,8 @@ def _edge_tile(vb: MappingBatch, i: int, split: bool, width: int) -> EdgeTile:
     """Row `i` of a variant batch as an `EdgeTile`."""
     g = vb.row(i)
     gemm, reset = vb.kernels(i)
-    tile = Tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
-                g["inp_sram"], g["wgt_sram"], g["acc_sram"])
+    tile = _tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
+                 g["inp_sram"], g["wgt_sram"], g["acc_sram"])
     inp = (tile.hin, tile.win, width) if split else (g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     return EdgeTile(tile, gemm, reset, inp, (g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"]),
                     (g["store_y_size"], g["store_x_size"], g["store_x_stride"]), tile.b * tile.ci if split else 1)
