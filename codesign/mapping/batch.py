@@ -186,10 +186,27 @@ def dst_hazard(ext: np.ndarray, dst: np.ndarray, unrolled: np.ndarray) -> np.nda
     return bad.any(axis=1)
 
 
-#: (GEMM, reset) kernels by their fold (`MappingBatch.kernels`), shared by every batch of the
+def _column(a: np.ndarray | int, n: int) -> np.ndarray:
+    """`a` as an (n,) array: itself when it is one (`np.broadcast_to` costs ~5 us a call, and a
+    batch's fields are (n,) arrays already), else broadcast."""
+    return a if type(a) is np.ndarray and a.shape == (n,) else np.broadcast_to(a, (n,))
+
+
+#: GEMM and reset kernels by their fold (`MappingBatch.kernels`), shared by every batch of the
 #: process; a bound, not a working-set size (a kernel is ~1 KB with its lazy fields)
 KERNEL_CACHE_MAX = 1 << 14
-_KERNELS: dict[tuple, tuple[Kernel, Kernel]] = {}
+_KERNELS: dict[tuple, Kernel] = {}
+
+
+def _kernel(roles: np.ndarray, loops: np.ndarray, names: tuple[str, ...]) -> Kernel:
+    """`Kernel.from_fold` of one fold, from the process' bounded cache (`_KERNELS`)."""
+    key = (names, roles.tobytes(), loops.tobytes(), loops.dtype.char)
+    k = _KERNELS.get(key)
+    if k is None:
+        if len(_KERNELS) >= KERNEL_CACHE_MAX:
+            _KERNELS.clear()
+        k = _KERNELS[key] = Kernel.from_fold(roles, loops, names)
+    return k
 
 
 class MappingBatch:
@@ -320,16 +337,13 @@ class MappingBatch:
         Configs with the same fold share one (frozen) `Kernel`: most of a space's configs repeat a
         few folds, and a kernel's lazily computed fields (size, loop fields) are then computed once."""
         g, r = self.gemm, self.reset
-        gr, gl, rr, rl = g["roles"][i], g["loops"][i], r["roles"][i], r["loops"][i]
-        # the fold alone determines the kernels: shared across batches (a search's sample, the
-        # batch of its edge tile variants, other layers and spaces), bounded
-        key = (gr.tobytes(), gl.tobytes(), rr.tobytes(), rl.tobytes(), gl.dtype.char, rl.dtype.char)
-        pair = _KERNELS.get(key)
-        if pair is None:
-            if len(_KERNELS) >= KERNEL_CACHE_MAX:
-                _KERNELS.clear()
-            pair = _KERNELS[key] = (Kernel.from_fold(gr, gl, GEMM_LOOPS), Kernel.from_fold(rr, rl, RESET_LOOPS))
-        return pair
+        gl, rl = g["loops"][i], r["loops"][i]
+        # the fold alone determines each kernel: shared across batches (a search's sample, the batch
+        # of its edge tile variants, other layers and spaces), bounded; GEMM and reset kernels apart
+        # (many tiles of a sample share a reset kernel, few a GEMM kernel)
+        gemm = _kernel(g["roles"][i], gl, GEMM_LOOPS)
+        reset = _kernel(r["roles"][i], rl, RESET_LOOPS)
+        return gemm, reset
 
     # -- DMA 2-D patterns (docs/vta.md §7.4.2, derived from ir_pass._fold_buffer_dim) -----------
     @staticmethod
@@ -344,8 +358,7 @@ class MappingBatch:
         g2_size, g2_stride = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
         cur_size, cur_stride = np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         for extent, stride in reversed(dims):
-            extent = np.broadcast_to(extent, (n,))
-            stride = np.broadcast_to(stride, (n,))
+            extent, stride = _column(extent, n), _column(stride, n)
             live = extent > 1
             merge = live & (groups > 0) & (stride == cur_size * cur_stride)
             new = live & ~merge
@@ -388,7 +401,7 @@ class MappingBatch:
             self._patterns[need[0][0]] = self.dma_pattern(need[0][1])
         elif need:
             n = self.n
-            dims = [tuple(np.concatenate([np.broadcast_to(d[j][f], (n,)) for _, d in need]) for f in (0, 1))
+            dims = [tuple(np.concatenate([_column(d[j][f], n) for _, d in need]) for f in (0, 1))
                     for j in range(len(need[0][1]))]
             pat = self.dma_pattern(dims)  # type: ignore[arg-type]
             for i, (k, _) in enumerate(need):
