@@ -111,7 +111,10 @@ class Kernel:
         unrolled = np.array(kept, dtype=loops.dtype).reshape(-1, 4)
         live = tuple(n for n, x in zip(names, r) if x) if names else ()
         k = cls(unrolled, out[0], inn[0], out[1], inn[1], out[2], inn[2], out[3], inn[3], names=live)
-        k.__dict__["size"] = math.prod(x[0] for x in kept)  # `size` (lazy) from the lists at hand
+        size = 1
+        for x in kept:
+            size *= x[0]
+        k.__dict__["size"] = size  # `size` (lazy) from the lists at hand
         return k
 
     @lazy  # frozen: the lowering asks for it many times per kernel

@@ -94,8 +94,7 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     inner = tuple(live[len(live) - n_in:]) if n_in else ()  # the n_in innermost loops of extent > 1
     outer = tuple(a for a in order if a not in inner)
     # shared Loop objects (`_loop`): a fresh mapping allocates (and the collector later walks) fewer
-    loops = (tuple(_loop(a, a, extent[a]) for a in outer) + (_loop("k", "ci", g["ci_steps"]),)
-             + tuple(_loop(a, a, extent[a]) for a in inner))
+    loops = _loops(tuple((a, extent[a]) for a in outer), g["ci_steps"], tuple((a, extent[a]) for a in inner))
     vthreads = (_loop(f"{vt}t", vt, int(b.nt[r]), extent[vt]),) if vt else ()
     split = bool(b.split[r])
     tile = _tile(g["tile_b"], g["tile_h"], g["tile_w"], g["tile_ci"], g["tile_co"], g["hin_t"], g["win_t"],
@@ -104,7 +103,7 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
     pre, early = int(b.pre[r]), int(b.early[r])
     if pre == 2:  # a flat reset kernel: one uop per ACC row of a batch block (`vta_space.apply_flat_reset`)
         reset = _flat_reset(tile.co * tile.h * tile.w)
-    inp = _dma(tile.hin, tile.win, geo.width) if split else _dma(g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
+    inp = (tile.hin, tile.win, geo.width) if split else (g["inp_y_size"], g["inp_x_size"], g["inp_x_stride"])
     info = (("tile_b", tile.b), ("tile_h", tile.h), ("tile_w", tile.w), ("tile_ci", tile.ci), ("tile_co", tile.co),
             ("order", ORDERS.index(order)), ("wgt_stationary", ws), ("vthread", VTHREADS.index(vt)),
             ("hin_t", tile.hin), ("win_t", tile.win), ("inp_stationary", ins), ("acc_resident", n_in),
@@ -135,8 +134,8 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
         residency=(("inp", _inp_level(order, extent, ins, inner)),
                    ("wgt", "co" if ws or "co" in inner else "k"), ("out", "k" if inner else order[-1])),
         gemm=gemm, reset=reset, epilogue=_epilogue(shift),
-        dma=(("inp", inp), ("wgt", _dma(g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"])),
-             ("out", _dma(g["store_y_size"], g["store_x_size"], g["store_x_stride"]))),
+        dma=_dmas(inp, (g["wgt_y_size"], g["wgt_x_size"], g["wgt_x_stride"]),
+                  (g["store_y_size"], g["store_x_size"], g["store_x_stride"])),
         inp_channels=inp_channels, co_per_group=co_per_group, info=info,
         inp_loads=tile.b * tile.ci if split else 1, edges=edges,
         inp_unpadded=unpadded, gemm_trim=trim,
@@ -148,6 +147,20 @@ def row_mapping(space: VtaSpace, index: int, shift: int) -> Mapping:
 # (a fresh mapping allocates fewer objects, and the collector has fewer long-lived ones to walk).
 _tile = lru_cache(maxsize=1 << 14)(Tile)
 _dma = lru_cache(maxsize=1 << 14)(Dma)
+
+
+@lru_cache(maxsize=1 << 14)
+def _dmas(inp: tuple[int, int, int], wgt: tuple[int, int, int], out: tuple[int, int, int]) -> tuple:
+    """`Mapping.dma` of the (y_size, x_size, x_stride) patterns of INP, WGT and OUT."""
+    return ("inp", _dma(*inp)), ("wgt", _dma(*wgt)), ("out", _dma(*out))
+
+
+@lru_cache(maxsize=1 << 14)
+def _loops(outer: tuple[tuple[str, int], ...], steps: int, inner: tuple[tuple[str, int], ...]) -> tuple[Loop, ...]:
+    """`Mapping.loops`: the pair loops `outer` (axis, extent), the reduction of `steps`, the loops
+    `inner` inside it."""
+    return (tuple(_loop(a, a, e) for a, e in outer) + (_loop("k", "ci", steps),)
+            + tuple(_loop(a, a, e) for a, e in inner))
 
 
 @lru_cache(maxsize=4096)
