@@ -136,8 +136,9 @@ def test_step_form_of_long_pairs_times_as_the_full_program(hw):
     `lower.PairBlocks`): a middle step repeating the last one written is not written, the block
     sequence expanded is row for row the full program but for DRAM offsets, and the fast path's
     cycles, busy and port cycles are the instruction-level model's on the full program, with the
-    ci edge step written apart and kernels reloaded by a small micro-op ring; the rows written span
-    the DRAM the pairs they were written from span (the footprint of the block form before)."""
+    ci edge step written apart and kernels reloaded by a small micro-op ring; the blocks' rows span
+    the DRAM the pairs they were written from span (the footprint of the block form before), with
+    the span rows the full program's."""
     from codesign.schedule.families import mapping_for
     from codesign.tune.env import sample_valid_pool
     from codesign.tune.view import SpaceView
@@ -161,7 +162,9 @@ def test_step_form_of_long_pairs_times_as_the_full_program(hw):
             fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
             ref = timing.time_program(full, hw, params)
             assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy), config.index
-            assert _span(blocks.rows, hw) == _span(_whole_pairs(blocks, full), hw), config.index
+            end = blocks.block_start[-1]  # the blocks' rows; span rows after them (`lower.PairBlocks`)
+            assert _span(blocks.rows[:end], hw) == _span(_whole_pairs(blocks, full), hw), config.index
+            assert _span(blocks.rows, hw) == _span(full, hw), config.index
             n += 1
             written = len(blocks.block_start) - 2  # the units written (the tail block aside)
             pair_units = len(np.unique(blocks.pair_class[:-1].reshape(-1, blocks.steps), axis=0)) * blocks.steps
@@ -185,3 +188,24 @@ def test_a_long_schedule_is_pinned_to_the_full_program():
     assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy)
     slow = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, np.zeros(0, dtype=np.int64), hw)
     assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)
+
+
+def test_footprint_counts_the_last_load_of_an_operand_kept_across_pairs():
+    """A `vta` schedule whose weights are loaded every 7th of its 112 pairs (their residency loop
+    outside the reduction, `access.loaded`): their last load, in pair 105, lies beyond the DRAM of
+    every pair written (pair 7 stands for 105's class). Its rows that reach further follow the tail
+    as span rows, so the block form's footprint (above the 512 KiB L2: it sets the port efficiency)
+    and cycles are the full program's (they were 1,035,600 bytes and 3,675,737 cycles, not 1,256,784
+    and 3,729,663)."""
+    hw = HWS[0]
+    layer = Conv2D(1, 256, 14, 14, 512, 3, 3, 2, 1)
+    config = get_space(layer, hw, "vta").get(182259104)
+    params = timing.default_params()
+    blocks = compile_blocks(layer, config, hw)
+    full = compile_insns(layer, config, hw).insns
+    fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
+    ref = timing.time_program(full, hw, params)
+    assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy)
+    assert fast.footprint_bytes == ref.footprint_bytes > params.cache_bytes
+    end = blocks.block_start[-1]
+    assert blocks.rows.shape[0] > end and _span(blocks.rows[:end], hw) != _span(full, hw)

@@ -18,7 +18,16 @@ from numba import njit
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
 from codesign.lower.access import AXIS, INP_PLACE, INP_SPLIT, NP, WGT_PLACE, pad_classes, spec
-from codesign.lower.emit import ALU_OPS, LOOP_FIELDS, block_tail, classes, emit, pair_rows, step_blocks
+from codesign.lower.emit import (
+    ALU_OPS,
+    LOOP_FIELDS,
+    block_tail,
+    classes,
+    emit,
+    pair_rows,
+    span_rows,
+    step_blocks,
+)
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.edges import Edges
@@ -47,7 +56,11 @@ class PairBlocks:
     pair are its K reduction steps and the rest (epilogue, stores), `pair_class[j·(K + 1) + k]` the
     block unit k of pair j runs, one block per class of identical units of a pair class (a pair's
     middle steps differ only in their DRAM offsets, `emit.emit`), the periods in units: a long pair
-    is written and timed a few steps at a time."""
+    is written and timed a few steps at a time.
+
+    Rows after the tail block (span rows) are run by no block: rows of the full program that reach
+    beyond the DRAM the blocks span, so the footprint `timing._decode` takes from all rows is the
+    full program's (`lower_blocks`)."""
 
     rows: np.ndarray
     block_start: np.ndarray
@@ -101,10 +114,12 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
     return tuple(base.get(n, 0) for n in names), uop // isa.UOP_BYTES
 
 
-def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
+def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_span: int = 0
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K + 1: a
-    unit per reduction step and the rest of the pair, repeated middle steps not written)."""
+    unit per reduction step and the rest of the pair, repeated middle steps not written). The last
+    `n_span` pairs are written for the DRAM footprint alone: of their rows, those reaching beyond the
+    others' span follow the tail (`emit.span_rows`), their units are left out."""
     T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
     R = fused_slots(m).chunks if m.has_residual else 0
     scv = sc[3]
@@ -121,10 +136,15 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1
     units, rep = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
                       (m.n_lift, preload_size(m, u), m.early_epilogue, steps))
     n = int(units.sum()) + 3
-    if bound > _SCRATCH_ROWS:  # a whole program: its own matrix
-        return out[:n], units, rep
-    rows = out[:n].copy()
-    out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
+    if n_span:  # the others' rows, the tail, the span rows
+        q = pairs.shape[0] - n_span
+        a = int(units[:q].sum())
+        rows = np.concatenate((out[:a], out[n - 3:n], out[span_rows(out, a, n - 3, n)]))
+        units, rep = units[:q], rep[:q]
+    else:
+        rows = out[:n] if bound > _SCRATCH_ROWS else out[:n].copy()  # a whole program: its own matrix
+    if bound <= _SCRATCH_ROWS:
+        out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
     return rows, units, rep
 
 
@@ -234,6 +254,20 @@ def _pair_classes(sc, scv, loops, threads, steady, n_rows, ring_start, special):
                    cc, loops[co_loop, 1] if co_loop >= 0 else 1, places, steady, n_rows, ring_start, special)
 
 
+def _span_pairs(sc: np.ndarray, pairs: np.ndarray, pair_class: np.ndarray) -> list[int]:
+    """The pairs not written whose rows reach furthest in DRAM: an operand loaded outside the
+    reduction is loaded at the pairs j % place == 0 (`access.loaded`), and its last load, at the
+    furthest tiles of the pairs loading it (every DMA's DRAM offset grows with the tile indices,
+    `access`), may fall in a pair whose class another pair stands for."""
+    out: list[int] = []
+    for place in (int(sc[INP_PLACE]), int(sc[WGT_PLACE])):
+        if place > 0:
+            j = (int(sc[NP]) - 1) // place * place
+            if pairs[pair_class[j]] != j and j not in out:
+                out.append(j)
+    return out
+
+
 #: Reduction steps from which `lower_blocks` writes a pair step by step (the step form): with 3 steps
 #: the last repeats the second; below, the pair is one block (as the full program).
 MIN_STEPS = 3
@@ -251,7 +285,10 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
                                       -1 if ring.start is None else ring.start, u.special)
     U = m.n_steps + 1 if m.n_steps >= MIN_STEPS else 1
-    rows, units, rep = _rows(m, pairs, u, sc, U)
+    span = _span_pairs(sc[0], pairs, pair_class)
+    if span:
+        pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
+    rows, units, rep = _rows(m, pairs, u, sc, U, len(span))
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
     if U == 1:
         block_start, n_insns, periods = block_tail(units[:, 0], pair_class, sc[1], P, extra)

@@ -237,7 +237,9 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     per step, so every row of theirs lies inside the span of the same load in step 0 of its pair and
     in the last step of the last pair (every pair loads it: the last pair's tiles are the furthest;
     its last step is written), or, with a residual, below the residual and identity regions (INP and
-    WGT rows of the rest, after the data and weights in DRAM, `lower.regions`)."""
+    WGT rows of the rest, after the data and weights in DRAM, `lower.regions`). An operand loaded
+    outside the reduction is not loaded by every pair: its last load may be in a pair not written,
+    whose rows `lower.lower_blocks` writes for the footprint alone (`span_rows`)."""
     sc, scv, loops, threads, inner = spec
     n_lift, preload, early, U = opts
     load, first_pair, kbgn, uop_dram = uop[3], uop[5], uop[6], uop[7]
@@ -495,6 +497,46 @@ def block_tail(counts, pair_class, loops, P, extra):  # pragma: no cover - compi
             periods[n] = c
             n += 1
     return block_start, n_insns, periods[:n].copy()
+
+
+@njit(cache=True)
+def _reach(out, i, lo, hi):  # pragma: no cover - compiled
+    """Widen the DRAM span of row i's memory type (per memory type, the first element of a DMA to the
+    last, `timing._decode`'s footprint): 1 if it starts below, 2 if it ends above, 0 if neither."""
+    mem = out[i, COLS[_MEM]]
+    if out[i, COLS[_OP]] > isa.OP_STORE or out[i, DMA_COLS[2]] == 0 or mem < 0 or mem >= lo.shape[0]:
+        return 0
+    fb = out[i, DMA_COLS[0]]
+    fe = fb + (out[i, DMA_COLS[1]] - 1) * out[i, DMA_COLS[3]] + out[i, DMA_COLS[2]]
+    got = 0
+    if fb < lo[mem]:
+        lo[mem] = fb
+        got = 1
+    if fe > hi[mem]:
+        hi[mem] = fe
+        got |= 2
+    return got
+
+
+@njit(cache=True)
+def span_rows(out, a, b, n):  # pragma: no cover - compiled
+    """The rows among a..b-1 of `out` (rows written for the DRAM footprint alone) that reach beyond
+    the DRAM rows 0..a-1 and b..n-1 span, per memory type (`timing._decode`'s footprint): at most
+    one per memory type and side, the one reaching furthest. Returns their row numbers."""
+    lo = np.full(6, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(6, np.iinfo(np.int64).min, np.int64)
+    for i in range(a):
+        _reach(out, i, lo, hi)
+    for i in range(b, n):
+        _reach(out, i, lo, hi)
+    at = np.full(12, -1, np.int64)  # the row of the lowest start, of the highest end, per memory type
+    for i in range(a, b):
+        got = _reach(out, i, lo, hi)
+        if got & 1:
+            at[2 * out[i, COLS[_MEM]]] = i
+        if got & 2:
+            at[2 * out[i, COLS[_MEM]] + 1] = i
+    return np.unique(at[at >= 0])
 
 
 @njit(cache=True)

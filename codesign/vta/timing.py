@@ -788,8 +788,10 @@ def time_blocks(rows: np.ndarray, block_start: np.ndarray, pair_class: np.ndarra
     rows[block_start[b]:block_start[b + 1]], and the program runs block pair_class[j] for
     j = 0, 1, ... (a compiler's pairs, or the steps of its pairs, `lower.PairBlocks`; the last entry
     the tail). Exactly the cycles, busy and port cycles `time_program` gives on the full matrix (same
-    kernel; whole periods of units whose state repeats are skipped, see `_engine`). `periods`:
-    candidate periods in units, largest first. None if more tokens are in flight than the kernel keeps."""
+    kernel; whole periods of units whose state repeats are skipped, see `_engine`). Rows after the
+    last block are run by none: they count for the DRAM footprint alone (`lower.PairBlocks` span
+    rows). `periods`: candidate periods in units, largest first. None if more tokens are in flight
+    than the kernel keeps."""
     params = default_params() if params is None else params
     elem, port = _hw_arrays(hw, params.uop_port_bytes)
     *decoded, footprint = _decode(rows, _COLS, block_start, elem, port, _param_array(params, hw.clock_mhz))
