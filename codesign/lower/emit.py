@@ -41,6 +41,7 @@ from numba import njit
 from codesign.lower import access as ac
 from codesign.mapping.edges import CI_BIT
 from codesign.vta import isa
+from codesign.vta.timing import dma_span
 
 C = isa.COL
 LOOP_FIELDS = ("iter_out", "iter_in", "dst_factor_out", "dst_factor_in", "src_factor_out",
@@ -506,8 +507,7 @@ def _reach(out, i, lo, hi):  # pragma: no cover - compiled
     mem = out[i, COLS[_MEM]]
     if out[i, COLS[_OP]] > isa.OP_STORE or out[i, DMA_COLS[2]] == 0 or mem < 0 or mem >= lo.shape[0]:
         return 0
-    fb = out[i, DMA_COLS[0]]
-    fe = fb + (out[i, DMA_COLS[1]] - 1) * out[i, DMA_COLS[3]] + out[i, DMA_COLS[2]]
+    fb, fe = dma_span(out, i, DMA_COLS[0], DMA_COLS[1], DMA_COLS[3], DMA_COLS[2])
     got = 0
     if fb < lo[mem]:
         lo[mem] = fb

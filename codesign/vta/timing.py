@@ -276,6 +276,14 @@ def _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, ro
 
 
 @njit(cache=True)
+def dma_span(rows, i, c_base, c_y, c_stride, c_x):  # pragma: no cover - compiled
+    """(first, end) DRAM elements DMA row i spans: the unit of the footprint (`_decode`; the block
+    form's span rows, `lower.emit.span_rows`, keep the rows that widen it)."""
+    fb = rows[i, c_base]
+    return fb, fb + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]
+
+
+@njit(cache=True)
 def _fix(x):  # pragma: no cover - compiled
     """Cycles (float) -> fixed-point time units (int64, TIME_SCALE per cycle)."""
     return np.int64(np.round(x * _TIME_SCALE))
@@ -482,8 +490,9 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
                     beats = (x * elem_bytes[mem] + port_bytes[mem] - 1) // port_bytes[mem]
                     rbeats[i] = rows[i, c_y] * beats
                 if mem >= 0 and mem < 6:  # the DRAM footprint: bytes spanned per memory type, summed
-                    fb = rows[i, c_base] * elem_bytes[mem]
-                    fe = (rows[i, c_base] + (rows[i, c_y] - 1) * rows[i, c_stride] + x) * elem_bytes[mem]
+                    fb, fe = dma_span(rows, i, c_base, c_y, c_stride, c_x)
+                    fb *= elem_bytes[mem]
+                    fe *= elem_bytes[mem]
                     if fb < lo_b[mem]:
                         lo_b[mem] = fb
                     if fe > hi_b[mem]:
