@@ -229,17 +229,9 @@ def _ring_plan(kernels: tuple, order: tuple, n_pairs: int, depth: int) -> Uops:
     sz = kernel_sizes(kernels, order)
     uses, first = use_order(*order)
     ring = ring_schedule(sz, uses, n_pairs, depth)
-    dram_off, kvar = _offsets(sz, first), np.arange(len(sz), dtype=np.int64)[:, None]
+    dram_off, kvar = _first_offsets(sz, first)[0], np.arange(len(sz), dtype=np.int64)[:, None]
     _read_only(ring.load, ring.bgn, dram_off, kvar)
     return Uops(sz, uses, ring, dram_off, first, kvar)
-
-
-def _offsets(sizes: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Each kernel's offset in the DRAM uop array (the kernels `first` back to back; 0 if unused)."""
-    dram_off = np.zeros(len(sizes), dtype=np.int64)
-    in_order = sizes[first]
-    dram_off[first] = np.cumsum(in_order) - in_order
-    return dram_off
 
 
 @lru_cache(maxsize=4096)
@@ -261,7 +253,8 @@ def _preload_plan(kernels: tuple, order: tuple, depth: int) -> Uops:
 
 @njit(cache=True)
 def _first_offsets(sizes, first):  # pragma: no cover - compiled
-    """(`_offsets` of `first`, their micro-ops in all) in one compiled call."""
+    """(each kernel's offset in the DRAM uop array: the kernels `first` back to back, 0 if unused;
+    their micro-ops in all)."""
     dram_off = np.zeros(sizes.shape[0], np.int64)
     total = 0
     for k in first:
