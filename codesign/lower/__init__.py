@@ -17,7 +17,20 @@ from numba import njit
 
 from codesign.errors import InvalidSchedule
 from codesign.hw.config import HwConfig
-from codesign.lower.access import AXIS, INP_PLACE, INP_SPLIT, NP, WGT_PLACE, pad_classes, spec
+from codesign.lower.access import (
+    AXIS,
+    INP_PLACE,
+    INP_SPLIT,
+    NC,
+    NK,
+    NP,
+    NT,
+    RES_CHUNKS,
+    TB,
+    WGT_PLACE,
+    pad_classes,
+    spec,
+)
 from codesign.lower.emit import (
     ALU_OPS,
     LOOP_FIELDS,
@@ -32,7 +45,7 @@ from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.edges import Edges
 from codesign.mapping.legality import violations
-from codesign.mapping.mapping import SOURCES, AluOp, Mapping, fused_slots
+from codesign.mapping.mapping import SOURCES, AluOp, Mapping
 from codesign.vta import isa
 from codesign.vta.program import DramAllocator
 
@@ -119,33 +132,70 @@ def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_s
     """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K + 1: a
     unit per reduction step and the rest of the pair, repeated middle steps not written). The last
     `n_span` pairs are written for the DRAM footprint alone: of their rows, those reaching beyond the
-    others' span follow the tail (`emit.span_rows`), their units are left out."""
-    T, K, G, C = m.n_threads, m.n_steps, m.tile.b, m.n_inner
-    R = fused_slots(m).chunks if m.has_residual else 0
-    scv = sc[3]
-    loads = max(int(scv[0, INP_SPLIT] if scv.shape[0] == 1 else scv[:, INP_SPLIT].max()), m.inp_loads)
-    max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (m.n_lift * K + 1) + (2 * len(m.epilogue) + 2 + 2 * R) * T + T * C
-                + len(u.uses) + 1)
-    bound = len(pairs) * max_rows + 3
-    out = _scratch(bound) if bound <= _SCRATCH_ROWS else np.zeros((bound, isa.N_FIELDS), dtype=np.int64)
-    kern = np.array([[_loop_fields(m.gemm), _loop_fields(m.reset)]], dtype=np.int64)
-    if m.edges is not None:
-        kern = np.concatenate([kern, _variant_kernels(m.edges)])
-    epi = _epilogue(m.epilogue)
-    uop = (u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, u.dram_off + sc[5])
-    units, rep = emit(pairs, (sc[0], sc[3], sc[1], sc[2], sc[4]), kern, epi, uop, out,
-                      (m.n_lift, preload_size(m, u), m.early_epilogue, steps))
-    n = int(units.sum()) + 3
+    others' span follow the tail (`emit.span_rows`), their units are left out. One compiled call
+    (`_emit_rows`) into the kept scratch, unless the rows may not fit it."""
+    kern = (_kernel_row(m.gemm), _kernel_row(m.reset), _NO_VARIANTS if m.edges is None else _variant_kernels(m.edges))
+    args = (pairs, sc[0], sc[3], sc[1], sc[2], sc[4], *kern, _epilogue(m.epilogue),
+            u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, sc[5],
+            m.n_lift, preload_size(m, u), m.early_epilogue, steps, n_span)
+    rows, units, rep, n = _emit_rows(*args, _scratch(0), True)
+    if n < 0 and -n <= _SCRATCH_ROWS:  # a larger scratch
+        rows, units, rep, n = _emit_rows(*args, _scratch(-n), True)
+    elif n < 0:  # a whole program: a matrix of its own rather than a scratch kept at its size
+        out = np.zeros((-n, isa.N_FIELDS), dtype=np.int64)
+        rows, units, rep, n = _emit_rows(*args, out, False)
+        if not n_span:
+            rows = out[:n]
+    return rows, units, rep
+
+
+_F = isa.N_FIELDS
+_NO_VARIANTS = np.zeros((0, 2, len(LOOP_FIELDS)), dtype=np.int64)  # no edge tiles: the full tile's kernels alone
+_NO_VARIANTS.setflags(write=False)
+
+
+@njit(cache=True)
+def _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi, sizes, uses, kvar, load, bgn,
+               first_pair, dram_off, uop_base, n_lift, preload, early, steps, n_span, out, scratch
+               ):  # pragma: no cover - compiled
+    """`emit` of `pairs` into `out` (zeroed), then (rows, units, rep, n): `_rows`' three and the row
+    count written. The rows are a matrix of their own; `scratch`: `out` is kept, its rows written are
+    zeroed again; else (a matrix for this program alone) without span pairs the rows are left in
+    `out` (rows empty: the caller takes out[:n]). n = -bound, nothing written, when `out` may be too
+    short: `max_rows` bounds a pair's rows loosely (every load split, every kernel reloaded, every step
+    written)."""
+    T, K, G, C, R, E = sc[NT], sc[NK], sc[TB], sc[NC], sc[RES_CHUNKS], epi.shape[1]
+    loads = max(scv[:, INP_SPLIT].max(), sc[INP_SPLIT])
+    max_rows = (1 + (1 + loads) * T * K * C + G * T * C * (n_lift * K + 1) + (2 * E + 2 + 2 * R) * T + T * C
+                + uses.shape[0] + 1)
+    bound = pairs.shape[0] * max_rows + 3
+    if bound > out.shape[0]:
+        return np.empty((0, _F), np.int64), np.empty((0, steps), np.int64), np.empty((0, steps), np.int64), -bound
+    kern = np.empty((1 + variants.shape[0], 2, gemm.shape[0]), np.int64)
+    kern[0, 0] = gemm
+    kern[0, 1] = reset
+    kern[1:] = variants
+    units, rep = emit(pairs, (sc, scv, loops, threads, inner), kern, epi,
+                      (sizes, uses, kvar, load, bgn, first_pair, dram_off, dram_off + uop_base), out,
+                      (n_lift, preload, early, steps))
+    n = units.sum() + 3
     if n_span:  # the others' rows, the tail, the span rows
         q = pairs.shape[0] - n_span
-        a = int(units[:q].sum())
-        rows = np.concatenate((out[:a], out[n - 3:n], out[span_rows(out, a, n - 3, n)]))
+        a = units[:q].sum()
+        span = span_rows(out, a, n - 3, n)
+        rows = np.empty((a + 3 + span.shape[0], _F), np.int64)
+        rows[:a] = out[:a]
+        rows[a:a + 3] = out[n - 3:n]
+        for i in range(span.shape[0]):
+            rows[a + 3 + i] = out[span[i]]
         units, rep = units[:q], rep[:q]
+    elif scratch:
+        rows = out[:n].copy()
     else:
-        rows = out[:n] if bound > _SCRATCH_ROWS else out[:n].copy()  # a whole program: its own matrix
-    if bound <= _SCRATCH_ROWS:
+        rows = np.empty((0, _F), np.int64)
+    if scratch:
         out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
-    return rows, units, rep
+    return rows, units, rep, n
 
 
 _SCRATCH = threading.local()
@@ -157,12 +207,21 @@ _SCRATCH_ROWS = 1 << 16
 def _scratch(n: int) -> np.ndarray:
     """A zeroed (>= n, fields) matrix for the emitter, kept per thread: `max_rows` bounds a pair's
     rows loosely (every load split, every kernel reloaded, every step written), so a fresh `np.zeros`
-    of that bound cost about as much as the emitting (the memset of a large calloc); the caller
-    zeroes the rows used (from the h-ff-segments WIP)."""
+    of that bound cost about as much as the emitting (the memset of a large calloc); the user
+    zeroes the rows used (`_emit_rows`; from the h-ff-segments WIP)."""
     buf = getattr(_SCRATCH, "buf", None)
     if buf is None or buf.shape[0] < n:
         buf = _SCRATCH.buf = np.zeros((max(n, 1 << 12), isa.N_FIELDS), dtype=np.int64)
-    return buf[:n]
+    return buf
+
+
+def _kernel_row(k: Kernel) -> np.ndarray:
+    """`_loop_fields` of `k` as a (read-only) array, kept on the kernel."""
+    row = k.__dict__.get("_kernel_row")
+    if row is None:
+        row = k.__dict__["_kernel_row"] = np.array(_loop_fields(k), dtype=np.int64)
+        row.setflags(write=False)
+    return row
 
 
 def _loop_fields(k: Kernel) -> list[int]:
@@ -175,8 +234,8 @@ def _loop_fields(k: Kernel) -> list[int]:
 
 
 def _variant_kernels(edges: Edges) -> np.ndarray:
-    """(V - 1, 2, fields) loop fields of the GEMM and reset kernels of the edge tile variants 1..V-1,
-    kept on the `Edges` (shared by the configs of a space that run the same variants)."""
+    """(V - 1, 2, fields) loop fields of the GEMM and reset kernels of the edge tile variants 1..V-1
+    (read-only), kept on the `Edges` (shared by the configs of a space that run the same variants)."""
     kern = edges.__dict__.get("_variant_kernels")
     if kern is None:
         # the variants of axes without an edge are one `EdgeTile` (the full tile's): read each once
@@ -189,6 +248,7 @@ def _variant_kernels(edges: Edges) -> np.ndarray:
             rows.append(row)
         kern = edges.__dict__["_variant_kernels"] = np.array(rows, dtype=np.int64).reshape(
             len(edges.variants) - 1, 2, len(LOOP_FIELDS))
+        kern.setflags(write=False)
     return kern
 
 
