@@ -264,9 +264,15 @@ def _epilogue(ops: tuple[AluOp, ...]) -> np.ndarray:
 
 def _spec(m: Mapping, hw: HwConfig, u: Uops) -> tuple:
     """`access.spec` of `m` at its DRAM bases (scalars, loop tables, variant table), plus the uop
-    region's base (elements)."""
+    region's base (elements). Kept on the (frozen) mapping for the last `hw` and plan `u` (a config
+    measured again: its mapping is cached, `producer.row_mapping`); shared, so never written."""
+    got = m.__dict__.get("_spec")
+    if got is not None and got[0] is hw and got[1] is u:
+        return got[2]
     bases, uop_base = dram_bases(m, hw)
-    return (*spec(m, bases, -1 if u.ring.start is None else u.ring.start, hw.wgt_depth), uop_base)
+    sc = (*spec(m, bases, -1 if u.ring.start is None else u.ring.start, hw.wgt_depth), uop_base)
+    m.__dict__["_spec"] = (hw, u, sc)
+    return sc
 
 
 def legal(m: Mapping, hw: HwConfig) -> Mapping:

@@ -61,6 +61,17 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
     return table
 
 
+def tables(m: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`loop_table` of `m`'s pair, thread and inner loops, kept on the (frozen) mapping: `spec` and
+    the edge tiles' micro-op plan (`uops`) read them, and the key of `loop_table`'s cache hashes
+    every loop."""
+    got = m.__dict__.get("_loop_tables")
+    if got is None:
+        got = m.__dict__["_loop_tables"] = (loop_table(m.pair_loops), loop_table(m.vthreads),
+                                            loop_table(m.inner_loops))
+    return got
+
+
 def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: int = 0
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(scalars `SPEC`, pair loop table, thread loop table, variant table) of `m`; `bases` are the
@@ -81,7 +92,7 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
     # sub-steps c (of the inner loops) with c % iplace == 0: iplace = n_inner at the reduction
     # loop (once per step), the inner loop's place value at an inner loop
     red, C = m.red, m.n_inner
-    loops, threads, inner = loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops)
+    loops, threads, inner = tables(m)
     lv_inp, lv_wgt = m.level("inp"), m.level("wgt")
     place_inp = int(loops[lv_inp, 1]) if lv_inp < red else 0
     place_wgt = int(loops[lv_wgt, 1]) if lv_wgt < red else 0

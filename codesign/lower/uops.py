@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from codesign.errors import InvalidSchedule
-from codesign.lower.access import AXIS, loop_table
+from codesign.lower.access import AXIS, tables
 from codesign.lower.emit import pair_order, pair_uses
 from codesign.mapping.batch import Kernel
 from codesign.mapping.edges import CI_BIT, PAIR_BITS, Edges
@@ -191,7 +191,18 @@ def _residual(m: Mapping) -> tuple[int, int]:
 def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
     validity rule `uop_capacity`). Every array of the plan is read only: full-tile plans are
-    shared by the configs that agree on their few integers (`_ring_plan`, `_preload_plan`)."""
+    shared by the configs that agree on their few integers (`_ring_plan`, `_preload_plan`), and the
+    plan is kept on the (frozen) mapping for the last depth (a config measured again: its mapping is
+    cached, `producer.row_mapping`)."""
+    got = m.__dict__.get("_uop_plan")
+    if got is not None and got[0] == depth:
+        return got[1]
+    plan = _uop_plan(m, depth)
+    m.__dict__["_uop_plan"] = (depth, plan)
+    return plan
+
+
+def _uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
     R, n_pre = _residual(m)
     # each thread's epilogue kernels: one uop (the bias ADD: one per output channel block)
@@ -274,8 +285,7 @@ def pair_variants(m: Mapping) -> np.ndarray:
     """(T, P, C) tile variant (h, w, co edge bits, `mapping.edges`) of every thread in every pair
     and sub-step c (the output tiles of the loops inside the reduction, `Mapping.inner_loops`)."""
     h, w, co = m.edges.last[:3] if m.edges is not None else (-1, -1, -1)
-    return _pair_variants(loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops),
-                          h, w, co, m.n_threads, m.n_pairs, m.n_inner)
+    return _pair_variants(*tables(m), h, w, co, m.n_threads, m.n_pairs, m.n_inner)
 
 
 _H, _W, _CO = AXIS["h"], AXIS["w"], AXIS["co"]  # the axes of the edge bits 0, 1, 2 (compile-time constants)
@@ -325,28 +335,38 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, order: tuple) -> Uops:
     edges = m.edges
     uses = use_order(*order)[0]
     h, w, co, ci = edges.last
-    kvar, ksizes, kinds, first, first_pair, dram_off, total, special, load, bgn = _edge_plan_kernel(
-        sizes, uses, T, S, GC, G, bias, edges.bits(), _variant_sizes(edges),
-        h, w, co, ci, loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops), m.n_pairs, C,
+    vsize, bits = _variant_sizes(edges)
+    kvar, ksizes, kinds, first, first_pair, dram_off, total, special = _edge_plan_kernel(
+        sizes, uses, T, S, GC, G, bias, bits, vsize,
+        h, w, co, ci, *tables(m), m.n_pairs, C,
         m.uop_preload)
     if total > depth:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
                               f"{total} micro-ops together > UOP depth {depth}")
-    _read_only(kvar, ksizes, kinds, first, first_pair, dram_off, special, load, bgn)
-    return Uops(ksizes, uses, Ring(load, bgn, None), dram_off, first, kvar, first_pair, origin=kinds, special=special,
+    _read_only(kvar, ksizes, kinds, first, first_pair, dram_off, special)
+    return Uops(ksizes, uses, _no_ring(len(uses)), dram_off, first, kvar, first_pair, origin=kinds, special=special,
                 n_uops=int(total))
 
 
-def _variant_sizes(edges: Edges) -> np.ndarray:
-    """(V, 3) each edge tile variant's (GEMM, reset, bias-ADD) kernel size (the full tile's row
-    unused: 0), kept on the `Edges` (shared by the configs of a space that run the same variants)."""
-    vsize = edges.__dict__.get("_variant_sizes")
-    if vsize is None:
+@lru_cache(maxsize=1024)
+def _no_ring(n_uses: int) -> Ring:
+    """The ring of an edge-tile plan: one row, no LOAD UOP at a use (`_edge_plan`; read only, shared)."""
+    ring = Ring(np.zeros((1, n_uses), dtype=bool), np.zeros((1, n_uses), dtype=np.int64), None)
+    _read_only(ring.load, ring.bgn)
+    return ring
+
+
+def _variant_sizes(edges: Edges) -> tuple[np.ndarray, int]:
+    """((V, 3) each edge tile variant's (GEMM, reset, bias-ADD) kernel size (the full tile's row
+    unused: 0), `Edges.bits`), kept on the `Edges` (shared by the configs of a space that run the
+    same variants)."""
+    got = edges.__dict__.get("_variant_sizes")
+    if got is None:
         vsize = np.array([(e.gemm.size, e.reset.size, e.tile.co) if v else (0, 0, 0)
                           for v, e in enumerate(edges.variants)], dtype=np.int64)
         vsize.setflags(write=False)
-        edges.__dict__["_variant_sizes"] = vsize
-    return vsize
+        got = edges.__dict__["_variant_sizes"] = (vsize, edges.bits())
+    return got
 
 
 @njit(cache=True)
@@ -354,7 +374,7 @@ def _edge_plan_kernel(sizes, uses, T, S, GC, G, bias, edged, vsize, h_last, w_la
                       loops, threads, inner, P, C, preload):  # pragma: no cover - compiled
     """`_edge_plan` in one compiled call: (kvar, kernel sizes, origin, first, first_pair, DRAM
     offsets, micro-ops of every kernel, the pairs of a kernel's first load in order (none with
-    `preload`), the ring's load and bgn rows)."""
+    `preload`)); the ring's rows are `_no_ring`'s."""
     kvar, ksizes, kinds = _edge_kernels(sizes, T, S, GC, bias, edged, vsize)
     # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
     pv = _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C)
@@ -376,9 +396,7 @@ def _edge_plan_kernel(sizes, uses, T, S, GC, G, bias, edged, vsize, h_last, w_la
         for k in range(first_pair.shape[0]):
             if first_pair[k] < 0:  # never used: never loaded
                 first_pair[k] = np.iinfo(np.int64).max
-    U = uses.shape[0]
-    return (kvar, ksizes, kinds, first, first_pair, dram_off, total, special[:n_special].copy(),
-            np.zeros((1, U), np.bool_), np.zeros((1, U), np.int64))
+    return kvar, ksizes, kinds, first, first_pair, dram_off, total, special[:n_special].copy()
 
 
 @njit(cache=True)
