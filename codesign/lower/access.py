@@ -49,6 +49,7 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
            E_PIX)
 _VARIANT_AT = np.array(VARIANT, dtype=np.int64)
+_IS_VARIANT = np.isin(np.arange(len(SPEC)), _VARIANT_AT)  # the columns of `VARIANT`
 
 
 @lru_cache(maxsize=1024)
@@ -111,11 +112,8 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
                   dtype=np.int64)
     if m.edges is None:
         scv = sc[None, :].copy()
-    else:
-        scv = np.empty((len(m.edges.variants), len(SPEC)), dtype=np.int64)
-        scv[:] = sc
-        # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
-        scv[:, _VARIANT_AT] = _variant_rows(m.edges, C, t.acc_sram)
+    else:  # the scalars, each variant's own `VARIANT` scalars in their columns
+        scv = np.where(_IS_VARIANT, _variant_rows(m.edges, C, t.acc_sram), sc)
     return sc, loops, threads, scv, inner
 
 
@@ -123,15 +121,19 @@ _NO_EDGE = (-1, -1, -1, -1)  # h_last, w_last, co_last, ci_last without edge til
 
 
 def _variant_rows(edges: Edges, C: int, acc_sram: int) -> np.ndarray:
-    """The `VARIANT` scalars of each edge tile variant (rows of the variant table), kept on the
-    `Edges` (shared by the configs of a space that run the same variants)."""
+    """(V, len(SPEC)) the `VARIANT` scalars of each edge tile variant in their columns (of the
+    variant table; 0 elsewhere), kept on the `Edges` (shared by the configs of a space that run the
+    same variants; read only)."""
     kept = edges.__dict__.setdefault("_variant_rows", {})
     rows = kept.get((C, acc_sram))
     if rows is None:
-        rows = kept[C, acc_sram] = np.array(
-            [(e.tile.hin, e.tile.win, *e.inp, *e.wgt, *e.out, e.inp_loads, e.tile.ci,
-              C * acc_sram if C > 1 else e.tile.acc_sram, e.tile.co, e.tile.h * e.tile.w) for e in edges.variants],
-            dtype=np.int64)
+        rows = np.zeros((len(edges.variants), len(SPEC)), dtype=np.int64)
+        # with C > 1 ACC slots the epilogue's ALU runs over all of them (each a tile of its own variant)
+        rows[:, _VARIANT_AT] = [(e.tile.hin, e.tile.win, *e.inp, *e.wgt, *e.out, e.inp_loads, e.tile.ci,
+                                 C * acc_sram if C > 1 else e.tile.acc_sram, e.tile.co, e.tile.h * e.tile.w)
+                                for e in edges.variants]
+        rows.setflags(write=False)
+        kept[C, acc_sram] = rows
     return rows
 
 

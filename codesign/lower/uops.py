@@ -188,6 +188,17 @@ def _residual(m: Mapping) -> tuple[int, int]:
     return 0, len(m.epilogue)
 
 
+def _epilogue_kernels(m: Mapping) -> tuple[int, int, tuple[int, ...]]:
+    """(`_residual`, each thread's epilogue kernel sizes): one uop per kernel, the bias ADD one per
+    output channel block."""
+    E = len(m.epilogue)
+    if not m.has_bias and not m.has_residual:  # the usual epilogue: immediate ALU ops alone
+        return 0, E, (1,) * E
+    R, n_pre = _residual(m)
+    return R, n_pre, tuple([m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]]
+                           + [1] * (E - n_pre - (1 if R else 0) + R))
+
+
 def uop_plan(m: Mapping, depth: int) -> Uops:
     """Kernel sizes, uses and ring schedule of `m` on a uop buffer of `depth` (kernels fit it:
     validity rule `uop_capacity`). Every array of the plan is read only: full-tile plans are
@@ -204,9 +215,7 @@ def uop_plan(m: Mapping, depth: int) -> Uops:
 
 def _uop_plan(m: Mapping, depth: int) -> Uops:
     T, K, G, E, C = m.n_threads, m.n_steps, m.tile.b, len(m.epilogue), m.n_inner
-    R, n_pre = _residual(m)
-    # each thread's epilogue kernels: one uop (the bias ADD: one per output channel block)
-    epi = tuple([m.tile.co if a.src == "bias" else 1 for a in m.epilogue[:n_pre]] + [1] * (E - n_pre - (1 if R else 0) + R))
+    R, n_pre, epi = _epilogue_kernels(m)
     order = (T, K, G, E, R, n_pre, C, m.n_lift, m.early_epilogue)
     kernels = (m.reset.size, m.gemm.size, epi)
     if m.edges is not None:  # edge tiles lift no loop (validity rule uop_lift_edge)
