@@ -126,6 +126,13 @@ def measure(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, p
     identical pairs (`compile_blocks` + `time_blocks`). The caller is responsible for passing a
     valid config (tuners draw from `ScheduleSpace.valid_indices()`); invalid ones raise
     InvalidSchedule naming the validity rule."""
+    seconds, res = _timed(layer, config, hw, params)
+    return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
+
+
+def _timed(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, params: timing.TimingParams | None
+           ) -> tuple[float, timing.TimingResult]:
+    """(seconds, the cycle model's result) of `measure`."""
     params = _params(params)
     hw = HwConfig.resolve(hw)
     blocks = compile_blocks(layer, config, hw)
@@ -135,15 +142,15 @@ def measure(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, p
         insns = compile_insns(layer, config, hw).insns
         n_insns = int(insns.shape[0])
         res = timing.time_program(insns, hw, params)
-    seconds = float(timing.predict_seconds(res.cycles, n_insns, hw, params, *layer_io_bytes(layer)))
-    return Measurement(seconds, int(res.cycles), {k: int(v) for k, v in res.busy.items()})
+    return float(timing.predict_seconds(res.cycles, n_insns, hw, params, *layer_io_bytes(layer))), res
 
 
 def measure_seconds(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig,
                     params: timing.TimingParams | None = None) -> tuple[float, int]:
-    """(seconds, cycles) of `measure` (calibration and the exhaustive table need no more)."""
-    m = measure(layer, config, hw, params)
-    return m.seconds, int(m.cycles or 0)
+    """(seconds, cycles) of `measure` (calibration and the exhaustive table need no more: no
+    `Measurement` nor busy cycles built)."""
+    seconds, res = _timed(layer, config, hw, params)
+    return seconds, int(res.cycles)
 
 
 __all__ = ["LayerRun", "Measurement", "run_layer", "measure", "measure_seconds", "resolve_config", "random_inputs", "layer_io_bytes"]

@@ -5,6 +5,7 @@ positions <-> `Config`, the valid indices computed once from the subclass' vecto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,22 +103,34 @@ class KnobSpace:
         if type(knobs) is dict:  # the usual value: one lookup per knob (`_position_tables`)
             found = self._lookup_positions(knobs)
             if found is not None:
-                return found
+                return found[0]
         knobs = self._knob_dict(config)
         return tuple(k.position(knobs[k.name]) for k in self.knobs)
 
-    def _lookup_positions(self, knobs: dict) -> tuple[int, ...] | None:
-        """`positions` of a knob dict holding exactly this space's knobs, each value a plain int or
-        a split `[outer, inner]` of plain ints, found by `Knob.position`'s own rule (the first
-        candidate that matches); None for anything else (the general path decides, or refuses)."""
+    def index_of_config(self, config: Config | dict) -> int:
+        """The canonical index of `config`: its `positions` in mixed radix (`knobs.index_of_one`)."""
+        knobs = config.knobs if isinstance(config, Config) else config
+        if type(knobs) is dict:
+            found = self._lookup_positions(knobs)
+            if found is not None:
+                return found[1]
+        return index_of_one(self.positions(config), self.dims)
+
+    def _lookup_positions(self, knobs: dict) -> tuple[tuple[int, ...], int] | None:
+        """(`positions`, their index) of a knob dict holding exactly this space's knobs, each value a
+        plain int or a split `[outer, inner]` of plain ints, found by `Knob.position`'s own rule (the
+        first candidate that matches); None for anything else (the general path decides, or refuses)."""
         tables = self.__dict__.get("_position_tables")
-        if tables is None:
-            tables = self.__dict__["_position_tables"] = [(k.name, k.kind == "sp", _split_table(k) if k.kind == "sp"
-                                                           else k._by_value) for k in self.knobs]
+        if tables is None:  # (name, split?, value -> position, the knob's digit weight in the index)
+            weights = [math.prod(self.dims[:i]) for i in range(len(self.dims))]
+            tables = self.__dict__["_position_tables"] = [
+                (k.name, k.kind == "sp", _split_table(k) if k.kind == "sp" else k._by_value, w)
+                for k, w in zip(self.knobs, weights)]
         if len(knobs) != len(tables):
             return None
         out = []
-        for name, split, table in tables:
+        index = 0
+        for name, split, table, weight in tables:
             v = knobs.get(name)
             if split:
                 if (type(v) is not list and type(v) is not tuple) or len(v) != 2:
@@ -131,7 +144,8 @@ class KnobSpace:
             if p is None:
                 return None
             out.append(p)
-        return tuple(out)
+            index += p * weight
+        return tuple(out), index
 
     def _knob_dict(self, config: Any) -> dict[str, KnobValue]:  # Any: user input, checked here
         if isinstance(config, Config):

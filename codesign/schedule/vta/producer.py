@@ -23,7 +23,7 @@ from codesign.mapping.edges import N_VARIANTS, Edges, EdgeTile
 from codesign.mapping.mapping import Dma, Loop, Mapping, Tile
 from codesign.schedule import edge_rules
 from codesign.schedule.indexed import KnobSpace as VtaSpace  # the space's base: vta.space imports this module
-from codesign.schedule.knobs import Config, KnobValue, index_of_one
+from codesign.schedule.knobs import Config, KnobValue
 from codesign.schedule.templates import clip_epilogue
 from codesign.schedule.vta.batch import VtaBatch
 from codesign.schedule.vta.knobs import LIFTS, ORDERS, PAIR_AXES, VTHREADS
@@ -60,10 +60,10 @@ def produce(space: VtaSpace, config: Config | dict[str, KnobValue], shift: int =
 
 def _index(space: VtaSpace, config: Config | dict[str, KnobValue] | int) -> int:
     """The canonical index of `config` (`as_config(config).index`) without building its Config:
-    its knob positions in mixed radix (`knobs.index_of_one`)."""
+    its knob positions in mixed radix (`KnobSpace.index_of_config`)."""
     if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
         return space.as_config(config).index
-    return index_of_one(space.positions(config), space.dims)
+    return space.index_of_config(config)
 
 
 def _row(space: VtaSpace, index: int) -> tuple[VtaBatch, int]:
