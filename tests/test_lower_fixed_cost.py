@@ -143,3 +143,18 @@ def test_shared_full_tile_plans_give_each_mapping_its_own_program():
         u = uops.uop_plan(m, HW.uop_depth)
         assert u.n_uops == (int(u.sizes[u.first].sum()) if m.uop_preload else -1)
     assert not any(a.flags.writeable for a in (u.sizes, u.uses, u.dram_off, u.first, u.kvar, u.ring.load, u.ring.bgn))
+
+
+def test_plan_and_spec_kept_on_the_mapping_are_the_fresh_ones():
+    """`uop_plan` and `lower._spec` keep their result on the mapping for the last depth / hw: a
+    second lowering reuses them and writes the same program; another depth plans afresh."""
+    from codesign.lower import _spec, lower_blocks, uops
+    for m in _mappings(20):
+        first = _blocks(m)  # planned afresh
+        u = uops.uop_plan(m, HW.uop_depth)
+        assert uops.uop_plan(m, HW.uop_depth) is u and _spec(m, HW, u) is _spec(m, HW, u)
+        b = lower_blocks(m, HW)
+        assert (b.rows.tobytes(), b.block_start.tobytes(), b.pair_class.tobytes(), b.periods.tobytes(),
+                b.n_insns) == first
+        other = uops.uop_plan(m, HW.uop_depth * 2)
+        assert other is not u and uops.uop_plan(m, HW.uop_depth * 2) is other

@@ -262,6 +262,7 @@ def _axis_classes(sc, scv, loops, threads, lp, which, T):  # pragma: no cover - 
     n, place = loops[lp, 0], loops[lp, 1]
     sig = np.zeros((n, 3 * T), np.int64)
     ids = np.zeros(n, np.int64)
+    rep = np.empty(n, np.int64)
     n_ids = 0
     for i in range(n):
         for t in range(T):
@@ -274,12 +275,19 @@ def _axis_classes(sc, scv, loops, threads, lp, which, T):  # pragma: no cover - 
             sig[i, 3 * t] = pads[2 + 2 * which]
             sig[i, 3 * t + 1] = pads[3 + 2 * which]
             sig[i, 3 * t + 2] = v >> which & 1  # the edge tile: its own sizes
-        ids[i] = n_ids
-        for q in range(i):
-            if (sig[q] == sig[i]).all():
-                ids[i] = ids[q]
+        ids[i] = n_ids  # the class of the first index of the same signature (each class' first: `rep`)
+        for c in range(n_ids):
+            q = rep[c]
+            same = True
+            for x in range(3 * T):
+                if sig[q, x] != sig[i, x]:
+                    same = False
+                    break
+            if same:
+                ids[i] = c
                 break
         if ids[i] == n_ids:
+            rep[n_ids] = i
             n_ids += 1
     return ids
 
