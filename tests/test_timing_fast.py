@@ -103,6 +103,16 @@ def test_time_blocks_without_periods_equals_with_periods():
         assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)
 
 
+def _same_but_places(expanded, full):
+    """The block form expanded is row for row `full` but for DRAM offsets and micro-op places: a
+    sub-step repeating another (`emit.emit`) runs its kernels' ranges there, of the same sizes."""
+    c = isa.COL
+    keep = [f for f in range(isa.N_FIELDS) if f not in (c["dram_base"], c["uop_bgn"], c["uop_end"])]
+    return (expanded.shape == full.shape and np.array_equal(expanded[:, keep], full[:, keep])
+            and np.array_equal(expanded[:, c["uop_end"]] - expanded[:, c["uop_bgn"]],
+                               full[:, c["uop_end"]] - full[:, c["uop_bgn"]]))
+
+
 def _span(rows, hw):
     """DRAM bytes each memory type's DMAs span (`timing._decode`'s footprint terms)."""
     c = isa.COL
@@ -132,9 +142,10 @@ VTA_LAYERS = [Conv2D(1, 176, 14, 14, 64, 3, 3, 1, 1),  # 11 ci blocks: the last 
 
 @pytest.mark.parametrize("hw", HWS, ids=["1x16", "4x8", "1x16_uop128"])
 def test_step_form_of_long_pairs_times_as_the_full_program(hw):
-    """`vta` schedules whose pairs run >= 3 reduction steps are written step by step (the step form,
-    `lower.PairBlocks`): a middle step repeating the last one written is not written, the block
-    sequence expanded is row for row the full program but for DRAM offsets, and the fast path's
+    """`vta` schedules whose pairs run >= 3 sub-steps (reduction steps x ACC slots) are written sub-step
+    by sub-step (the step form, `lower.PairBlocks`): a middle step repeating the last one written is
+    not written, nor a sub-step repeating the last one written in its step, the block sequence expanded
+    is row for row the full program but for DRAM offsets and micro-op places, and the fast path's
     cycles, busy and port cycles are the instruction-level model's on the full program, with the
     ci edge step written apart and kernels reloaded by a small micro-op ring; the blocks' rows span
     the DRAM the pairs they were written from span (the footprint of the block form before), with
@@ -144,7 +155,6 @@ def test_step_form_of_long_pairs_times_as_the_full_program(hw):
     from codesign.tune.view import SpaceView
 
     params = timing.default_params()
-    keep = [c for c in range(isa.N_FIELDS) if c != isa.COL["dram_base"]]
     n = skipped = edge = 0
     for base in VTA_LAYERS:
         layer = _layer(base, hw)
@@ -154,11 +164,11 @@ def test_step_form_of_long_pairs_times_as_the_full_program(hw):
             blocks = compile_blocks(layer, config, hw)
             if blocks.steps == 1:
                 continue
-            assert blocks.steps == m.n_steps + 1 >= 4
+            assert blocks.steps == m.n_steps * m.n_inner + 1 >= 4
             full = compile_insns(layer, config, hw).insns
             expanded = np.concatenate([blocks.rows[blocks.block_start[b]:blocks.block_start[b + 1]]
                                        for b in blocks.pair_class])
-            assert np.array_equal(expanded[:, keep], full[:, keep]), config.index
+            assert _same_but_places(expanded, full), config.index
             fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
             ref = timing.time_program(full, hw, params)
             assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy), config.index
@@ -175,17 +185,23 @@ def test_step_form_of_long_pairs_times_as_the_full_program(hw):
 
 def test_a_long_schedule_is_pinned_to_the_full_program():
     """One long pair (11 reduction steps of 28 ACC slots, 14 pairs): written in 2 of its steps per
-    pair class (but the last pair), timed by skipping the repeated steps, the cycles of the full program."""
+    pair class (but the last pair), and of a step the sub-steps (ACC slots) that do not repeat the
+    last one written (the first, the edge tiles, the last): 422 rows where whole steps took 1,170;
+    timed by skipping the repeated sub-steps and steps, the cycles of the full program."""
     hw = HWS[0]
     layer = VTA_LAYERS[0]
     config = get_space(layer, hw, "vta").get(3590181882)
     blocks = compile_blocks(layer, config, hw)
     full = compile_insns(layer, config, hw).insns
-    assert blocks.steps == 12 and blocks.n_insns == full.shape[0] == 19520
-    assert blocks.rows.shape[0] < full.shape[0] // 10
+    assert blocks.steps == 11 * 28 + 1 and blocks.n_insns == full.shape[0] == 19520
+    assert blocks.rows.shape[0] == 422
+    expanded = np.concatenate([blocks.rows[blocks.block_start[b]:blocks.block_start[b + 1]]
+                               for b in blocks.pair_class])
+    assert _same_but_places(expanded, full)
     fast = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw)
     ref = timing.time_program(full, hw)
-    assert (fast.cycles, fast.busy, fast.port_busy) == (ref.cycles, ref.busy, ref.port_busy)
+    assert (fast.cycles, fast.busy, fast.port_busy, fast.footprint_bytes) == (
+        ref.cycles, ref.busy, ref.port_busy, ref.footprint_bytes)
     slow = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, np.zeros(0, dtype=np.int64), hw)
     assert (fast.cycles, fast.busy, fast.port_busy) == (slow.cycles, slow.busy, slow.port_busy)
 

@@ -350,7 +350,8 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
     pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
                                       -1 if ring.start is None else ring.start, u.special)
-    U = m.n_steps + 1 if m.n_steps >= MIN_STEPS else 1
+    n_sub = m.n_steps * m.n_inner  # the sub-steps of a pair (reduction steps x ACC slots)
+    U = n_sub + 1 if n_sub >= MIN_STEPS else 1
     span = _span_pairs(sc[0], pairs, pair_class)
     if span:
         pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
@@ -361,7 +362,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
         return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
                           periods=periods)
     _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, sc[1], P, extra)
-    block_start, seq, periods = step_blocks(units, rep, pair_class, periods)
+    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, m.n_inner)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
                       periods=periods, steps=U)
 

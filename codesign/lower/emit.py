@@ -248,8 +248,10 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
     var = np.zeros(T, np.int64)
-    svar = np.zeros(T, np.int64)  # the variant of each thread's tile in the current sub-step
-    trim = np.zeros((T, 2), np.int64)  # GEMM micro-ops each thread's tile skips (`access.gemm_trim`)
+    sub = np.empty((T, 4), np.int64)  # (b, h, co, w) of each thread's tile in the current sub-step
+    # what the cycle model reads of each thread's sub-step (`_sub_sig`): variant, GEMM trims, INP pads
+    sig = np.zeros((T, 7), np.int64)
+    sig_r = np.zeros((T, 7), np.int64)  # the same of the last sub-step written
     sram = (0 if sc[ac.INP_SHARED] else sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])  # a shared INP tile: slice 0
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
@@ -263,6 +265,10 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     step_uses = NC * T * G * n_lift  # compute instructions of a middle step: its GEMMs
     step_blocks = 2 * NC * T  # and its blocks in `pair_order` (load groups, GEMMs)
     ci_last = sc[ac.CI_LAST]
+    # the sub-steps of a step always written: the first, the last, the last that loads INP / WGT
+    # (an operand loaded inside the reduction, `access.loaded`: at c % iplace == 0)
+    c_inp = NC - 1 - (NC - 1) % sc[ac.INP_IPLACE] if sc[ac.INP_PLACE] == 0 else 0
+    c_wgt = NC - 1 - (NC - 1) % sc[ac.WGT_IPLACE] if sc[ac.WGT_PLACE] == 0 else 0
     tiles = np.empty((T, 4), np.int64)  # (b, h, co, w) tile of each thread in the current pair
     r = 0
     for q in range(pairs.shape[0]):
@@ -278,43 +284,72 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
         for t in range(T):
             tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3] = ac.tile_of(j, t, loops, threads)
             var[t] = ac.variant(sc, tiles[t, 1], tiles[t, 3], tiles[t, 2])
-        ustart = r0  # the first row of the current unit
+        cur, ustart = 0, r0  # the unit being written (-1: none) and its first row
+        kstart = r0  # the first row of the current step
         kr = -1  # the middle step later steps may repeat (-1: none)
         kr_use = 0  # its first compute instruction's use
+        xr, xr_use, xr_uops = -1, 0, False  # the sub-step later ones of its step may repeat, its first use, LOAD UOPs?
         # the last step is a middle step unless it runs the early epilogue or pushes no last g2l
         last_middle = not early and not (j == P - 1 and R == 0)
         rest = U == 1  # the rest of the pair (after the steps) started
         i = 0
         while i < blocks.shape[0]:
             kind, t, k, c = blocks[i, 0], blocks[i, 1], blocks[i, 2], blocks[i, 3]
-            if not rest and (kind > PRE or (kind == PRE and not early)):  # the rest: close step K - 1
+            if not rest and (kind > PRE or (kind == PRE and not early)):  # the rest: close the last sub-step
                 rest = True
-                units[q, K - 1] = r - ustart
-                ustart = r
-                rep[q, K] = K
-            elif U > 1 and kind == LOADS and t == 0 and c == 0 and k > 0:  # step k starts: close k - 1
-                units[q, k - 1] = r - ustart
-                if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, ustart, r):
-                    kr = -1  # kernels first seen in kr: the steps after it load none
-                ustart = r
-                rep[q, k] = k
-                if 1 <= k and (k <= K - 2 or last_middle) and k != ci_last:
-                    if kr >= 0 and (first_pair.shape[0] > 0 or _same_uops(uop, u, kr_use, use, step_uses)):
-                        rep[q, k] = kr
-                        use += step_uses
-                        i += step_blocks
-                        continue
-                    kr, kr_use = k, use
-                else:
-                    kr = -1
+                if cur >= 0:
+                    units[q, cur] = r - ustart
+                cur, ustart = U - 1, r
+                rep[q, U - 1] = U - 1
+            elif kind == LOADS and t == 0:  # sub-step (k, c) starts
+                x = k * NC + c
+                n_sub = T * G * (n_lift + (1 if k == 0 else 0))  # its compute instructions (resets, GEMMs)
+                if U > 1 and x > 0:  # close the unit written before
+                    if cur >= 0:
+                        units[q, cur] = r - ustart
+                    cur, ustart = x, r
+                    rep[q, x] = x
+                if U > 1 and c == 0 and k > 0:  # step k starts: skip it if it repeats step kr
+                    if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, kstart, r):
+                        kr = -1  # kernels first seen in kr: the steps after it load none
+                    kstart = r
+                    xr = -1
+                    if 1 <= k and (k <= K - 2 or last_middle) and k != ci_last:
+                        if kr >= 0 and (first_pair.shape[0] > 0 or _same_uops(uop, u, kr_use, use, step_uses)):
+                            cur = -1
+                            for cc in range(NC):
+                                rep[q, x + cc] = rep[q, kr * NC + cc]
+                            use += step_uses
+                            i += step_blocks
+                            continue
+                        kr, kr_use = k, use
+                    else:
+                        kr = -1
+                kb = CI_BIT if k == ci_last else 0
+                for tt in range(T):
+                    _sub_sig(sc, scv, sub, sig, tiles, var, inner, tt, c, kb, NC)
+                uops_here = U > 1 and _loads_any(uop, u, j, seen, sig, kb, use, n_sub, G, n_lift, k == 0)
+                if (U > 1 and xr >= 0 and c != NC - 1 and c != c_inp and c != c_wgt and not uops_here
+                        and not xr_uops and _same_sig(sig, sig_r)
+                        and ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c)
+                        == ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, xr - k * NC)
+                        and ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c)
+                        == ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, xr - k * NC)
+                        and _same_sizes(uop, sig, kb, xr_use, use, n_sub, G, n_lift, k == 0)):
+                    # repeats sub-step xr but for DRAM offsets and micro-op places: not written
+                    cur = -1
+                    rep[q, x] = xr
+                    use += n_sub
+                    i += T * (3 if k == 0 else 2)
+                    continue
+                xr, xr_use, xr_uops = x, use, uops_here
+                sig_r[:] = sig
             i += 1
             kb = CI_BIT if k == ci_last else 0
             if kind == LOADS:  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
                 first = r
-                b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-                svar[t] = ac.variant(sc, h, w, co) if NC > 1 else var[t]
-                trim[t, 0], trim[t, 1] = ac.gemm_trim(sc, h)
-                row = scv[svar[t] | kb]
+                b, h, co, w = sub[t, 0], sub[t, 1], sub[t, 2], sub[t, 3]
+                row = scv[sig[t, 0] | kb]
                 if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c) and (t == 0 or sc[ac.INP_SHARED] == 0):
                     split = row[ac.INP_SPLIT]
                     if split == 1:
@@ -333,7 +368,7 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                 out[r - 1, COLS[_PUSH_N]] = 1  # l2g (RAW)
             elif kind == RESET or kind == GEMM:
                 reset = kind == RESET
-                v = svar[t] if reset else svar[t] | kb
+                v = sig[t, 0] if reset else sig[t, 0] | kb
                 n_b = G if reset else G * n_lift  # (batch block, lifted iteration) pairs
                 for b in range(n_b):
                     r = _compute(out, r, uop, seen, isa.OP_GEMM, v, j, u, use)
@@ -345,8 +380,8 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                         # s2g: the thread's last STORE of the previous pair read its ACC slots
                         out[r, COLS[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
                     else:
-                        out[r, COLS[_BGN]] += trim[t, 0]  # the kernel's range this tile runs
-                        out[r, COLS[_END]] -= trim[t, 1]
+                        out[r, COLS[_BGN]] += sig[t, 1]  # the kernel's range this tile runs
+                        out[r, COLS[_END]] -= sig[t, 2]
                         out[r, COLS[_POP_P]] = 1 if b == 0 else 0  # l2g
                         out[r, COLS[_PUSH_P]] = 1 if (b == n_b - 1 and not (
                             j == P - 1 and k * NC + c == last_k)) else 0
@@ -389,7 +424,7 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                     out[r, COLS[_POP_P]] = 1 if c == 0 else 0  # g2s
                     out[r, COLS[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
                     r += 1
-        units[q, U - 1] = r - ustart
+        units[q, cur] = r - ustart
     # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     out[r, COLS[_OP]] = isa.OP_LOAD
     out[r, COLS[_MEM]] = isa.MEM_INP
@@ -409,6 +444,66 @@ def _loads_uops(out, a, b):  # pragma: no cover - compiled
         if out[r, COLS[_OP]] == isa.OP_LOAD and out[r, COLS[_MEM]] == isa.MEM_UOP:
             return True
     return False
+
+
+@njit(cache=True)
+def _sub_sig(sc, scv, sub, sig, tiles, var, inner, t, c, kb, NC):  # pragma: no cover - compiled
+    """Thread t's tile in sub-step c (into `sub`) and what the cycle model reads of its rows beyond
+    the sub-step's place (into `sig[t]`): the tile's variant (its loads' sizes, its kernels), the
+    micro-ops its GEMMs skip (`access.gemm_trim`) and its INP window's pads (`access.window`)."""
+    b, h, co, w = ac.sub_tile(tiles, t, inner, c)
+    sub[t, 0], sub[t, 1], sub[t, 2], sub[t, 3] = b, h, co, w
+    v = ac.variant(sc, h, w, co) if NC > 1 else var[t]
+    sig[t, 0] = v
+    sig[t, 1], sig[t, 2] = ac.gemm_trim(sc, h)
+    _, _, sig[t, 3], sig[t, 4], sig[t, 5], sig[t, 6] = ac.window(scv[v | kb], h, w)
+
+
+@njit(cache=True)
+def _same_sig(a, b):  # pragma: no cover - compiled
+    for t in range(a.shape[0]):
+        for f in range(a.shape[1]):
+            if a[t, f] != b[t, f]:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _sub_kernel(uop, sig, kb, use, x, G, n_lift, resets):  # pragma: no cover - compiled
+    """The kernel of compute instruction x of a sub-step whose first is `use` (per thread: its
+    resets when `resets`, then its GEMMs; `pair_order`)."""
+    per = G * (n_lift + (1 if resets else 0))
+    t, y = x // per, x % per
+    v = sig[t, 0] if resets and y < G else sig[t, 0] | kb
+    return uop[2][uop[1][use + x], v]
+
+
+@njit(cache=True)
+def _loads_any(uop, u, j, seen, sig, kb, use, n, G, n_lift, resets):  # pragma: no cover - compiled
+    """Does a compute instruction of the sub-step whose n compute instructions start at `use` get
+    a LOAD UOP before it (`_compute`)?"""
+    first_pair = uop[5]
+    for x in range(n):
+        if first_pair.shape[0] == 0:
+            if uop[3][u, use + x]:
+                return True
+        else:
+            kid = _sub_kernel(uop, sig, kb, use, x, G, n_lift, resets)
+            if first_pair[kid] == j and not seen[kid]:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _same_sizes(uop, sig, kb, a, b, n, G, n_lift, resets):  # pragma: no cover - compiled
+    """Do the n compute instructions of the sub-steps from uses a and b (tiles of the same variants,
+    `sig`) run kernels of the same sizes?"""
+    sizes = uop[0]
+    for x in range(n):
+        if (sizes[_sub_kernel(uop, sig, kb, a, x, G, n_lift, resets)]
+                != sizes[_sub_kernel(uop, sig, kb, b, x, G, n_lift, resets)]):
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -551,12 +646,13 @@ def pair_rows(units, rep):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def step_blocks(units, rep, pair_class, periods):  # pragma: no cover - compiled
-    """The step form of `lower.PairBlocks` (U = K units per pair, `emit`): (block_start, the block
-    sequence, periods in units). Every unit written is a block, in the order written (rows are
-    contiguous); a unit written as a repeat runs the block of the unit it repeats. The program runs,
-    for pair j, the blocks of its class's units (`pair_class` of the pairs, `classes`), then the tail
-    block. Periods: the pair periods (`block_tail`) x U, then 1 (a middle step repeating)."""
+def step_blocks(units, rep, pair_class, periods, NC):  # pragma: no cover - compiled
+    """The step form of `lower.PairBlocks` (U units per pair: K·NC sub-steps and the rest, `emit`):
+    (block_start, the block sequence, periods in units). Every unit written is a block, in the order
+    written (rows are contiguous); a unit written as a repeat runs the block of the unit it repeats.
+    The program runs, for pair j, the blocks of its class's units (`pair_class` of the pairs,
+    `classes`), then the tail block. Periods: the pair periods (`block_tail`) x U, then NC (a middle
+    step repeating) and 1 (a sub-step repeating)."""
     n, U = units.shape[0], units.shape[1]
     bid = np.empty((n, U), np.int64)
     block_start = np.zeros(n * U + 2, np.int64)
@@ -577,8 +673,12 @@ def step_blocks(units, rep, pair_class, periods):  # pragma: no cover - compiled
         for k in range(U):
             seq[j * U + k] = bid[b, k]
     seq[P * U] = nb
-    per = np.empty(periods.shape[0] + 1, np.int64)
-    for i in range(periods.shape[0]):
+    n_per = periods.shape[0]
+    per = np.empty(n_per + 2, np.int64)
+    for i in range(n_per):
         per[i] = periods[i] * U
-    per[periods.shape[0]] = 1
-    return block_start[:nb + 2].copy(), seq, per
+    if NC > 1:
+        per[n_per] = NC
+        n_per += 1
+    per[n_per] = 1
+    return block_start[:nb + 2].copy(), seq, per[:n_per + 1].copy()
