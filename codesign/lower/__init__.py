@@ -40,6 +40,7 @@ from codesign.lower.emit import (
     pair_rows,
     span_rows,
     step_blocks,
+    step_units,
 )
 from codesign.lower.uops import Uops, preload_size, uop_array, uop_plan
 from codesign.mapping.batch import Geometry, Kernel
@@ -350,19 +351,26 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
     pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
                                       -1 if ring.start is None else ring.start, u.special)
-    n_sub = m.n_steps * m.n_inner  # the sub-steps of a pair (reduction steps x ACC slots)
-    U = n_sub + 1 if n_sub >= MIN_STEPS else 1
+    K, NC = m.n_steps, m.n_inner
+    U = (K + 1) * NC if K * NC >= MIN_STEPS else 1  # K·NC sub-steps, the rest, NC - 1 empty units
     span = _span_pairs(sc[0], pairs, pair_class)
     if span:
         pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
     rows, units, rep = _rows(m, pairs, u, sc, U, len(span))
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
+    if NC > 1 and U > 1:
+        units, rep = step_units(units, rep, NC)
+        if units.shape[1] == K + 1:  # no sub-step repeats: whole steps, as many as the step form takes
+            NC = 1
+            if K < MIN_STEPS:
+                units = units.sum(axis=1, keepdims=True)
+        U = units.shape[1]
     if U == 1:
         block_start, n_insns, periods = block_tail(units[:, 0], pair_class, sc[1], P, extra)
         return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
                           periods=periods)
     _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, sc[1], P, extra)
-    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, m.n_inner)
+    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
                       periods=periods, steps=U)
 

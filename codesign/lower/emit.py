@@ -288,7 +288,8 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
         kstart = r0  # the first row of the current step
         kr = -1  # the middle step later steps may repeat (-1: none)
         kr_use = 0  # its first compute instruction's use
-        xr, xr_use, xr_uops = -1, 0, False  # the sub-step later ones of its step may repeat, its first use, LOAD UOPs?
+        # the sub-step later ones of its step may repeat: its unit, first use, LOAD UOPs?, first row
+        xr, xr_use, xr_uops, xstart = -1, 0, False, r0
         # the last step is a middle step unless it runs the early epilogue or pushes no last g2l
         last_middle = not early and not (j == P - 1 and R == 0)
         rest = U == 1  # the rest of the pair (after the steps) started
@@ -299,17 +300,19 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                 rest = True
                 if cur >= 0:
                     units[q, cur] = r - ustart
-                cur, ustart = U - 1, r
-                rep[q, U - 1] = U - 1
+                cur, ustart = K * NC, r
+                rep[q, cur] = cur
+                for x in range(K * NC + 1, U):  # the padding: one empty block
+                    rep[q, x] = K * NC + 1
             elif kind == LOADS and t == 0:  # sub-step (k, c) starts
                 x = k * NC + c
                 n_sub = T * G * (n_lift + (1 if k == 0 else 0))  # its compute instructions (resets, GEMMs)
-                if U > 1 and x > 0:  # close the unit written before
-                    if cur >= 0:
-                        units[q, cur] = r - ustart
-                    cur, ustart = x, r
-                    rep[q, x] = x
+                if U > 1:
+                    rep[q, x] = x  # a unit of its own, or empty (its rows in the unit before)
                 if U > 1 and c == 0 and k > 0:  # step k starts: skip it if it repeats step kr
+                    if cur >= 0:  # close the unit written before
+                        units[q, cur] = r - ustart
+                        cur = -1
                     if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, kstart, r):
                         kr = -1  # kernels first seen in kr: the steps after it load none
                     kstart = r
@@ -329,7 +332,9 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                 for tt in range(T):
                     _sub_sig(sc, scv, sub, sig, tiles, var, inner, tt, c, kb, NC)
                 uops_here = U > 1 and _loads_any(uop, u, j, seen, sig, kb, use, n_sub, G, n_lift, k == 0)
+                # k == 0: sub-step 0 pops the tokens of the pair before (first load, resets)
                 if (U > 1 and xr >= 0 and c != NC - 1 and c != c_inp and c != c_wgt and not uops_here
+                        and (k > 0 or xr > 0)
                         and not xr_uops and _same_sig(sig, sig_r)
                         and ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c)
                         == ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, xr - k * NC)
@@ -337,12 +342,19 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                         == ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, xr - k * NC)
                         and _same_sizes(uop, sig, kb, xr_use, use, n_sub, G, n_lift, k == 0)):
                     # repeats sub-step xr but for DRAM offsets and micro-op places: not written
-                    cur = -1
+                    if cur >= 0:  # xr's rows end the unit written: they become unit xr
+                        if cur != xr:
+                            units[q, cur] = xstart - ustart
+                            ustart = xstart
+                        units[q, xr] = r - ustart
+                        cur = -1
                     rep[q, x] = xr
                     use += n_sub
                     i += T * (3 if k == 0 else 2)
                     continue
-                xr, xr_use, xr_uops = x, use, uops_here
+                if U > 1 and x > 0 and cur < 0:  # written after a repeat or at a step's start: a new unit
+                    cur, ustart = x, r
+                xr, xr_use, xr_uops, xstart = x, use, uops_here, r
                 sig_r[:] = sig
             i += 1
             kb = CI_BIT if k == ci_last else 0
@@ -682,3 +694,25 @@ def step_blocks(units, rep, pair_class, periods, NC):  # pragma: no cover - comp
         n_per += 1
     per[n_per] = 1
     return block_start[:nb + 2].copy(), seq, per[:n_per + 1].copy()
+
+
+@njit(cache=True)
+def step_units(units, rep, NC):  # pragma: no cover - compiled
+    """The units of `emit` (U = (K + 1)·NC per pair), as whole steps when no sub-step repeats
+    another of its step (then a sub-step a unit of its own buys nothing: the engine would only
+    examine each sub-step's start, `timing._fast_forward`): (units, rep) of the K + 1 steps and the
+    rest, or the sub-step units as they are."""
+    n, U = units.shape[0], units.shape[1]
+    for q in range(n):
+        for x in range(U):
+            if rep[q, x] != x and rep[q, x] // NC == x // NC and x < U - NC:
+                return units, rep
+    S = U // NC
+    su = np.zeros((n, S), np.int64)
+    sr = np.empty((n, S), np.int64)
+    for q in range(n):
+        for k in range(S):
+            for c in range(NC):
+                su[q, k] += units[q, k * NC + c]
+            sr[q, k] = rep[q, k * NC] // NC
+    return su, sr
