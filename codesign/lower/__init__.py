@@ -370,7 +370,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
         return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
                           periods=periods)
     _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, sc[1], P, extra)
-    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC)
+    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC, sc[4])
     return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
                       periods=periods, steps=U)
 

@@ -250,8 +250,14 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     var = np.zeros(T, np.int64)
     sub = np.empty((T, 4), np.int64)  # (b, h, co, w) of each thread's tile in the current sub-step
     # what the cycle model reads of each thread's sub-step (`_sub_sig`): variant, GEMM trims, INP pads
-    sig = np.zeros((T, 7), np.int64)
-    sig_r = np.zeros((T, 7), np.int64)  # the same of the last sub-step written
+    sigs = np.zeros((NC, T, 7), np.int64)  # per sub-step of the current step
+    sig = sigs[0]
+    s_use = np.zeros(NC, np.int64)  # each sub-step's first compute instruction's use
+    s_uops = np.zeros(NC, np.bool_)  # does it load micro-ops?
+    s_inp = np.zeros(NC, np.bool_)  # does it load INP, WGT?
+    s_wgt = np.zeros(NC, np.bool_)
+    # a sub-step may repeat the one 1 or an inner loop's place value before (`_repeats`)
+    sub_periods = _sub_periods(inner)
     sram = (0 if sc[ac.INP_SHARED] else sc[ac.INP_PT], sc[ac.WGT_PT], sc[ac.ACC_PT])  # a shared INP tile: slice 0
     o_res, R = E, sc[ac.RES_CHUNKS]  # the residual step (E: none) and its load groups
     for o in range(E):
@@ -288,8 +294,6 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
         kstart = r0  # the first row of the current step
         kr = -1  # the middle step later steps may repeat (-1: none)
         kr_use = 0  # its first compute instruction's use
-        # the sub-step later ones of its step may repeat: its unit, first use, LOAD UOPs?, first row
-        xr, xr_use, xr_uops, xstart = -1, 0, False, r0
         # the last step is a middle step unless it runs the early epilogue or pushes no last g2l
         last_middle = not early and not (j == P - 1 and R == 0)
         rest = U == 1  # the rest of the pair (after the steps) started
@@ -307,16 +311,15 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
             elif kind == LOADS and t == 0:  # sub-step (k, c) starts
                 x = k * NC + c
                 n_sub = T * G * (n_lift + (1 if k == 0 else 0))  # its compute instructions (resets, GEMMs)
-                if U > 1:
-                    rep[q, x] = x  # a unit of its own, or empty (its rows in the unit before)
-                if U > 1 and c == 0 and k > 0:  # step k starts: skip it if it repeats step kr
-                    if cur >= 0:  # close the unit written before
+                if U > 1 and x > 0:  # close the unit written before
+                    if cur >= 0:
                         units[q, cur] = r - ustart
-                        cur = -1
+                    cur, ustart = x, r
+                    rep[q, x] = x
+                if U > 1 and c == 0 and k > 0:  # step k starts: skip it if it repeats step kr
                     if kr == k - 1 and first_pair.shape[0] > 0 and _loads_uops(out, kstart, r):
                         kr = -1  # kernels first seen in kr: the steps after it load none
                     kstart = r
-                    xr = -1
                     if 1 <= k and (k <= K - 2 or last_middle) and k != ci_last:
                         if kr >= 0 and (first_pair.shape[0] > 0 or _same_uops(uop, u, kr_use, use, step_uses)):
                             cur = -1
@@ -329,33 +332,24 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                     else:
                         kr = -1
                 kb = CI_BIT if k == ci_last else 0
+                sig = sigs[c]
                 for tt in range(T):
                     _sub_sig(sc, scv, sub, sig, tiles, var, inner, tt, c, kb, NC)
-                uops_here = U > 1 and _loads_any(uop, u, j, seen, sig, kb, use, n_sub, G, n_lift, k == 0)
-                # k == 0: sub-step 0 pops the tokens of the pair before (first load, resets)
-                if (U > 1 and xr >= 0 and c != NC - 1 and c != c_inp and c != c_wgt and not uops_here
-                        and (k > 0 or xr > 0)
-                        and not xr_uops and _same_sig(sig, sig_r)
-                        and ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c)
-                        == ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, xr - k * NC)
-                        and ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c)
-                        == ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, xr - k * NC)
-                        and _same_sizes(uop, sig, kb, xr_use, use, n_sub, G, n_lift, k == 0)):
-                    # repeats sub-step xr but for DRAM offsets and micro-op places: not written
-                    if cur >= 0:  # xr's rows end the unit written: they become unit xr
-                        if cur != xr:
-                            units[q, cur] = xstart - ustart
-                            ustart = xstart
-                        units[q, xr] = r - ustart
-                        cur = -1
-                    rep[q, x] = xr
-                    use += n_sub
-                    i += T * (3 if k == 0 else 2)
-                    continue
-                if U > 1 and x > 0 and cur < 0:  # written after a repeat or at a step's start: a new unit
-                    cur, ustart = x, r
-                xr, xr_use, xr_uops, xstart = x, use, uops_here, r
-                sig_r[:] = sig
+                if U > 1:
+                    s_use[c] = use
+                    s_uops[c] = _loads_any(uop, u, j, seen, sig, kb, use, n_sub, G, n_lift, k == 0)
+                    s_inp[c] = ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c)
+                    s_wgt[c] = ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c)
+                    if c != NC - 1 and c != c_inp and c != c_wgt and not s_uops[c]:
+                        y = _repeats(sigs, s_use, s_uops, s_inp, s_wgt, rep[q], uop, kb, c, k, NC, n_sub, G, n_lift,
+                                     sub_periods)
+                        if y >= 0:  # repeats unit y but for DRAM offsets and micro-op places: not written
+                            units[q, cur] = 0
+                            cur = -1
+                            rep[q, x] = y
+                            use += n_sub
+                            i += T * (3 if k == 0 else 2)
+                            continue
             i += 1
             kb = CI_BIT if k == ci_last else 0
             if kind == LOADS:  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
@@ -437,6 +431,8 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                     out[r, COLS[_PUSH_P]] = 0 if (c < NC - 1 or (j == P - 1 and t < T - 1)) else 1  # s2g; last: tail
                     r += 1
         units[q, cur] = r - ustart
+        if U > 1 and NC > 1:
+            _merge_units(units[q], rep[q], K, NC)
     # Final synchronization (docs/vta.md §2.6, §5.4 Synchronize).
     out[r, COLS[_OP]] = isa.OP_LOAD
     out[r, COLS[_MEM]] = isa.MEM_INP
@@ -516,6 +512,58 @@ def _same_sizes(uop, sig, kb, a, b, n, G, n_lift, resets):  # pragma: no cover -
                 != sizes[_sub_kernel(uop, sig, kb, b, x, G, n_lift, resets)]):
             return False
     return True
+
+
+@njit(cache=True)
+def _sub_periods(inner):  # pragma: no cover - compiled
+    """1 and the place values > 1 of the inner loops (`access.spec`), ascending."""
+    out = np.ones(inner.shape[0] + 1, np.int64)
+    n = 1
+    for lp in range(inner.shape[0] - 1, -1, -1):
+        if inner[lp, 1] > 1:
+            out[n] = inner[lp, 1]
+            n += 1
+    return out[:n].copy()
+
+
+@njit(cache=True)
+def _repeats(sigs, s_use, s_uops, s_inp, s_wgt, rep, uop, kb, c, k, NC, n, G, n_lift, periods):  # pragma: no cover
+    """The unit sub-step c of step k repeats in all the cycle model reads (-1: none): that of the
+    sub-step p before it, p in `periods`, of the same tiles' variants, trims and pads (`_sub_sig`),
+    loads, kernel sizes, and neither loading micro-ops; at k == 0 not sub-step 0 (it pops the
+    tokens of the pair before: its first load's g2l, its resets' s2g)."""
+    for i in range(periods.shape[0]):
+        c2 = c - periods[i]
+        if c2 < 0:
+            break
+        y = rep[k * NC + c2]
+        if (k == 0 and y == 0) or s_uops[c2] or s_inp[c2] != s_inp[c] or s_wgt[c2] != s_wgt[c]:
+            continue
+        if _same_sig(sigs[c], sigs[c2]) and _same_sizes(uop, sigs[c], kb, s_use[c2], s_use[c], n, G, n_lift, k == 0):
+            return y
+    return -1
+
+
+@njit(cache=True)
+def _merge_units(units, rep, K, NC):  # pragma: no cover - compiled
+    """Sub-steps written that no other repeats (`_repeats`) need not be units of their own: each
+    joins the unit before it when that one is written and not repeated either (its own unit stays,
+    empty), so the engine examines fewer unit starts (`timing._fast_forward`)."""
+    refd = np.zeros(K * NC, np.bool_)
+    for x in range(K * NC):
+        if rep[x] != x and rep[x] // NC == x // NC:
+            refd[rep[x]] = True
+    for k in range(K):
+        owner = -1
+        for c in range(NC):
+            x = k * NC + c
+            if rep[x] != x:
+                owner = -1
+            elif c == 0 or refd[x] or owner < 0 or refd[owner]:
+                owner = x
+            else:
+                units[owner] += units[x]
+                units[x] = 0
 
 
 @njit(cache=True)
@@ -658,13 +706,13 @@ def pair_rows(units, rep):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def step_blocks(units, rep, pair_class, periods, NC):  # pragma: no cover - compiled
+def step_blocks(units, rep, pair_class, periods, NC, inner):  # pragma: no cover - compiled
     """The step form of `lower.PairBlocks` (U units per pair: K·NC sub-steps and the rest, `emit`):
     (block_start, the block sequence, periods in units). Every unit written is a block, in the order
     written (rows are contiguous); a unit written as a repeat runs the block of the unit it repeats.
     The program runs, for pair j, the blocks of its class's units (`pair_class` of the pairs,
     `classes`), then the tail block. Periods: the pair periods (`block_tail`) x U, then NC (a middle
-    step repeating) and 1 (a sub-step repeating)."""
+    step repeating), the place values of the `inner` loops and 1 (sub-steps repeating, `_repeats`)."""
     n, U = units.shape[0], units.shape[1]
     bid = np.empty((n, U), np.int64)
     block_start = np.zeros(n * U + 2, np.int64)
@@ -686,12 +734,16 @@ def step_blocks(units, rep, pair_class, periods, NC):  # pragma: no cover - comp
             seq[j * U + k] = bid[b, k]
     seq[P * U] = nb
     n_per = periods.shape[0]
-    per = np.empty(n_per + 2, np.int64)
+    per = np.empty(n_per + 2 + inner.shape[0], np.int64)
     for i in range(n_per):
         per[i] = periods[i] * U
     if NC > 1:
         per[n_per] = NC
         n_per += 1
+        for lp in range(inner.shape[0]):  # outer to inner: place values descending
+            if 1 < inner[lp, 1] < NC:
+                per[n_per] = inner[lp, 1]
+                n_per += 1
     per[n_per] = 1
     return block_start[:nb + 2].copy(), seq, per[:n_per + 1].copy()
 
