@@ -243,17 +243,18 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     whose rows `lower.lower_blocks` writes for the footprint alone (`span_rows`)."""
     sc, scv, loops, threads, inner = spec
     n_lift, preload, early, U = opts
-    load, first_pair, kbgn, uop_dram = uop[3], uop[5], uop[6], uop[7]
+    sizes, uses, kvar, load, first_pair, kbgn, uop_dram = uop[0], uop[1], uop[2], uop[3], uop[5], uop[6], uop[7]
+    inp_place, inp_iplace, wgt_place, wgt_iplace = sc[ac.INP_PLACE], sc[ac.INP_IPLACE], sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE]
     seen = np.zeros(first_pair.shape[0], np.bool_)
     P, K, T, ring_start = sc[ac.NP], sc[ac.NK], sc[ac.NT], sc[ac.RING_START]
     G, E, NC = sc[ac.TB], epi.shape[1], sc[ac.NC]
     var = np.zeros(T, np.int64)
     sub = np.empty((T, 4), np.int64)  # (b, h, co, w) of each thread's tile in the current sub-step
-    # what the cycle model reads of each thread's sub-step (`_sub_sig`): variant, GEMM trims, INP pads
+    # what the cycle model reads of each thread's sub-step beyond its place: variant, GEMM trims, INP pads
     sigs = np.zeros((NC, T, 7), np.int64)  # per sub-step of the current step
-    sig = sigs[0]
     s_use = np.zeros(NC, np.int64)  # each sub-step's first compute instruction's use
     s_uops = np.zeros(NC, np.bool_)  # does it load micro-ops?
+    s_kid = np.zeros((NC, T * G * (n_lift + 1)), np.int64)  # the kernel of each compute instruction
     s_inp = np.zeros(NC, np.bool_)  # does it load INP, WGT?
     s_wgt = np.zeros(NC, np.bool_)
     # a sub-step may repeat the one 1 or an inner loop's place value before (`_repeats`)
@@ -332,17 +333,30 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                     else:
                         kr = -1
                 kb = CI_BIT if k == ci_last else 0
-                sig = sigs[c]
-                for tt in range(T):
-                    _sub_sig(sc, scv, sub, sig, tiles, var, inner, tt, c, kb, NC)
+                for tt in range(T):  # the threads' tiles and what the cycle model reads of their rows
+                    b, h, co, w = ac.sub_tile(tiles, tt, inner, c)
+                    sub[tt, 0], sub[tt, 1], sub[tt, 2], sub[tt, 3] = b, h, co, w
+                    v = ac.variant(sc, h, w, co) if NC > 1 else var[tt]
+                    sigs[c, tt, 0] = v  # the tile's variant: its loads' sizes, its kernels
+                    sigs[c, tt, 1], sigs[c, tt, 2] = ac.gemm_trim(sc, h)  # the micro-ops its GEMMs skip
+                    if U > 1:  # its INP window's pads
+                        _, _, sigs[c, tt, 3], sigs[c, tt, 4], sigs[c, tt, 5], sigs[c, tt, 6] = ac.window(
+                            scv[v | kb], h, w)
                 if U > 1:
                     s_use[c] = use
-                    s_uops[c] = _loads_any(uop, u, j, seen, sig, kb, use, n_sub, G, n_lift, k == 0)
-                    s_inp[c] = ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c)
-                    s_wgt[c] = ac.loaded(sc, sc[ac.WGT_PLACE], sc[ac.WGT_IPLACE], j, k, c)
+                    s_inp[c] = c % inp_iplace == 0 if inp_place == 0 else (k == 0 and c == 0 and j % inp_place == 0)
+                    s_wgt[c] = c % wgt_iplace == 0 if wgt_place == 0 else (k == 0 and c == 0 and j % wgt_place == 0)
+                    # the kernel of each of its compute instructions (per thread: resets at k == 0, GEMMs)
+                    per = G * (n_lift + (1 if k == 0 else 0))
+                    s_uops[c] = False
+                    for y in range(n_sub):
+                        tt, z = y // per, y % per
+                        kid = kvar[uses[use + y], sigs[c, tt, 0] if k == 0 and z < G else sigs[c, tt, 0] | kb]
+                        s_kid[c, y] = kid
+                        if (load[u, use + y] if first_pair.shape[0] == 0 else (first_pair[kid] == j and not seen[kid])):
+                            s_uops[c] = True  # a LOAD UOP before it (`_compute`)
                     if c != NC - 1 and c != c_inp and c != c_wgt and not s_uops[c]:
-                        y = _repeats(sigs, s_use, s_uops, s_inp, s_wgt, rep[q], uop, kb, c, k, NC, n_sub, G, n_lift,
-                                     sub_periods)
+                        y = _repeats(sigs, s_kid, sizes, s_uops, s_inp, s_wgt, rep, q, c, k, NC, n_sub, sub_periods)
                         if y >= 0:  # repeats unit y but for DRAM offsets and micro-op places: not written
                             units[q, cur] = 0
                             cur = -1
@@ -355,7 +369,7 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
             if kind == LOADS:  # sub-step c: the output tile of the inner loops' iteration c (ACC slot c)
                 first = r
                 b, h, co, w = sub[t, 0], sub[t, 1], sub[t, 2], sub[t, 3]
-                row = scv[sig[t, 0] | kb]
+                row = scv[sigs[c, t, 0] | kb]
                 if ac.loaded(sc, sc[ac.INP_PLACE], sc[ac.INP_IPLACE], j, k, c) and (t == 0 or sc[ac.INP_SHARED] == 0):
                     split = row[ac.INP_SPLIT]
                     if split == 1:
@@ -374,7 +388,7 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                 out[r - 1, COLS[_PUSH_N]] = 1  # l2g (RAW)
             elif kind == RESET or kind == GEMM:
                 reset = kind == RESET
-                v = sig[t, 0] if reset else sig[t, 0] | kb
+                v = sigs[c, t, 0] if reset else sigs[c, t, 0] | kb
                 n_b = G if reset else G * n_lift  # (batch block, lifted iteration) pairs
                 for b in range(n_b):
                     r = _compute(out, r, uop, seen, isa.OP_GEMM, v, j, u, use)
@@ -386,8 +400,8 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
                         # s2g: the thread's last STORE of the previous pair read its ACC slots
                         out[r, COLS[_POP_N]] = 1 if (b == 0 and c == 0 and j != 0) else 0
                     else:
-                        out[r, COLS[_BGN]] += sig[t, 1]  # the kernel's range this tile runs
-                        out[r, COLS[_END]] -= sig[t, 2]
+                        out[r, COLS[_BGN]] += sigs[c, t, 1]  # the kernel's range this tile runs
+                        out[r, COLS[_END]] -= sigs[c, t, 2]
                         out[r, COLS[_POP_P]] = 1 if b == 0 else 0  # l2g
                         out[r, COLS[_PUSH_P]] = 1 if (b == n_b - 1 and not (
                             j == P - 1 and k * NC + c == last_k)) else 0
@@ -455,66 +469,6 @@ def _loads_uops(out, a, b):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _sub_sig(sc, scv, sub, sig, tiles, var, inner, t, c, kb, NC):  # pragma: no cover - compiled
-    """Thread t's tile in sub-step c (into `sub`) and what the cycle model reads of its rows beyond
-    the sub-step's place (into `sig[t]`): the tile's variant (its loads' sizes, its kernels), the
-    micro-ops its GEMMs skip (`access.gemm_trim`) and its INP window's pads (`access.window`)."""
-    b, h, co, w = ac.sub_tile(tiles, t, inner, c)
-    sub[t, 0], sub[t, 1], sub[t, 2], sub[t, 3] = b, h, co, w
-    v = ac.variant(sc, h, w, co) if NC > 1 else var[t]
-    sig[t, 0] = v
-    sig[t, 1], sig[t, 2] = ac.gemm_trim(sc, h)
-    _, _, sig[t, 3], sig[t, 4], sig[t, 5], sig[t, 6] = ac.window(scv[v | kb], h, w)
-
-
-@njit(cache=True)
-def _same_sig(a, b):  # pragma: no cover - compiled
-    for t in range(a.shape[0]):
-        for f in range(a.shape[1]):
-            if a[t, f] != b[t, f]:
-                return False
-    return True
-
-
-@njit(cache=True)
-def _sub_kernel(uop, sig, kb, use, x, G, n_lift, resets):  # pragma: no cover - compiled
-    """The kernel of compute instruction x of a sub-step whose first is `use` (per thread: its
-    resets when `resets`, then its GEMMs; `pair_order`)."""
-    per = G * (n_lift + (1 if resets else 0))
-    t, y = x // per, x % per
-    v = sig[t, 0] if resets and y < G else sig[t, 0] | kb
-    return uop[2][uop[1][use + x], v]
-
-
-@njit(cache=True)
-def _loads_any(uop, u, j, seen, sig, kb, use, n, G, n_lift, resets):  # pragma: no cover - compiled
-    """Does a compute instruction of the sub-step whose n compute instructions start at `use` get
-    a LOAD UOP before it (`_compute`)?"""
-    first_pair = uop[5]
-    for x in range(n):
-        if first_pair.shape[0] == 0:
-            if uop[3][u, use + x]:
-                return True
-        else:
-            kid = _sub_kernel(uop, sig, kb, use, x, G, n_lift, resets)
-            if first_pair[kid] == j and not seen[kid]:
-                return True
-    return False
-
-
-@njit(cache=True)
-def _same_sizes(uop, sig, kb, a, b, n, G, n_lift, resets):  # pragma: no cover - compiled
-    """Do the n compute instructions of the sub-steps from uses a and b (tiles of the same variants,
-    `sig`) run kernels of the same sizes?"""
-    sizes = uop[0]
-    for x in range(n):
-        if (sizes[_sub_kernel(uop, sig, kb, a, x, G, n_lift, resets)]
-                != sizes[_sub_kernel(uop, sig, kb, b, x, G, n_lift, resets)]):
-            return False
-    return True
-
-
-@njit(cache=True)
 def _sub_periods(inner):  # pragma: no cover - compiled
     """1 and the place values > 1 of the inner loops (`access.spec`), ascending."""
     out = np.ones(inner.shape[0] + 1, np.int64)
@@ -526,20 +480,29 @@ def _sub_periods(inner):  # pragma: no cover - compiled
     return out[:n].copy()
 
 
-@njit(cache=True)
-def _repeats(sigs, s_use, s_uops, s_inp, s_wgt, rep, uop, kb, c, k, NC, n, G, n_lift, periods):  # pragma: no cover
-    """The unit sub-step c of step k repeats in all the cycle model reads (-1: none): that of the
-    sub-step p before it, p in `periods`, of the same tiles' variants, trims and pads (`_sub_sig`),
-    loads, kernel sizes, and neither loading micro-ops; at k == 0 not sub-step 0 (it pops the
+@njit(cache=True, inline="always")
+def _repeats(sigs, s_kid, sizes, s_uops, s_inp, s_wgt, rep, q, c, k, NC, n, periods):  # pragma: no cover
+    """The unit sub-step c of step k (of pair q) repeats in all the cycle model reads (-1: none): that
+    of the sub-step p before it, p in `periods`, whose tiles are of the same variants, trims and
+    pads (`sigs`), which loads the same operands (`s_inp`, `s_wgt`), runs kernels of the same sizes
+    (`s_kid`) and loads no micro-ops (`s_uops`; nor does c); at k == 0 not sub-step 0 (it pops the
     tokens of the pair before: its first load's g2l, its resets' s2g)."""
     for i in range(periods.shape[0]):
         c2 = c - periods[i]
         if c2 < 0:
             break
-        y = rep[k * NC + c2]
+        y = rep[q, k * NC + c2]
         if (k == 0 and y == 0) or s_uops[c2] or s_inp[c2] != s_inp[c] or s_wgt[c2] != s_wgt[c]:
             continue
-        if _same_sig(sigs[c], sigs[c2]) and _same_sizes(uop, sigs[c], kb, s_use[c2], s_use[c], n, G, n_lift, k == 0):
+        same = True
+        for t in range(sigs.shape[1]):
+            for f in range(sigs.shape[2]):
+                if sigs[c, t, f] != sigs[c2, t, f]:
+                    same = False
+        for x in range(n):
+            if sizes[s_kid[c, x]] != sizes[s_kid[c2, x]]:
+                same = False
+        if same:
             return y
     return -1
 
