@@ -66,11 +66,14 @@ class PairBlocks:
     rows[block_start[b]:block_start[b + 1]] (one member of a class of identical pairs, the last
     block the tail); `pair_class[j]` is the block pair j runs (last entry: the tail).
 
-    Step form (`steps` = K + 1 > 1, a pair of `MIN_STEPS` reduction steps or more): the units of a
-    pair are its K reduction steps and the rest (epilogue, stores), `pair_class[j·(K + 1) + k]` the
-    block unit k of pair j runs, one block per class of identical units of a pair class (a pair's
-    middle steps differ only in their DRAM offsets, `emit.emit`), the periods in units: a long pair
-    is written and timed a few steps at a time.
+    Step form (`steps` > 1, a pair of `MIN_STEPS` sub-steps or more: K reduction steps x C ACC slots,
+    `Mapping.n_inner`): the units of a pair are its K·C sub-steps, the rest (epilogue, stores) and C - 1
+    empty units (`steps` = (K + 1)·C), or, when no sub-step repeats another, its K reduction steps and
+    the rest (`steps` = K + 1; one block below `MIN_STEPS` steps, as before the sub-steps); `pair_class[j·steps + x]` is the block unit x of pair j runs, one block
+    per class of identical units of a pair class (a pair's middle steps differ only in their DRAM
+    offsets, and so do the sub-steps of a step whose tiles' sizes, pads and kernel sizes agree; those
+    repeating another are not written, `emit.emit`), the periods in units: a long pair is written and
+    timed a few sub-steps at a time.
 
     Rows after the tail block (span rows) are run by no block: rows of the full program that reach
     beyond the DRAM the blocks span, so the footprint `timing._decode` takes from all rows is the
@@ -81,7 +84,7 @@ class PairBlocks:
     pair_class: np.ndarray
     periods: np.ndarray  # candidate periods in units (pairs or steps) for the fast-forward, largest first
     n_insns: int         # instructions of the full program
-    steps: int = 1       # units per pair: 1, or K + 1 (the step form)
+    steps: int = 1       # units per pair: 1, or (K + 1)·C or K + 1 (the step form)
 
 
 def regions(m: Mapping, hw: HwConfig) -> list[tuple[str, int, int, str]]:
@@ -130,8 +133,8 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
 
 def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_span: int = 0
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; K + 1: a
-    unit per reduction step and the rest of the pair, repeated middle steps not written). The last
+    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; (K + 1)·C: a
+    unit per sub-step, the rest of the pair and C - 1 empty ones, repeated steps and sub-steps not written). The last
     `n_span` pairs are written for the DRAM footprint alone: of their rows, those reaching beyond the
     others' span follow the tail (`emit.span_rows`), their units are left out. One compiled call
     (`_emit_rows`) into the kept scratch, unless the rows may not fit it."""
@@ -335,8 +338,8 @@ def _span_pairs(sc: np.ndarray, pairs: np.ndarray, pair_class: np.ndarray) -> li
     return out
 
 
-#: Reduction steps from which `lower_blocks` writes a pair step by step (the step form): with 3 steps
-#: the last repeats the second; below, the pair is one block (as the full program).
+#: Sub-steps (reduction steps x ACC slots) from which `lower_blocks` writes a pair sub-step by sub-step
+#: (the step form): with 3 the last may repeat the second; below, the pair is one block (as the full program).
 MIN_STEPS = 3
 
 

@@ -206,8 +206,8 @@ def _epilogue(out, r, scv, var, tiles, t, o_from, o_to, epi, uop, seen, j, u, us
 def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     """Rows of the pairs `pairs` (program order) plus the 3 tail rows into `out` (zeroed), block by
     block of `pair_order`; returns (units, rep): the row count of each unit of each pair and the unit
-    whose rows each unit repeats (`opts[3]` = U units per pair: 1, the whole pair, or K, one per
-    reduction step, see below). `spec` = (scalars, variant table, pair,
+    whose rows each unit repeats (`opts[3]` = U units per pair: 1, the whole pair, or (K + 1)·C, one per
+    sub-step, see below). `spec` = (scalars, variant table, pair,
     thread and inner loop tables) is the access spec (`access.spec`; the inner loops are those inside
     the reduction: C = n_inner ACC slots per thread, each sub-step's tile of its own edge variant),
     `kern` the loop fields of the GEMM and reset kernels of each tile variant, `epi` the epilogue's ALU
@@ -220,24 +220,40 @@ def emit(pairs, spec, kern, epi, uop, out, opts):  # pragma: no cover
     every kernel, loaded by one LOAD UOP at the head of pair 0 from the start of the DRAM uop array,
     `kbgn` = each kernel's offset in it, `first_pair` -1 then; early, `Mapping.early_epilogue`; U).
 
-    Steps (U = K + 1): unit k < K of a pair is its reduction step k (the step's load groups, resets,
-    GEMMs; unit 0 also the preloaded micro-ops, step K - 1 the early epilogue), unit K the rest of the
-    pair (epilogue, residual, stores). A step k is written only when it differs from the last step
-    written, kr, in more than its DRAM offsets: k and kr are middle steps (k >= 1: no resets or
-    first-load token; the last step only without an early epilogue and but in the last pair, whose
-    last GEMM pushes no g2l; not the ci edge step, `CI_LAST`, whose tiles are of another variant) and
-    their compute instructions use the same kernels at the same micro-op SRAM places after the same
-    LOAD UOPs (`_same_uops`; with edge tiles or preloaded micro-ops every kernel of kr is loaded by
-    then, unless kr itself loads one); then `rep[q, k] = kr` and its count is 0. The operands a step
-    loads, their sizes, pads and SRAM slots and the GEMMs' kernels depend on the sub-step c, never on
-    k (`access.loaded`: an operand loaded inside the reduction is loaded at every step of every pair
-    alike), so those rows are kr's.
+    Sub-steps (U = (K + 1)·C): unit x = k·C + c < K·C of a pair is its sub-step (k, c), reduction step
+    k of ACC slot c (its load groups, resets, GEMMs; unit 0 also the preloaded micro-ops, the last the
+    early epilogue), unit K·C the rest of the pair (epilogue, residual, stores), units K·C + 1 .. U - 1
+    empty (so steps start at multiples of C, a fast-forward period). A step k is written only when it
+    differs from the last step written, kr, in more than its DRAM offsets: k and kr are middle steps
+    (k >= 1: no resets or first-load token; the last step only without an early epilogue and but in
+    the last pair, whose last GEMM pushes no g2l; not the ci edge step, `CI_LAST`, whose tiles are of
+    another variant) and their compute instructions use the same kernels at the same micro-op SRAM
+    places after the same LOAD UOPs (`_same_uops`; with edge tiles or preloaded micro-ops every kernel
+    of kr is loaded by then, unless kr itself loads one); then `rep[q, k·C + c] = rep[q, kr·C + c]` and
+    their counts are 0. The operands a step loads, their sizes, pads and SRAM slots and the GEMMs'
+    kernels depend on the sub-step c, never on k (`access.loaded`: an operand loaded inside the
+    reduction is loaded at every step of every pair alike), so those rows are kr's.
+
+    In a step written, sub-step c is not written either when it repeats in all the cycle model reads
+    (`timing._decode`: sizes, pads, tokens, and of a GEMM only uop_end - uop_bgn) the sub-step p before
+    it, p = 1 or a place value of the inner loops (`_repeats`): its threads' tiles are of the same
+    variants (edge bits, the ci bit of the step), GEMM trims and INP pads, it loads the same operands,
+    its kernels (one per ACC slot, `pair_uses`) are of the same sizes, and neither loads micro-ops;
+    never at k = 0 the sub-step 0 (its first load pops no g2l in pair 0, its resets pop s2g), nor the
+    last (the early epilogue, the last pair's last GEMM), nor the last that loads INP or WGT (below).
+    Then `rep` names the unit it repeats and its count is 0; it differs from it in DRAM offsets and
+    micro-op places only. A written sub-step that no other repeats joins the unit before it
+    (`_merge_units`: fewer unit starts for the engine), and when no sub-step of any pair repeats,
+    `step_units` makes the units whole steps again (the step form with U = K + 1).
 
     The DRAM footprint (`timing._decode`: per memory type, the span of the rows written) is the one
-    of the pairs written whole: the steps not written load what kr loads, tci channel blocks further
-    per step, so every row of theirs lies inside the span of the same load in step 0 of its pair and
-    in the last step of the last pair (every pair loads it: the last pair's tiles are the furthest;
-    its last step is written), or, with a residual, below the residual and identity regions (INP and
+    of the pairs written whole: a sub-step not written loads what the same operand's loads in
+    sub-step 0 and in the last sub-step loading it load (both written) bracket, its tile's offsets
+    between theirs (every DMA offset grows with the tile indices, and the inner loops' indices are
+    all lowest at c = 0, highest at the last); the steps not written load what kr loads, tci channel
+    blocks further per step, so every row of theirs lies inside the span of the same load in step 0
+    of its pair and in the last step of the last pair (every pair loads it: the last pair's tiles are
+    the furthest; its last step is written), or, with a residual, below the residual and identity regions (INP and
     WGT rows of the rest, after the data and weights in DRAM, `lower.regions`). An operand loaded
     outside the reduction is not loaded by every pair: its last load may be in a pair not written,
     whose rows `lower.lower_blocks` writes for the footprint alone (`span_rows`)."""
