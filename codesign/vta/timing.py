@@ -318,11 +318,27 @@ def _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state):  #
 
 
 @njit(cache=True)
-def _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail):  # pragma: no cover - compiled
-    """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
+def _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen):  # pragma: no cover - compiled
+    """Queue q's head: its first row at or after position iq[q] of unit pq[q] (units without rows of q
+    are passed) into hk[q], the end of that block's rows of q into hend[q]; hk[q] = -1: q is done."""
+    while pq[q] < pair_class.shape[0] and iq[q] >= qlen[pair_class[pq[q]], q]:
+        pq[q] += 1
+        iq[q] = 0
     if pq[q] >= pair_class.shape[0]:
+        hk[q] = -1
+        hend[q] = -1
+    else:
+        b = pair_class[pq[q]]
+        hk[q] = qstart[b, q] + iq[q]
+        hend[q] = qstart[b, q] + qlen[b, q]
+
+
+@njit(cache=True)
+def _blocked(q, hk, qflag, head, tail):  # pragma: no cover - compiled
+    """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
+    if hk[q] < 0:
         return False
-    fl = qflag[qstart[pair_class[pq[q]], q] + iq[q]]
+    fl = qflag[hk[q]]
     if fl < 0:
         return False
     if fl & 1 and head[_POP_PREV[q]] == tail[_POP_PREV[q]]:
@@ -332,10 +348,17 @@ def _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail):  # pragma: no co
 
 @njit(cache=True)
 def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
-                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag):  # pragma: no cover
+                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag, hk, hend
+                  ):  # pragma: no cover - compiled
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
     the snapshot at unit j - c of each candidate period c, skip the periods that repeat exactly
     (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end).
+
+    The unit a skip lands on is compared again, like any unit the load queue starts: a skip leaves
+    exactly the state the simulation reaches there, and the snapshots are states it reached, so a
+    larger period whose anchor is one period back is found there (without it, when a smaller period
+    repeats inside a larger one, the multiples of the larger are reached only by skips and the larger
+    period is never compared).
 
     A queue parked at the same place in both (same unit and row, `a_pos`) whose head waits for a
     token its FIFO does not hold is not compared relative to the load clock: its FIFO held as many
@@ -352,64 +375,70 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
     if size == 0:
         return port_free, port_busy, t_end
     parked = np.zeros(3, np.bool_)
-    for a in range(n_per):
-        c = periods[a]
-        if j % c != 0 or a_pair[a] != j - c or a_len[a] != size:
-            continue
-        same = True
-        for s in range(6, size):  # port, end, token FIFOs
-            if state[s] != a_state[a, s]:
-                same = False
-                break
-        if not same:
-            continue
-        lo_pair = j
-        for q in range(1, 3):  # each other queue: moved with the load queue, or parked
-            parked[q] = False
-            if (state[2 * q - 2] == a_state[a, 2 * q - 2] and state[2 * q - 1] == a_state[a, 2 * q - 1]
-                    and state[3 + q] == a_state[a, 3 + q]):
-                if pq[q] < lo_pair:
-                    lo_pair = pq[q]
-            elif (a_pos[a, q] == pq[q] and state[2 * q - 1] == a_state[a, 2 * q - 1]
-                  and _blocked(q, pq, iq, pair_class, qstart, qflag, head, tail)):
-                parked[q] = True
-            else:
-                same = False
-        if not same or lo_pair < c:
-            continue
-        # Units lo_pair .. r_end - 1 repeat those c before. In r periods a moving queue q reads its
-        # units up to pq[q] + r*c (its head there is examined); the load queue only reaches j + r*c
-        # as the r-th period ends (its head there not yet examined, but it stopped there: that
-        # unit has load rows). The queues other than the load queue may be ahead of it (the store
-        # queue at the last step of the pair, `lower.PairBlocks` step form).
-        r_end = lo_pair
-        while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
-            r_end += 1
-        reps = (r_end - j) // c
-        for q in range(1, 3):
-            if not parked[q] and (r_end - 1 - pq[q]) // c < reps:
-                reps = (r_end - 1 - pq[q]) // c
-        if reps >= 1 and j + reps * c == r_end and (r_end >= NP or qlen[pair_class[r_end], 0] == 0):
-            reps -= 1
-        if reps < 1:
-            continue
-        shift = reps * (ref - a_ref[a])
-        for q in range(3):
-            if parked[q]:
+    skipped = True
+    while skipped and size > 0:  # after a skip, the periods are tried again at the unit it lands on
+        skipped = False
+        for a in range(n_per):
+            c = periods[a]
+            if j % c != 0 or a_pair[a] != j - c or a_len[a] != size:
                 continue
-            free[q] += shift
-            busy[q] += reps * (busy[q] - a_busy[a, q])
-            pq[q] += reps * c
-        port_busy += reps * (port_busy - a_busy[a, 3])
-        port_free += shift
-        t_end += shift
-        for f in range(4):
-            for e in range(head[f], tail[f]):
-                fifo[f, e & mask] += shift
-        j = pq[0]
-        ref = free[0]
-        size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
-        break
+            same = True
+            for s in range(6, size):  # port, end, token FIFOs
+                if state[s] != a_state[a, s]:
+                    same = False
+                    break
+            if not same:
+                continue
+            lo_pair = j
+            for q in range(1, 3):  # each other queue: moved with the load queue, or parked
+                parked[q] = False
+                if (state[2 * q - 2] == a_state[a, 2 * q - 2] and state[2 * q - 1] == a_state[a, 2 * q - 1]
+                        and state[3 + q] == a_state[a, 3 + q]):
+                    if pq[q] < lo_pair:
+                        lo_pair = pq[q]
+                elif (a_pos[a, q] == pq[q] and state[2 * q - 1] == a_state[a, 2 * q - 1]
+                      and _blocked(q, hk, qflag, head, tail)):
+                    parked[q] = True
+                else:
+                    same = False
+            if not same or lo_pair < c:
+                continue
+            # Units lo_pair .. r_end - 1 repeat those c before. In r periods a moving queue q reads its
+            # units up to pq[q] + r*c (its head there is examined); the load queue only reaches j + r*c
+            # as the r-th period ends (its head there not yet examined, but it stopped there: that
+            # unit has load rows). The queues other than the load queue may be ahead of it (the store
+            # queue at the last step of the pair, `lower.PairBlocks` step form).
+            r_end = lo_pair
+            while r_end < NP and pair_class[r_end] == pair_class[r_end - c]:
+                r_end += 1
+            reps = (r_end - j) // c
+            for q in range(1, 3):
+                if not parked[q] and (r_end - 1 - pq[q]) // c < reps:
+                    reps = (r_end - 1 - pq[q]) // c
+            if reps >= 1 and j + reps * c == r_end and (r_end >= NP or qlen[pair_class[r_end], 0] == 0):
+                reps -= 1
+            if reps < 1:
+                continue
+            shift = reps * (ref - a_ref[a])
+            for q in range(3):
+                if parked[q]:
+                    continue
+                free[q] += shift
+                busy[q] += reps * (busy[q] - a_busy[a, q])
+                pq[q] += reps * c
+            port_busy += reps * (port_busy - a_busy[a, 3])
+            port_free += shift
+            t_end += shift
+            for f in range(4):
+                for e in range(head[f], tail[f]):
+                    fifo[f, e & mask] += shift
+            for q in range(3):
+                _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen)
+            j = pq[0]
+            ref = free[0]
+            size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
+            skipped = True
+            break
     for a in range(n_per):
         if j % periods[a] == 0:
             a_pair[a] = j
@@ -436,9 +465,10 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     LOAD INP/WGT -> load; the rest -> compute) at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]], and
     for each queue row k: its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a
     flag its module may not carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up
-    and padding; otherwise the whole duration) and a DMA's data time on the port, in time units, with
-    exactly the integer arithmetic the cost formulas of the module docstring give. Returns (qrows,
-    qstart, qlen, qflag, qkind, qfix, qdata, footprint)."""
+    and padding; otherwise the whole duration), arbitration key offset (the time from its start to its
+    contended event: a DMA's fixed time, otherwise 0) and a DMA's data time on the port, in time units,
+    with exactly the integer arithmetic the cost formulas of the module docstring give. Returns (qrows,
+    qstart, qlen, qflag, qkind, qfix, qkey, qdata, footprint)."""
     c_op = cols[0]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
@@ -531,6 +561,7 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     qflag = np.empty(k, np.int64)
     qkind = np.empty(k, np.int64)
     qfix = np.empty(k, np.int64)
+    qkey = np.zeros(k, np.int64)
     qdata = np.empty(k, np.int64)
     for b in range(nb):
         for i in range(block_start[b], block_start[b + 1]):
@@ -541,12 +572,14 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
             qflag[kk] = rflag[i]
             qkind[kk] = rkind[i]
             qfix[kk] = rfix[i]
+            if rkind[i] == _K_DMA or rkind[i] == _K_BAD_MEM:
+                qkey[kk] = rfix[i]
             qdata[kk] = rbeats[i] * inv_eff
-    return qrows, qstart, qlen, qflag, qkind, qfix, qdata, footprint
+    return qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, footprint
 
 
 @njit(cache=True)
-def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
+def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, periods,
             fifo_cap):  # pragma: no cover - compiled
     """The timing model over a program given as blocks of rows (decoded by `_decode`): unit `j` of
     the program (a pair, or a step of a pair: `lower.PairBlocks`) runs block `pair_class[j]` (the
@@ -559,9 +592,8 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
     FIFOs) is compared with the state at unit j - c for each candidate period c (j % c == 0);
     if it is equal (a queue parked on an empty token FIFO may stay where it is, `_fast_forward`)
     and the blocks of the units the queues read repeat with period c, the next periods repeat
-    exactly, so they are skipped by adding their time and busy-cycle increments."""
-    NP = pair_class.shape[0]
-
+    exactly, so they are skipped by adding their time and busy-cycle increments (then the unit the
+    skip lands on is compared again)."""
     # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
     # ring slots: a power of two >= fifo_cap (an index is masked, not divided, at every step)
     size = 1
@@ -575,13 +607,12 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
 
     free = np.zeros(3, np.int64)
     busy = np.zeros(3, np.int64)
-    heads = np.full(3, -1, np.int64)
-    hk = np.zeros(3, np.int64)   # queue row of each head
-    pq = np.zeros(3, np.int64)   # pair of each queue's head
-    iq = np.zeros(3, np.int64)   # position in that pair's block
+    pq = np.zeros(3, np.int64)     # unit of each queue's head
+    iq = np.zeros(3, np.int64)     # its position among the unit's rows of the queue
+    hk = np.zeros(3, np.int64)     # its queue row (-1: the queue is done)
+    hend = np.zeros(3, np.int64)   # end of the queue rows of its unit (the head moves on by one below it)
     for q in range(3):
-        while pq[q] < NP and iq[q] >= qlen[pair_class[pq[q]], q]:
-            pq[q] += 1
+        _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen)
     port_free = np.int64(0)
     port_busy = np.int64(0)
     t_end = np.int64(0)
@@ -604,16 +635,13 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
         best_key = np.int64(0)
         pending = False
         for m in range(3):
-            if pq[m] >= NP:
-                heads[m] = -1
+            k = hk[m]
+            if k < 0:
                 continue
             pending = True
-            k = qstart[pair_class[pq[m]], m] + iq[m]
-            hk[m] = k
-            heads[m] = qrows[k]
             fl = qflag[k]
             if fl < 0:
-                return _BAD_FLAG, qrows[k], t_end, busy, port_busy, heads, steps
+                return _BAD_FLAG, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
             t = free[m]
             if fl & 1:
                 f = pop_prev[m]
@@ -629,9 +657,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
                     t = fifo[f, head[f] & mask]
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
-            key = t
-            if qkind[k] == _K_DMA or qkind[k] == _K_BAD_MEM:
-                key = t + qfix[k]
+            key = t + qkey[k]
             if best < 0 or key < best_key:
                 best = m
                 best_t = t
@@ -639,7 +665,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
         if not pending:
             break
         if best < 0:
-            return _DEADLOCK, -1, t_end, busy, port_busy, heads, steps
+            return _DEADLOCK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
 
         m = best
         k = hk[m]
@@ -662,20 +688,20 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
             port_free = end
             port_busy += data
         elif kind == _K_BAD_MEM:
-            return _BAD_MEM, qrows[k], t_end, busy, port_busy, heads, steps
+            return _BAD_MEM, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
         else:
-            return _BAD_OPCODE, qrows[k], t_end, busy, port_busy, heads, steps
+            return _BAD_OPCODE, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
 
         if fl & 4:
             f = push_prev[m]
             if tail[f] - head[f] >= fifo_cap:
-                return _OVERFLOW, qrows[k], t_end, busy, port_busy, heads, steps
+                return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
         if fl & 8:
             f = push_next[m]
             if tail[f] - head[f] >= fifo_cap:
-                return _OVERFLOW, qrows[k], t_end, busy, port_busy, heads, steps
+                return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
         busy[m] += end - t
@@ -683,18 +709,28 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qdata, pair_class, periods,
         if end > t_end:
             t_end = end
         iq[m] += 1
-        p0 = pq[m]
-        while pq[m] < NP and iq[m] >= qlen[pair_class[pq[m]], m]:
-            pq[m] += 1
-            iq[m] = 0
-        if m != 0 or pq[0] == p0 or pq[0] >= NP or n_per == 0:
+        if k + 1 < hend[m]:
+            hk[m] = k + 1
+            continue
+        _seek(m, pq, iq, hk, hend, pair_class, qstart, qlen)
+        if m != 0 or hk[0] < 0 or n_per == 0:
             continue
 
-        # the load queue starts pair pq[0]: snapshot, try to skip whole periods
+        # the load queue starts unit pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
                                                     mask, port_free, port_busy, t_end, state, a_state, a_len,
-                                                    a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag)
-    return _OK, -1, t_end, busy, port_busy, heads, steps
+                                                    a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag, hk, hend)
+    return _OK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
+
+
+@njit(cache=True)
+def _heads(hk, qrows):  # pragma: no cover - compiled
+    """Instruction row of each queue's head (-1: the queue is done), for the deadlock message."""
+    heads = np.full(3, -1, np.int64)
+    for q in range(3):
+        if hk[q] >= 0:
+            heads[q] = qrows[hk[q]]
+    return heads
 
 
 # -- Python wrapper ---------------------------------------------------------------------------
