@@ -629,48 +629,57 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
     a_busy = np.zeros((n_per, 4), np.int64)
     a_pos = np.zeros((n_per, 3), np.int64)
 
+    # Ready time of each queue's head (its clock, or the time of a token it pops if later; -1: it
+    # waits on an empty token FIFO, or the queue is done) and its arbitration key, kept: a step
+    # changes them only for the queue that ran and for one whose empty FIFO it pushed a token to
+    # (a FIFO has one consumer: push_prev of module m is pop_next of m - 1, push_next pop_prev of
+    # m + 1, `isa`); those are marked in `dirty` (bit q) and recomputed, here, inline (a helper
+    # taking the arrays would cost reference counting at every step). A head's flags are checked
+    # there too: a new head is always marked.
+    rt = np.full(3, -1, np.int64)
+    rkey = np.zeros(3, np.int64)
+    dirty = 7
     while True:
-        best = -1
-        best_t = np.int64(0)
-        best_key = np.int64(0)
-        pending = False
-        for m in range(3):
-            k = hk[m]
+        for q in range(3):
+            if not (dirty >> q) & 1:
+                continue
+            rt[q] = -1
+            k = hk[q]
             if k < 0:
                 continue
-            pending = True
             fl = qflag[k]
             if fl < 0:
                 return _BAD_FLAG, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
-            t = free[m]
+            t = free[q]
             if fl & 1:
-                f = pop_prev[m]
+                f = pop_prev[q]
                 if head[f] == tail[f]:
                     continue
                 if fifo[f, head[f] & mask] > t:
                     t = fifo[f, head[f] & mask]
             if fl & 2:
-                f = pop_next[m]
+                f = pop_next[q]
                 if head[f] == tail[f]:
                     continue
                 if fifo[f, head[f] & mask] > t:
                     t = fifo[f, head[f] & mask]
+            rt[q] = t
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
-            key = t + qkey[k]
-            if best < 0 or key < best_key:
-                best = m
-                best_t = t
-                best_key = key
-        if not pending:
-            break
-        if best < 0:
+            rkey[q] = t + qkey[k]
+        dirty = 0
+        m = -1
+        for q in range(3):  # a tie goes to the lower queue
+            if rt[q] >= 0 and (m < 0 or rkey[q] < rkey[m]):
+                m = q
+        if m < 0:
+            if hk[0] < 0 and hk[1] < 0 and hk[2] < 0:
+                break
             return _DEADLOCK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
 
-        m = best
         k = hk[m]
         fl = qflag[k]
-        t = best_t
+        t = rt[m]
         steps += 1
         if fl & 1:
             head[pop_prev[m]] += 1
@@ -692,18 +701,25 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
         else:
             return _BAD_OPCODE, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
 
+        dirty = 1 << m
         if fl & 4:
             f = push_prev[m]
-            if tail[f] - head[f] >= fifo_cap:
+            n = tail[f] - head[f]
+            if n >= fifo_cap:
                 return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
+            if n == 0:
+                dirty |= 1 << (m - 1)
         if fl & 8:
             f = push_next[m]
-            if tail[f] - head[f] >= fifo_cap:
+            n = tail[f] - head[f]
+            if n >= fifo_cap:
                 return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
+            if n == 0:
+                dirty |= 1 << (m + 1)
         busy[m] += end - t
         free[m] = end
         if end > t_end:
@@ -720,6 +736,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
                                                     mask, port_free, port_busy, t_end, state, a_state, a_len,
                                                     a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag, hk, hend)
+        dirty = 7
     return _OK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
 
 
