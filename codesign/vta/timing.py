@@ -318,27 +318,27 @@ def _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state):  #
 
 
 @njit(cache=True)
-def _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen):  # pragma: no cover - compiled
-    """Queue q's head: its first row at or after position iq[q] of unit pq[q] (units without rows of q
-    are passed) into hk[q], the end of that block's rows of q into hend[q]; hk[q] = -1: q is done."""
+def _seek(q, pq, iq, hk, pair_class, qfirst, qlen, nxt):  # pragma: no cover - compiled
+    """Queue q's head: its row at position iq[q] of unit pq[q] (units without rows of q are passed)
+    into hk[q]; -1: q is done."""
     while pq[q] < pair_class.shape[0] and iq[q] >= qlen[pair_class[pq[q]], q]:
         pq[q] += 1
         iq[q] = 0
     if pq[q] >= pair_class.shape[0]:
         hk[q] = -1
-        hend[q] = -1
-    else:
-        b = pair_class[pq[q]]
-        hk[q] = qstart[b, q] + iq[q]
-        hend[q] = qstart[b, q] + qlen[b, q]
+        return
+    k = qfirst[pair_class[pq[q]], q]
+    for _ in range(iq[q]):
+        k = nxt[k]
+    hk[q] = k
 
 
 @njit(cache=True)
-def _blocked(q, hk, qflag, head, tail):  # pragma: no cover - compiled
+def _blocked(q, hk, rflag, head, tail):  # pragma: no cover - compiled
     """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
     if hk[q] < 0:
         return False
-    fl = qflag[hk[q]]
+    fl = rflag[hk[q]]
     if fl < 0:
         return False
     if fl & 1 and head[_POP_PREV[q]] == tail[_POP_PREV[q]]:
@@ -348,7 +348,7 @@ def _blocked(q, hk, qflag, head, tail):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
-                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag, hk, hend
+                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qfirst, qlen, nxt, rflag, hk
                   ):  # pragma: no cover - compiled
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
     the snapshot at unit j - c of each candidate period c, skip the periods that repeat exactly
@@ -397,7 +397,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
                     if pq[q] < lo_pair:
                         lo_pair = pq[q]
                 elif (a_pos[a, q] == pq[q] and state[2 * q - 1] == a_state[a, 2 * q - 1]
-                      and _blocked(q, hk, qflag, head, tail)):
+                      and _blocked(q, hk, rflag, head, tail)):
                     parked[q] = True
                 else:
                     same = False
@@ -433,7 +433,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
                 for e in range(head[f], tail[f]):
                     fifo[f, e & mask] += shift
             for q in range(3):
-                _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen)
+                _seek(q, pq, iq, hk, pair_class, qfirst, qlen, nxt)
             j = pq[0]
             ref = free[0]
             size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
@@ -460,15 +460,19 @@ _K_FIXED, _K_DMA, _K_BAD_OPCODE, _K_BAD_MEM = 0, 1, 2, 3
 
 @njit(cache=True)
 def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no cover - compiled
-    """Every row's cost, once, in queue order (the engine re-examines a blocked head at every step):
-    per block, the rows of each module queue in program order (docs/vta.md §2.9: STORE -> store;
-    LOAD INP/WGT -> load; the rest -> compute) at qrows[qstart[b, q]:qstart[b, q] + qlen[b, q]], and
-    for each queue row k: its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a
-    flag its module may not carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up
-    and padding; otherwise the whole duration), arbitration key offset (the time from its start to its
-    contended event: a DMA's fixed time, otherwise 0) and a DMA's data time on the port, in time units,
-    with exactly the integer arithmetic the cost formulas of the module docstring give. Returns (qrows,
-    qstart, qlen, qflag, qkind, qfix, qkey, qdata, footprint)."""
+    """Every row's cost, once, in one pass over the rows (the engine re-examines a blocked head at
+    every step; rows are 30 columns wide, so every pass over them costs a cache line per row on large
+    programs). Per block b and module queue q (docs/vta.md §2.9: STORE -> store; LOAD INP/WGT -> load;
+    the rest -> compute), the block's rows of q in program order are a list: its first row
+    qfirst[b, q] (-1: none), qlen[b, q] rows, each row's next nxt[i] (-1: the last). For each row i:
+    its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a flag its module may not
+    carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up and padding; otherwise the
+    whole duration), arbitration key offset (the time from its start to its contended event: a DMA's
+    fixed time, otherwise 0) and a DMA's beats on the port (its data time is beats x inv_eff, the time
+    units per beat: the port efficiency depends on the footprint of all rows). Exactly the integer
+    arithmetic the cost formulas of the module docstring give. Rows outside the blocks (`time_blocks`)
+    count for the footprint only. Returns (qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats,
+    inv_eff, footprint)."""
     c_op = cols[0]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
@@ -478,18 +482,26 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     lat, row_oh, pad_c = _fix(p[1]), _fix(p[2]), _fix(p[3])
     g_oh, g_loop, a_cpu, a_oh, a_loop, sync = _fix(p[4]), _fix(p[5]), _fix(p[6]), _fix(p[7]), _fix(p[8]), _fix(p[9])
     unit = np.int64(_TIME_SCALE)
-    # one pass over the matrix: each row's queue, cost terms and DRAM span (rows are 30 columns wide:
-    # every pass over them costs a cache line per row on large programs)
     n = rows.shape[0]
     nb = block_start.shape[0] - 1
-    qof = np.empty(n, np.int64)
+    qfirst = np.full((nb, 3), -1, np.int64)
+    qlen = np.zeros((nb, 3), np.int64)
+    nxt = np.full(n, -1, np.int64)
     rflag = np.empty(n, np.int64)
     rkind = np.empty(n, np.int64)
     rfix = np.zeros(n, np.int64)
-    rbeats = np.zeros(n, np.int64)  # a DMA's y_size x beats per row (x the port time per beat below)
+    rkey = np.zeros(n, np.int64)
+    rbeats = np.zeros(n, np.int64)
     lo_b = np.full(6, np.inf)
     hi_b = np.full(6, -np.inf)
+    last = np.full(3, -1, np.int64)  # the block's last row so far of each queue
+    b = -1  # block of row i (-1: before the first, nb: after the last)
+    b_end = block_start[0]
     for i in range(n):
+        while i == b_end and b < nb:
+            b += 1
+            b_end = block_start[b + 1] if b < nb else n
+            last[:] = -1
         op = rows[i, c_op]
         mem = rows[i, c_mem]
         if op == 1:
@@ -498,7 +510,13 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
             m = 0
         else:
             m = 1
-        qof[i] = m
+        if 0 <= b < nb:
+            qlen[b, m] += 1
+            if last[m] < 0:
+                qfirst[b, m] = i
+            else:
+                nxt[last[m]] = i
+            last[m] = i
         fl = 0
         bad = False
         for t in range(4):  # cols[1:5]: pop_prev, pop_next, push_prev, push_next, flag bit t
@@ -512,7 +530,9 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
                 rkind[i] = _K_FIXED
                 rfix[i] = sync
             else:
-                rfix[i] = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
+                fix = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
+                rfix[i] = fix
+                rkey[i] = fix
                 if mem < 0 or mem >= elem_bytes.shape[0]:
                     rkind[i] = _K_BAD_MEM
                 else:
@@ -545,41 +565,11 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
         if hi_b[mem] > lo_b[mem]:
             footprint += hi_b[mem] - lo_b[mem]
     inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
-    # the queue rows, block by block, in program order within each queue
-    qstart = np.zeros((nb, 3), np.int64)
-    qlen = np.zeros((nb, 3), np.int64)
-    for b in range(nb):
-        for i in range(block_start[b], block_start[b + 1]):
-            qlen[b, qof[i]] += 1
-    k = 0
-    for b in range(nb):
-        for q in range(3):
-            qstart[b, q] = k
-            k += qlen[b, q]
-    cur = qstart.copy()
-    qrows = np.empty(k, np.int64)
-    qflag = np.empty(k, np.int64)
-    qkind = np.empty(k, np.int64)
-    qfix = np.empty(k, np.int64)
-    qkey = np.zeros(k, np.int64)
-    qdata = np.empty(k, np.int64)
-    for b in range(nb):
-        for i in range(block_start[b], block_start[b + 1]):
-            q = qof[i]
-            kk = cur[b, q]
-            cur[b, q] = kk + 1
-            qrows[kk] = i
-            qflag[kk] = rflag[i]
-            qkind[kk] = rkind[i]
-            qfix[kk] = rfix[i]
-            if rkind[i] == _K_DMA or rkind[i] == _K_BAD_MEM:
-                qkey[kk] = rfix[i]
-            qdata[kk] = rbeats[i] * inv_eff
-    return qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, footprint
+    return qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, footprint
 
 
 @njit(cache=True)
-def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, periods,
+def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_class, periods,
             fifo_cap):  # pragma: no cover - compiled
     """The timing model over a program given as blocks of rows (decoded by `_decode`): unit `j` of
     the program (a pair, or a step of a pair: `lower.PairBlocks`) runs block `pair_class[j]` (the
@@ -609,10 +599,13 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
     busy = np.zeros(3, np.int64)
     pq = np.zeros(3, np.int64)     # unit of each queue's head
     iq = np.zeros(3, np.int64)     # its position among the unit's rows of the queue
-    hk = np.zeros(3, np.int64)     # its queue row (-1: the queue is done)
-    hend = np.zeros(3, np.int64)   # end of the queue rows of its unit (the head moves on by one below it)
+    hk = np.full(3, -1, np.int64)  # its row (-1: the queue is done)
+    NP = pair_class.shape[0]
     for q in range(3):
-        _seek(q, pq, iq, hk, hend, pair_class, qstart, qlen)
+        while pq[q] < NP and qlen[pair_class[pq[q]], q] == 0:
+            pq[q] += 1
+        if pq[q] < NP:
+            hk[q] = qfirst[pair_class[pq[q]], q]
     port_free = np.int64(0)
     port_busy = np.int64(0)
     t_end = np.int64(0)
@@ -636,20 +629,20 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
     # m + 1, `isa`); those are marked in `dirty` (bit q) and recomputed, here, inline (a helper
     # taking the arrays would cost reference counting at every step). A head's flags are checked
     # there too: a new head is always marked.
-    rt = np.full(3, -1, np.int64)
-    rkey = np.zeros(3, np.int64)
+    qt = np.full(3, -1, np.int64)
+    qkey = np.zeros(3, np.int64)
     dirty = 7
     while True:
         for q in range(3):
             if not (dirty >> q) & 1:
                 continue
-            rt[q] = -1
+            qt[q] = -1
             k = hk[q]
             if k < 0:
                 continue
-            fl = qflag[k]
+            fl = rflag[k]
             if fl < 0:
-                return _BAD_FLAG, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
+                return _BAD_FLAG, k, t_end, busy, port_busy, hk, steps
             t = free[q]
             if fl & 1:
                 f = pop_prev[q]
@@ -663,50 +656,50 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
                     continue
                 if fifo[f, head[f] & mask] > t:
                     t = fifo[f, head[f] & mask]
-            rt[q] = t
+            qt[q] = t
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
-            rkey[q] = t + qkey[k]
+            qkey[q] = t + rkey[k]
         dirty = 0
         m = -1
         for q in range(3):  # a tie goes to the lower queue
-            if rt[q] >= 0 and (m < 0 or rkey[q] < rkey[m]):
+            if qt[q] >= 0 and (m < 0 or qkey[q] < qkey[m]):
                 m = q
         if m < 0:
             if hk[0] < 0 and hk[1] < 0 and hk[2] < 0:
                 break
-            return _DEADLOCK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
+            return _DEADLOCK, -1, t_end, busy, port_busy, hk, steps
 
         k = hk[m]
-        fl = qflag[k]
-        t = rt[m]
+        fl = rflag[k]
+        t = qt[m]
         steps += 1
         if fl & 1:
             head[pop_prev[m]] += 1
         if fl & 2:
             head[pop_next[m]] += 1
 
-        kind = qkind[k]
+        kind = rkind[k]
         if kind == _K_FIXED:
-            end = t + qfix[k]
+            end = t + rfix[k]
         elif kind == _K_DMA:
-            data = qdata[k]
-            ready = t + qfix[k]
+            data = rbeats[k] * inv_eff
+            ready = t + rfix[k]
             start = ready if ready > port_free else port_free
             end = start + data
             port_free = end
             port_busy += data
         elif kind == _K_BAD_MEM:
-            return _BAD_MEM, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
+            return _BAD_MEM, k, t_end, busy, port_busy, hk, steps
         else:
-            return _BAD_OPCODE, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
+            return _BAD_OPCODE, k, t_end, busy, port_busy, hk, steps
 
         dirty = 1 << m
         if fl & 4:
             f = push_prev[m]
             n = tail[f] - head[f]
             if n >= fifo_cap:
-                return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
+                return _OVERFLOW, k, t_end, busy, port_busy, hk, steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
             if n == 0:
@@ -715,7 +708,7 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
             f = push_next[m]
             n = tail[f] - head[f]
             if n >= fifo_cap:
-                return _OVERFLOW, qrows[k], t_end, busy, port_busy, _heads(hk, qrows), steps
+                return _OVERFLOW, k, t_end, busy, port_busy, hk, steps
             fifo[f, tail[f] & mask] = end
             tail[f] += 1
             if n == 0:
@@ -725,29 +718,36 @@ def _engine(qrows, qstart, qlen, qflag, qkind, qfix, qkey, qdata, pair_class, pe
         if end > t_end:
             t_end = end
         iq[m] += 1
-        if k + 1 < hend[m]:
-            hk[m] = k + 1
+        if nxt[k] >= 0:
+            hk[m] = nxt[k]
             continue
-        _seek(m, pq, iq, hk, hend, pair_class, qstart, qlen)
-        if m != 0 or hk[0] < 0 or n_per == 0:
+        # the queue's next unit with rows of it (inline, as the ready times above)
+        p = pq[m] + 1
+        while p < NP and qlen[pair_class[p], m] == 0:
+            p += 1
+        pq[m] = p
+        iq[m] = 0
+        hk[m] = qfirst[pair_class[p], m] if p < NP else -1
+        if m != 0 or p >= NP or n_per == 0:
             continue
 
         # the load queue starts unit pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
                                                     mask, port_free, port_busy, t_end, state, a_state, a_len,
-                                                    a_pair, a_ref, a_busy, a_pos, qstart, qlen, qflag, hk, hend)
+                                                    a_pair, a_ref, a_busy, a_pos, qfirst, qlen, nxt, rflag, hk)
         dirty = 7
-    return _OK, -1, t_end, busy, port_busy, _heads(hk, qrows), steps
+    return _OK, -1, t_end, busy, port_busy, hk, steps
 
 
 @njit(cache=True)
-def _heads(hk, qrows):  # pragma: no cover - compiled
-    """Instruction row of each queue's head (-1: the queue is done), for the deadlock message."""
-    heads = np.full(3, -1, np.int64)
-    for q in range(3):
-        if hk[q] >= 0:
-            heads[q] = qrows[hk[q]]
-    return heads
+def _kernel(rows, block_start, elem_bytes, port_bytes, p, pair_class, periods, fifo_cap):  # pragma: no cover
+    """`_decode` then `_engine` in one compiled call (one dispatch; scalars back, no arrays to box):
+    (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)."""
+    qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, footprint = _decode(
+        rows, _COLS, block_start, elem_bytes, port_bytes, p)
+    status, row, end, busy, port_busy, heads, _ = _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats,
+                                                          inv_eff, pair_class, periods, fifo_cap)
+    return (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)
 
 
 # -- Python wrapper ---------------------------------------------------------------------------
@@ -781,6 +781,23 @@ def _param_array(params: TimingParams, clock_mhz: float) -> np.ndarray:
     return np.array([values[k] for k in _PCOLS], dtype=np.float64)
 
 
+#: (hw, params, (elem, port, param array)) of the last call, kept by identity (one tuple: read and
+#: replaced whole, so a thread never sees the arrays of another pair)
+_last_arrays: list[Any] = [(None, None, None)]
+
+
+def _kernel_arrays(hw: HwConfig, params: TimingParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_hw_arrays` and `_param_array` of (hw, params). Tuners time thousands of schedules on the same
+    objects, so the last pair is kept by identity (both are frozen; hashing them costs more)."""
+    last = _last_arrays[0]
+    if last[0] is hw and last[1] is params:
+        return last[2]
+    elem, port = _hw_arrays(hw, params.uop_port_bytes)
+    arrays = (elem, port, _param_array(params, hw.clock_mhz))
+    _last_arrays[0] = (hw, params, arrays)
+    return arrays
+
+
 def _describe_head(insns: np.ndarray, i: int) -> str:
     op = int(insns[i, isa.COL["opcode"]])
     name = isa.OPCODE_NAMES.get(op, f"opcode {op}")
@@ -789,9 +806,10 @@ def _describe_head(insns: np.ndarray, i: int) -> str:
     return f"instruction {i} ({name})"
 
 
-def _result(status: int, idx: int, end: int, busy: np.ndarray, port_busy: int, heads: np.ndarray,
-            footprint: float, rows: np.ndarray) -> TimingResult:
-    """TimingResult of a kernel run, or the SimulationError its status names."""
+def _result(out: tuple, rows: np.ndarray) -> TimingResult:
+    """TimingResult of a `_kernel` run, or the SimulationError its status names."""
+    status, idx, end, b_load, b_compute, b_store, port_busy = out[:7]
+    heads, footprint = out[7:10], out[10]
     m = rows
     if status == _DEADLOCK:
         blocked = []
@@ -813,13 +831,12 @@ def _result(status: int, idx: int, end: int, busy: np.ndarray, port_busy: int, h
     if status == _BAD_MEM:
         raise SimulationError(f"instruction {idx}: memory_type={m[idx, isa.COL['memory_type']]} unknown; "
                               "allowed 0..5")
-    unit = int(_TIME_SCALE)
-    return TimingResult(
-        cycles=-(-int(end) // unit),
-        busy={name: (int(b) + unit // 2) // unit for name, b in zip(isa.QUEUE_NAMES, busy)},
-        port_busy=(int(port_busy) + unit // 2) // unit,
-        footprint_bytes=int(footprint),
-    )
+    unit = 1 << 24  # _TIME_SCALE
+    half = unit >> 1
+    load, compute, store = isa.QUEUE_NAMES
+    return TimingResult(-(-end // unit), {load: (b_load + half) // unit, compute: (b_compute + half) // unit,
+                                          store: (b_store + half) // unit},
+                        (port_busy + half) // unit, int(footprint))
 
 
 def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = None) -> TimingResult:
@@ -831,12 +848,10 @@ def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = 
     m = np.ascontiguousarray(insns, dtype=np.int64)
     if m.ndim != 2 or m.shape[1] != isa.N_FIELDS:
         raise SimulationError(f"instruction matrix must have shape (n, {isa.N_FIELDS}), got {m.shape}")
-    elem, port = _hw_arrays(hw, params.uop_port_bytes)
-    *decoded, footprint = _decode(m, _COLS, np.array([0, m.shape[0]], dtype=np.int64), elem, port,
-                                  _param_array(params, hw.clock_mhz))
-    status, idx, end, busy, port_busy, heads, _ = _engine(
-        *decoded, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), m.shape[0] + 1)
-    return _result(status, idx, end, busy, port_busy, heads, footprint, m)
+    elem, port, p = _kernel_arrays(hw, params)
+    out = _kernel(m, np.array([0, m.shape[0]], dtype=np.int64), elem, port, p, np.zeros(1, dtype=np.int64),
+                  np.zeros(0, dtype=np.int64), m.shape[0] + 1)
+    return _result(out, m)
 
 
 #: Token capacity of the FIFOs in `time_blocks` (programs built from pair blocks keep a few
@@ -855,12 +870,11 @@ def time_blocks(rows: np.ndarray, block_start: np.ndarray, pair_class: np.ndarra
     rows). `periods`: candidate periods in units, largest first. None if more tokens are in flight
     than the kernel keeps."""
     params = default_params() if params is None else params
-    elem, port = _hw_arrays(hw, params.uop_port_bytes)
-    *decoded, footprint = _decode(rows, _COLS, block_start, elem, port, _param_array(params, hw.clock_mhz))
-    status, idx, end, busy, port_busy, heads, _ = _engine(*decoded, pair_class, periods, _BLOCK_FIFO_CAP)
-    if status == _OVERFLOW:
+    elem, port, p = _kernel_arrays(hw, params)
+    out = _kernel(rows, block_start, elem, port, p, pair_class, periods, _BLOCK_FIFO_CAP)
+    if out[0] == _OVERFLOW:
         return None
-    return _result(status, idx, end, busy, port_busy, heads, footprint, rows)
+    return _result(out, rows)
 
 
 def port_efficiency(hw: HwConfig, footprint_bytes: float, params: TimingParams | None = None) -> float:
