@@ -361,21 +361,29 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
         pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
     rows, units, rep = _rows(m, pairs, u, sc, U, len(span))
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
+    block_start, seq, periods, n_insns, U = _finish(units, rep, pair_class, sc[1], sc[4], P, extra, K, NC,
+                                                    U, MIN_STEPS)
+    return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
+                      periods=periods, steps=int(U))
+
+
+@njit(cache=True)
+def _finish(units, rep, pair_class, loops, inner, P, extra, K, NC, U, min_steps):  # pragma: no cover - compiled
+    """The rest of `lower_blocks` from `emit`'s units in one compiled call: (block_start, the block
+    sequence, periods, instructions of the full program, units per pair). Sub-step units become
+    whole steps when no sub-step repeats (`emit.step_units`; one block below `min_steps` steps)."""
     if NC > 1 and U > 1:
         units, rep = step_units(units, rep, NC)
         if units.shape[1] == K + 1:  # no sub-step repeats: whole steps, as many as the step form takes
             NC = 1
-            if K < MIN_STEPS:
-                units = units.sum(axis=1, keepdims=True)
+            if K < min_steps:
+                units = units.sum(axis=1).reshape(-1, 1)
         U = units.shape[1]
     if U == 1:
-        block_start, n_insns, periods = block_tail(units[:, 0], pair_class, sc[1], P, extra)
-        return PairBlocks(rows=rows, block_start=block_start, pair_class=pair_class, n_insns=int(n_insns),
-                          periods=periods)
-    _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, sc[1], P, extra)
-    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC, sc[4])
-    return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
-                      periods=periods, steps=U)
-
+        block_start, n_insns, periods = block_tail(units[:, 0].copy(), pair_class, loops, P, extra)
+        return block_start, pair_class, periods, n_insns, U
+    _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, loops, P, extra)
+    block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC, inner)
+    return block_start, seq, periods, n_insns, U
 
 __all__ = ["Lowered", "PairBlocks", "lower_program", "lower_blocks", "regions", "dram_bases"]
