@@ -131,19 +131,20 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
     return tuple(base.get(n, 0) for n in names), uop // isa.UOP_BYTES
 
 
-def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_span: int = 0
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_span: int = 0,
+          scratch_rows: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; (K + 1)·C: a
     unit per sub-step, the rest of the pair and C - 1 empty ones, repeated steps and sub-steps not written). The last
     `n_span` pairs are written for the DRAM footprint alone: of their rows, those reaching beyond the
     others' span follow the tail (`emit.span_rows`), their units are left out. One compiled call
-    (`_emit_rows`) into the kept scratch, unless the rows may not fit it."""
+    (`_emit_rows`) into the kept scratch, grown up to `scratch_rows` rows (default `_SCRATCH_ROWS`),
+    unless the rows may not fit it."""
     kern = (_kernel_row(m.gemm), _kernel_row(m.reset), _NO_VARIANTS if m.edges is None else _variant_kernels(m.edges))
     args = (pairs, sc[0], sc[3], sc[1], sc[2], sc[4], *kern, _epilogue(m.epilogue),
             u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, sc[5],
             m.n_lift, preload_size(m, u), m.early_epilogue, steps, n_span)
     rows, units, rep, n = _emit_rows(*args, _scratch(0), True)
-    if n < 0 and -n <= _SCRATCH_ROWS:  # a larger scratch
+    if n < 0 and -n <= (scratch_rows or _SCRATCH_ROWS):  # a larger scratch
         rows, units, rep, n = _emit_rows(*args, _scratch(-n), True)
     elif n < 0:  # a whole program: a matrix of its own rather than a scratch kept at its size
         out = np.zeros((-n, isa.N_FIELDS), dtype=np.int64)
@@ -203,9 +204,14 @@ def _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi
 
 
 _SCRATCH = threading.local()
-#: Rows of the largest scratch kept (15 MB): block programs fit; a whole program (`lower_program`)
-#: gets a matrix of its own rather than a scratch kept at its size
+#: Rows of the largest scratch kept for a whole program (15 MB; `lower_program`): a larger one gets a
+#: matrix of its own rather than a scratch kept at its size (it writes every row it bounds)
 _SCRATCH_ROWS = 1 << 16
+#: The same for a block program (`lower_blocks`): its bound is loose (every step and kernel load
+#: written) and its rows are few, so the scratch grows further (virtual memory: only the pages of rows
+#: written are touched). A fresh matrix at such a bound costs a calloc of tens of MB, which glibc may
+#: serve by zeroing heap pages: milliseconds, 30x the emitting, on 1 in 800 sampled schedules.
+_BLOCK_SCRATCH_ROWS = 1 << 20
 
 
 def _scratch(n: int) -> np.ndarray:
@@ -359,7 +365,7 @@ def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
     span = _span_pairs(sc[0], pairs, pair_class)
     if span:
         pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
-    rows, units, rep = _rows(m, pairs, u, sc, U, len(span))
+    rows, units, rep = _rows(m, pairs, u, sc, U, len(span), _BLOCK_SCRATCH_ROWS)
     extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
     block_start, seq, periods, n_insns, U = _finish(units, rep, pair_class, sc[1], sc[4], P, extra, K, NC,
                                                     U, MIN_STEPS)
