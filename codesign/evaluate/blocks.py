@@ -17,10 +17,10 @@ from codesign.schedule.knobs import Config, KnobValue
 from codesign.workloads.layers import Layer
 
 
-def compile_blocks(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *, shift: int = 8
-                   ) -> PairBlocks:
-    """The program `compiler.compile_insns` builds, as `PairBlocks`."""
-    return lower_blocks(mapping_for(layer, config, hw, _check_shift(shift)), hw)
+def compile_blocks(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, *, shift: int = 8,
+                   borrow: bool = False) -> PairBlocks:
+    """The program `compiler.compile_insns` builds, as `PairBlocks` (`borrow`: `lower_blocks`')."""
+    return lower_blocks(mapping_for(layer, config, hw, _check_shift(shift)), hw, borrow=borrow)
 
 
 __all__ = ["PairBlocks", "compile_blocks"]

@@ -135,7 +135,7 @@ def _timed(layer: Layer, config: Config | dict[str, KnobValue], hw: HwConfig, pa
     """(seconds, the cycle model's result) of `measure`."""
     params = _params(params)
     hw = HwConfig.resolve(hw)
-    blocks = compile_blocks(layer, config, hw)
+    blocks = compile_blocks(layer, config, hw, borrow=True)  # timed at once: its rows need no copy
     n_insns = blocks.n_insns
     res = timing.time_blocks(blocks.rows, blocks.block_start, blocks.pair_class, blocks.periods, hw, params)
     if res is None:  # more tokens in flight than the block kernel keeps

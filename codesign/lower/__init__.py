@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -131,43 +132,63 @@ def _bases(geo: Geometry, inp_channels: int, hw: HwConfig, bias: bool = False, r
     return tuple(base.get(n, 0) for n in names), uop // isa.UOP_BYTES
 
 
-def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple, steps: int = 1, n_span: int = 0,
-          scratch_rows: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of `pairs` + tail, row count of each unit of each pair, the unit each repeats: `emit`); `sc` = `_spec` of `m`; `steps`: units per pair (1: every row written; (K + 1)·C: a
-    unit per sub-step, the rest of the pair and C - 1 empty ones, repeated steps and sub-steps not written). The last
-    `n_span` pairs are written for the DRAM footprint alone: of their rows, those reaching beyond the
-    others' span follow the tail (`emit.span_rows`), their units are left out. One compiled call
-    (`_emit_rows`) into the kept scratch, grown up to `scratch_rows` rows (default `_SCRATCH_ROWS`),
-    unless the rows may not fit it."""
+def _emit_args(m: Mapping, u: Uops, sc: tuple) -> tuple:
+    """What `emit` reads of `m` beyond the pairs: the spec, kernels, epilogue, micro-op plan, options
+    (`_emit_rows`' arguments from `sc` to `early`)."""
     kern = (_kernel_row(m.gemm), _kernel_row(m.reset), _NO_VARIANTS if m.edges is None else _variant_kernels(m.edges))
-    args = (pairs, sc[0], sc[3], sc[1], sc[2], sc[4], *kern, _epilogue(m.epilogue),
+    return (sc[0], sc[3], sc[1], sc[2], sc[4], *kern, _epilogue(m.epilogue),
             u.sizes, u.uses, u.kvar, u.ring.load, u.ring.bgn, u.first_pair, u.dram_off, sc[5],
-            m.n_lift, preload_size(m, u), m.early_epilogue, steps, n_span)
-    rows, units, rep, n = _emit_rows(*args, _scratch(0), True)
-    if n < 0 and -n <= (scratch_rows or _SCRATCH_ROWS):  # a larger scratch
-        rows, units, rep, n = _emit_rows(*args, _scratch(-n), True)
-    elif n < 0:  # a whole program: a matrix of its own rather than a scratch kept at its size
+            m.n_lift, preload_size(m, u), m.early_epilogue)
+
+
+def _rows(m: Mapping, pairs: np.ndarray, u: Uops, sc: tuple) -> np.ndarray:
+    """Rows of `pairs` + tail, every row written (`emit`, one unit per pair); `sc` = `_spec` of `m`."""
+    return _into_scratch(_emit_rows, (pairs, *_emit_args(m, u, sc), 1, 0), _SCRATCH_ROWS, False)[0]
+
+
+def _into_scratch(fn: Any, args: tuple, scratch_rows: int, borrow: bool) -> tuple:
+    """fn(*args, out, mode, dirty) (`_emit_rows`, `_lower`: first the rows, last (n, dirty)) into the
+    kept scratch, grown up to `scratch_rows` rows, or, when the rows may not fit it, into a matrix of
+    their own (rows whose bound is larger are a whole program's: a scratch kept at that size would
+    hold them). `borrow`: the rows may be the scratch's own."""
+    got = fn(*args, _scratch(0), _BORROW if borrow else _COPY, _SCRATCH.dirty)
+    n = got[-2]
+    if n < 0 and -n <= scratch_rows:  # a larger scratch
+        got = fn(*args, _scratch(-n), _BORROW if borrow else _COPY, _SCRATCH.dirty)
+    elif n < 0:
         out = np.zeros((-n, isa.N_FIELDS), dtype=np.int64)
-        rows, units, rep, n = _emit_rows(*args, out, False)
-        if not n_span:
-            rows = out[:n]
-    return rows, units, rep
+        got = fn(*args, out, _OWN, 0)
+        if got[0].shape[0] == 0:  # left in `out`
+            got = (out[:got[-2]], *got[1:])
+        return got
+    # the scratch's rows lent out are zeroed by the next emission (left writeable: a read-only
+    # array is another type to the compiled cycle model, another compilation)
+    _SCRATCH.dirty = got[-1]
+    return got
 
 
 _F = isa.N_FIELDS
 _NO_VARIANTS = np.zeros((0, 2, len(LOOP_FIELDS)), dtype=np.int64)  # no edge tiles: the full tile's kernels alone
 _NO_VARIANTS.setflags(write=False)
+_OWN, _COPY, _BORROW = 0, 1, 2  # `_emit_rows` modes: the rows in a matrix of their own, copied out, lent
 
 
 @njit(cache=True)
 def _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi, sizes, uses, kvar, load, bgn,
-               first_pair, dram_off, uop_base, n_lift, preload, early, steps, n_span, out, scratch
+               first_pair, dram_off, uop_base, n_lift, preload, early, steps, n_span, out, mode, dirty
                ):  # pragma: no cover - compiled
-    """`emit` of `pairs` into `out` (zeroed), then (rows, units, rep, n): `_rows`' three and the row
-    count written. The rows are a matrix of their own; `scratch`: `out` is kept, its rows written are
-    zeroed again; else (a matrix for this program alone) without span pairs the rows are left in
-    `out` (rows empty: the caller takes out[:n]). n = -bound, nothing written, when `out` may be too
-    short: `max_rows` bounds a pair's rows loosely (every load split, every kernel reloaded, every step
+    """`emit` of `pairs` into `out` (zeroed but its first `dirty` rows, zeroed here first), then (rows,
+    units, rep, n, dirty): the rows of `pairs` + tail, the row count of each unit of each pair and the
+    unit each repeats (`emit`; `steps` units per pair: 1, every row written, or (K + 1)·C, a unit per
+    sub-step, the rest of the pair and C - 1 empty ones, repeated steps and sub-steps not written), the
+    row count written and the rows of `out` left for the next call to zero. The last `n_span` pairs
+    are written for the DRAM footprint alone: of their rows, those reaching beyond the others' span
+    follow the tail (`emit.span_rows`), their units are left out. `mode` `_COPY` (`out` is the kept scratch):
+    the rows are a matrix of their own, the rows written zeroed again; `_BORROW` (the scratch too): the
+    rows are out[:n] itself, left for the next call to zero as its `dirty` (span pairs: copied, as
+    `_COPY`); `_OWN` (a matrix for this program alone): without span pairs the rows are left in `out`
+    (rows empty: the caller takes out[:n]). n = -bound, nothing written, when `out` may be too short:
+    `max_rows` bounds a pair's rows loosely (every load split, every kernel reloaded, every step
     written)."""
     T, K, G, C, R, E = sc[NT], sc[NK], sc[TB], sc[NC], sc[RES_CHUNKS], epi.shape[1]
     loads = max(scv[:, INP_SPLIT].max(), sc[INP_SPLIT])
@@ -175,7 +196,8 @@ def _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi
                 + uses.shape[0] + 1)
     bound = pairs.shape[0] * max_rows + 3
     if bound > out.shape[0]:
-        return np.empty((0, _F), np.int64), np.empty((0, steps), np.int64), np.empty((0, steps), np.int64), -bound
+        return np.empty((0, _F), np.int64), np.empty((0, steps), np.int64), np.empty((0, steps), np.int64), -bound, dirty
+    out[:dirty] = 0
     kern = np.empty((1 + variants.shape[0], 2, gemm.shape[0]), np.int64)
     kern[0, 0] = gemm
     kern[0, 1] = reset
@@ -194,13 +216,15 @@ def _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi
         for i in range(span.shape[0]):
             rows[a + 3 + i] = out[span[i]]
         units, rep = units[:q], rep[:q]
-    elif scratch:
+    elif mode == _BORROW:
+        return out[:n], units, rep, n, n  # no copy: a block program is timed at once (`lower_blocks`)
+    elif mode == _COPY:
         rows = out[:n].copy()
     else:
         rows = np.empty((0, _F), np.int64)
-    if scratch:
+    if mode != _OWN:
         out[:n] = 0  # the emitter writes rows 0..n-1 only: the scratch is all zeros again
-    return rows, units, rep, n
+    return rows, units, rep, n, 0
 
 
 _SCRATCH = threading.local()
@@ -215,13 +239,15 @@ _BLOCK_SCRATCH_ROWS = 1 << 20
 
 
 def _scratch(n: int) -> np.ndarray:
-    """A zeroed (>= n, fields) matrix for the emitter, kept per thread: `max_rows` bounds a pair's
-    rows loosely (every load split, every kernel reloaded, every step written), so a fresh `np.zeros`
-    of that bound cost about as much as the emitting (the memset of a large calloc); the user
-    zeroes the rows used (`_emit_rows`; from the h-ff-segments WIP)."""
+    """A (>= n, fields) matrix for the emitter, kept per thread, zeroed but its first
+    `_SCRATCH.dirty` rows (lent out with a block program, zeroed by the next emission): `max_rows`
+    bounds a pair's rows loosely (every load split, every kernel reloaded, every step written), so a
+    fresh `np.zeros` of that bound cost about as much as the emitting (the memset of a large calloc);
+    the user zeroes the rows used (`_emit_rows`; from the h-ff-segments WIP)."""
     buf = getattr(_SCRATCH, "buf", None)
     if buf is None or buf.shape[0] < n:
         buf = _SCRATCH.buf = np.zeros((max(n, 1 << 12), isa.N_FIELDS), dtype=np.int64)
+        _SCRATCH.dirty = 0
     return buf
 
 
@@ -297,7 +323,7 @@ def lower_program(m: Mapping, hw: HwConfig) -> Lowered:
     """The whole program of `m`: every pair, in order, and the tail."""
     legal(m, hw)
     u = uop_plan(m, hw.uop_depth)
-    rows, _, _ = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
+    rows = _rows(m, np.arange(m.n_pairs, dtype=np.int64), u, _spec(m, hw, u))
     return Lowered(rows, uop_array(m, u.first, hw.wgt_depth, u.origin), m)
 
 
@@ -330,18 +356,21 @@ def _pair_classes(sc, scv, loops, threads, steady, n_rows, ring_start, special):
                    cc, loops[co_loop, 1] if co_loop >= 0 else 1, places, steady, n_rows, ring_start, special)
 
 
-def _span_pairs(sc: np.ndarray, pairs: np.ndarray, pair_class: np.ndarray) -> list[int]:
+@njit(cache=True)
+def _span_pairs(sc, pairs, pair_class):  # pragma: no cover - compiled
     """The pairs not written whose rows reach furthest in DRAM: an operand loaded outside the
     reduction is loaded at the pairs j % place == 0 (`access.loaded`), and its last load, at the
     furthest tiles of the pairs loading it (every DMA's DRAM offset grows with the tile indices,
     `access`), may fall in a pair whose class another pair stands for."""
-    out: list[int] = []
-    for place in (int(sc[INP_PLACE]), int(sc[WGT_PLACE])):
+    out = np.empty(2, np.int64)
+    n = 0
+    for place in (sc[INP_PLACE], sc[WGT_PLACE]):
         if place > 0:
-            j = (int(sc[NP]) - 1) // place * place
-            if pairs[pair_class[j]] != j and j not in out:
-                out.append(j)
-    return out
+            j = (sc[NP] - 1) // place * place
+            if pairs[pair_class[j]] != j and (n == 0 or out[0] != j):
+                out[n] = j
+                n += 1
+    return out[:n]
 
 
 #: Sub-steps (reduction steps x ACC slots) from which `lower_blocks` writes a pair sub-step by sub-step
@@ -349,28 +378,46 @@ def _span_pairs(sc: np.ndarray, pairs: np.ndarray, pair_class: np.ndarray) -> li
 MIN_STEPS = 3
 
 
-def lower_blocks(m: Mapping, hw: HwConfig) -> PairBlocks:
+def lower_blocks(m: Mapping, hw: HwConfig, *, borrow: bool = False) -> PairBlocks:
     """The program of `m` as `PairBlocks`: one pair per class of identical pairs is emitted, so
-    the cost does not grow with the number of tiles."""
-    P = m.n_pairs
+    the cost does not grow with the number of tiles. `borrow`: the rows may be rows of this thread's
+    emitter scratch (not to be written), valid until its next lowering (a caller that times them at
+    once saves their copy: `evaluate.run`)."""
     u = uop_plan(m, hw.uop_depth)
     ring = u.ring
-    steady = ring.steady(P)
     sc = _spec(m, hw, u)
-    # edge tiles: the pairs that load a kernel first are their own classes (`Uops.special`)
-    pairs, pair_class = _pair_classes(sc[0], sc[3], sc[1], sc[2], steady, ring.load.shape[0],
-                                      -1 if ring.start is None else ring.start, u.special)
-    K, NC = m.n_steps, m.n_inner
-    U = (K + 1) * NC if K * NC >= MIN_STEPS else 1  # K·NC sub-steps, the rest, NC - 1 empty units
-    span = _span_pairs(sc[0], pairs, pair_class)
-    if span:
-        pairs = np.concatenate((pairs, np.array(span, dtype=np.int64)))
-    rows, units, rep = _rows(m, pairs, u, sc, U, len(span), _BLOCK_SCRATCH_ROWS)
-    extra = ring.load.shape[0] - ring.start if not steady and ring.start is not None else 0
-    block_start, seq, periods, n_insns, U = _finish(units, rep, pair_class, sc[1], sc[4], P, extra, K, NC,
-                                                    U, MIN_STEPS)
+    args = (*_emit_args(m, u, sc), ring.steady(m.n_pairs), ring.load.shape[0],
+            -1 if ring.start is None else ring.start, u.special, MIN_STEPS)
+    rows, block_start, seq, periods, n_insns, U, _, _ = _into_scratch(_lower, args, _BLOCK_SCRATCH_ROWS, borrow)
     return PairBlocks(rows=rows, block_start=block_start, pair_class=seq, n_insns=int(n_insns),
                       periods=periods, steps=int(U))
+
+
+@njit(cache=True)
+def _lower(sc, scv, loops, threads, inner, gemm, reset, variants, epi, sizes, uses, kvar, load, bgn, first_pair,
+           dram_off, uop_base, n_lift, preload, early, steady, ring_m, ring_start, special, min_steps, out, mode,
+           dirty):  # pragma: no cover - compiled
+    """`lower_blocks` from the spec and the micro-op plan in one compiled call (`_emit_rows`' arguments
+    but the pairs; the ring's steadiness, rows and period start; `Uops.special`): the classes of
+    identical pairs (edge tiles: the pairs that load a kernel first are their own), one member of each
+    written (`K·C` >= `min_steps` sub-steps: unit by unit, see `emit`), the span pairs for the
+    footprint, the blocks. Returns (rows, block_start, block sequence, periods, instructions of the
+    full program, units per pair, n, dirty) (n, dirty: `_emit_rows`')."""
+    P, K, C = sc[NP], sc[NK], sc[NC]
+    pairs, pair_class = _pair_classes(sc, scv, loops, threads, steady, ring_m, ring_start, special)
+    U = (K + 1) * C if K * C >= min_steps else 1  # K·C sub-steps, the rest, C - 1 empty units
+    span = _span_pairs(sc, pairs, pair_class)
+    if span.shape[0]:
+        pairs = np.concatenate((pairs, span))
+    rows, units, rep, n, dirty = _emit_rows(pairs, sc, scv, loops, threads, inner, gemm, reset, variants, epi, sizes,
+                                            uses, kvar, load, bgn, first_pair, dram_off, uop_base, n_lift, preload,
+                                            early, U, span.shape[0], out, mode, dirty)
+    if n < 0:  # `out` may be too short
+        return rows, pair_class, pair_class, pair_class, 0, U, n, dirty
+    extra = ring_m - ring_start if not steady and ring_start >= 0 else 0
+    block_start, seq, periods, n_insns, U = _finish(units, rep, pair_class, loops, inner, P, extra, K, C, U,
+                                                    min_steps)
+    return rows, block_start, seq, periods, n_insns, U, n, dirty
 
 
 @njit(cache=True)
