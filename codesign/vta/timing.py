@@ -289,70 +289,97 @@ def _fix(x):  # pragma: no cover - compiled
     return np.int64(np.round(x * _TIME_SCALE))
 
 
+# The engine's small state is one int64 array `st` of rows (`_engine` works on a view of each row);
+# `_fast_forward` takes it whole: a compiled call costs reference counting per array argument.
+_PQ, _IQ, _FREE, _BUSY, _HK = 0, 1, 2, 3, 4  # per queue (3): unit of the head, its position among the
+# unit's rows of the queue, clock, busy time, the head's row (-1: the queue is done)
+_HEAD, _TAIL = 5, 6  # per token FIFO (4): ring positions of the first token and past the last
+_N_ST = 7
+# Columns of an anchor row (`_fast_forward`): unit, length of the state (0: not kept, -1: none yet),
+# load clock, busy time (3 queues, port), units of the queue heads, then the state itself.
+_A_PAIR, _A_LEN, _A_REF, _A_BUSY, _A_POS, _A_STATE = 0, 1, 2, 3, 7, 10
+#: Most words of state a snapshot keeps (12 + the tokens in flight).
+_MAX_STATE = 12 + 64
+
+
 @njit(cache=True)
-def _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state):  # pragma: no cover - compiled
-    """The state relative to the load clock into `state` (the other queues' positions relative to the
-    load queue's unit, clocks, port, token FIFOs); returns its length (0: too many tokens to keep)."""
-    j = pq[0]
-    ref = free[0]
+def _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, r):  # pragma: no cover - compiled
+    """Into anchor row r: the unit the load queue starts, its clock, the busy times, the units of the
+    queue heads, and the state relative to the load clock (the other queues' positions relative to the
+    load queue's unit, clocks, port, token FIFOs); returns the state's length (0: too many tokens to
+    keep)."""
+    j = st[_PQ, 0]
+    ref = st[_FREE, 0]
+    anc[r, _A_PAIR] = j
+    anc[r, _A_REF] = ref
+    for q in range(3):
+        anc[r, _A_BUSY + q] = st[_BUSY, q]
+        anc[r, _A_POS + q] = st[_PQ, q]
+    anc[r, _A_BUSY + 3] = port_busy
     size = 12
     for f in range(4):
-        size += tail[f] - head[f]
-    if size > state.shape[0]:
+        size += st[_TAIL, f] - st[_HEAD, f]
+    if size > _MAX_STATE:
+        size = 0
+    anc[r, _A_LEN] = size
+    if size == 0:
         return 0
-    state[0] = pq[1] - j
-    state[1] = iq[1]
-    state[2] = pq[2] - j
-    state[3] = iq[2]
-    state[4] = free[1] - ref
-    state[5] = free[2] - ref
-    state[6] = port_free - ref
-    state[7] = t_end - ref
-    k = 12
+    s = _A_STATE
+    anc[r, s] = st[_PQ, 1] - j
+    anc[r, s + 1] = st[_IQ, 1]
+    anc[r, s + 2] = st[_PQ, 2] - j
+    anc[r, s + 3] = st[_IQ, 2]
+    anc[r, s + 4] = st[_FREE, 1] - ref
+    anc[r, s + 5] = st[_FREE, 2] - ref
+    anc[r, s + 6] = port_free - ref
+    anc[r, s + 7] = t_end - ref
+    k = s + 12
     for f in range(4):
-        state[8 + f] = tail[f] - head[f]
-        for e in range(head[f], tail[f]):
-            state[k] = fifo[f, e & mask] - ref
+        anc[r, s + 8 + f] = st[_TAIL, f] - st[_HEAD, f]
+        for e in range(st[_HEAD, f], st[_TAIL, f]):
+            anc[r, k] = fifo[f, e & mask] - ref
             k += 1
     return size
 
 
 @njit(cache=True)
-def _seek(q, pq, iq, hk, pair_class, qfirst, qlen, nxt):  # pragma: no cover - compiled
+def _seek(q, st, pair_class, qfirst, qlen, nxt):  # pragma: no cover - compiled
     """Queue q's head: its row at position iq[q] of unit pq[q] (units without rows of q are passed)
     into hk[q]; -1: q is done."""
-    while pq[q] < pair_class.shape[0] and iq[q] >= qlen[pair_class[pq[q]], q]:
-        pq[q] += 1
-        iq[q] = 0
-    if pq[q] >= pair_class.shape[0]:
-        hk[q] = -1
+    NP = pair_class.shape[0]
+    while st[_PQ, q] < NP and st[_IQ, q] >= qlen[pair_class[st[_PQ, q]], q]:
+        st[_PQ, q] += 1
+        st[_IQ, q] = 0
+    if st[_PQ, q] >= NP:
+        st[_HK, q] = -1
         return
-    k = qfirst[pair_class[pq[q]], q]
-    for _ in range(iq[q]):
+    k = qfirst[pair_class[st[_PQ, q]], q]
+    for _ in range(st[_IQ, q]):
         k = nxt[k]
-    hk[q] = k
+    st[_HK, q] = k
 
 
 @njit(cache=True)
-def _blocked(q, hk, rflag, head, tail):  # pragma: no cover - compiled
+def _blocked(q, st, rflag):  # pragma: no cover - compiled
     """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
-    if hk[q] < 0:
+    k = st[_HK, q]
+    if k < 0:
         return False
-    fl = rflag[hk[q]]
+    fl = rflag[k]
     if fl < 0:
         return False
-    if fl & 1 and head[_POP_PREV[q]] == tail[_POP_PREV[q]]:
+    if fl & 1 and st[_HEAD, _POP_PREV[q]] == st[_TAIL, _POP_PREV[q]]:
         return True
-    return (fl & 2) != 0 and head[_POP_NEXT[q]] == tail[_POP_NEXT[q]]
+    return (fl & 2) != 0 and st[_HEAD, _POP_NEXT[q]] == st[_TAIL, _POP_NEXT[q]]
 
 
 @njit(cache=True)
-def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mask, port_free, port_busy, t_end,
-                  state, a_state, a_len, a_pair, a_ref, a_busy, a_pos, qfirst, qlen, nxt, rflag, hk
-                  ):  # pragma: no cover - compiled
+def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, periods, qfirst, qlen, nxt,
+                  rflag):  # pragma: no cover - compiled
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
-    the snapshot at unit j - c of each candidate period c, skip the periods that repeat exactly
-    (see `_engine`), then snapshot. Returns (port_free, port_busy, t_end).
+    the snapshot at unit j - c of each candidate period c (anchor rows of `anc`, one per period; its
+    last row takes the current state), skip the periods that repeat exactly (see `_engine`), then
+    snapshot. Returns (port_free, port_busy, t_end).
 
     The unit a skip lands on is compared again, like any unit the load queue starts: a skip leaves
     exactly the state the simulation reaches there, and the snapshots are states it reached, so a
@@ -360,7 +387,7 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
     repeats inside a larger one, the multiples of the larger are reached only by skips and the larger
     period is never compared).
 
-    A queue parked at the same place in both (same unit and row, `a_pos`) whose head waits for a
+    A queue parked at the same place in both (same unit and row, `_A_POS`) whose head waits for a
     token its FIFO does not hold is not compared relative to the load clock: its FIFO held as many
     tokens at both (the FIFOs are compared) and only it pops them, so none was pushed in between; it
     ran nothing, the others ran without it (a blocked head takes no part in the arbitration), so in
@@ -369,36 +396,36 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
     `lower.PairBlocks`): it waits for the pair's epilogue."""
     NP = pair_class.shape[0]
     n_per = periods.shape[0]
-    j = pq[0]
-    ref = free[0]
-    size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
+    cur = n_per  # the row of the current state
+    S = _A_STATE
+    size = _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, cur)
     if size == 0:
         return port_free, port_busy, t_end
-    parked = np.zeros(3, np.bool_)
+    j = st[_PQ, 0]
     skipped = True
     while skipped and size > 0:  # after a skip, the periods are tried again at the unit it lands on
         skipped = False
         for a in range(n_per):
             c = periods[a]
-            if j % c != 0 or a_pair[a] != j - c or a_len[a] != size:
+            if j % c != 0 or anc[a, _A_PAIR] != j - c or anc[a, _A_LEN] != size:
                 continue
             same = True
-            for s in range(6, size):  # port, end, token FIFOs
-                if state[s] != a_state[a, s]:
+            for s in range(S + 6, S + size):  # port, end, token FIFOs
+                if anc[cur, s] != anc[a, s]:
                     same = False
                     break
             if not same:
                 continue
             lo_pair = j
+            parked = 0  # bit q: queue q is parked
             for q in range(1, 3):  # each other queue: moved with the load queue, or parked
-                parked[q] = False
-                if (state[2 * q - 2] == a_state[a, 2 * q - 2] and state[2 * q - 1] == a_state[a, 2 * q - 1]
-                        and state[3 + q] == a_state[a, 3 + q]):
-                    if pq[q] < lo_pair:
-                        lo_pair = pq[q]
-                elif (a_pos[a, q] == pq[q] and state[2 * q - 1] == a_state[a, 2 * q - 1]
-                      and _blocked(q, hk, rflag, head, tail)):
-                    parked[q] = True
+                pos, row, clock = S + 2 * q - 2, S + 2 * q - 1, S + 3 + q
+                if anc[cur, pos] == anc[a, pos] and anc[cur, row] == anc[a, row] and anc[cur, clock] == anc[a, clock]:
+                    if st[_PQ, q] < lo_pair:
+                        lo_pair = st[_PQ, q]
+                elif (anc[a, _A_POS + q] == st[_PQ, q] and anc[cur, row] == anc[a, row]
+                      and _blocked(q, st, rflag)):
+                    parked |= 1 << q
                 else:
                     same = False
             if not same or lo_pair < c:
@@ -413,43 +440,36 @@ def _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail, mas
                 r_end += 1
             reps = (r_end - j) // c
             for q in range(1, 3):
-                if not parked[q] and (r_end - 1 - pq[q]) // c < reps:
-                    reps = (r_end - 1 - pq[q]) // c
+                if not (parked >> q) & 1 and (r_end - 1 - st[_PQ, q]) // c < reps:
+                    reps = (r_end - 1 - st[_PQ, q]) // c
             if reps >= 1 and j + reps * c == r_end and (r_end >= NP or qlen[pair_class[r_end], 0] == 0):
                 reps -= 1
             if reps < 1:
                 continue
-            shift = reps * (ref - a_ref[a])
+            shift = reps * (anc[cur, _A_REF] - anc[a, _A_REF])
             for q in range(3):
-                if parked[q]:
+                if (parked >> q) & 1:
                     continue
-                free[q] += shift
-                busy[q] += reps * (busy[q] - a_busy[a, q])
-                pq[q] += reps * c
-            port_busy += reps * (port_busy - a_busy[a, 3])
+                st[_FREE, q] += shift
+                st[_BUSY, q] += reps * (st[_BUSY, q] - anc[a, _A_BUSY + q])
+                st[_PQ, q] += reps * c
+            port_busy += reps * (port_busy - anc[a, _A_BUSY + 3])
             port_free += shift
             t_end += shift
             for f in range(4):
-                for e in range(head[f], tail[f]):
+                for e in range(st[_HEAD, f], st[_TAIL, f]):
                     fifo[f, e & mask] += shift
             for q in range(3):
-                _seek(q, pq, iq, hk, pair_class, qfirst, qlen, nxt)
-            j = pq[0]
-            ref = free[0]
-            size = _snapshot(pq, iq, free, fifo, head, tail, mask, port_free, t_end, state)
+                _seek(q, st, pair_class, qfirst, qlen, nxt)
+            j = st[_PQ, 0]
+            size = _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, cur)
             skipped = True
             break
+    width = S + size
     for a in range(n_per):
         if j % periods[a] == 0:
-            a_pair[a] = j
-            a_len[a] = size
-            a_ref[a] = ref
-            for q in range(3):
-                a_busy[a, q] = busy[q]
-                a_pos[a, q] = pq[q]
-            a_busy[a, 3] = port_busy
-            for s in range(size):
-                a_state[a, s] = state[s]
+            for s in range(width):
+                anc[a, s] = anc[cur, s]
     return port_free, port_busy, t_end
 
 
@@ -574,7 +594,8 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
     """The timing model over a program given as blocks of rows (decoded by `_decode`): unit `j` of
     the program (a pair, or a step of a pair: `lower.PairBlocks`) runs block `pair_class[j]` (the
     last entry is the tail block). A plain instruction matrix is one block run once. Returns
-    (status, row, end, busy[3], port_busy, heads[3], steps), times in fixed-point units.
+    (status, row, end, busy, port_busy, heads, steps), times in fixed-point units (busy and heads: per
+    queue, rows of the state array `st`; their entry 3 is unused).
 
     Periodic fast-forward (exact): times are integers, and the model only adds costs and
     compares times, so it commutes with a shift of every time. When the load queue starts
@@ -591,15 +612,15 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
         size *= 2
     mask = size - 1
     fifo = np.empty((4, size), np.int64)
-    head = np.zeros(4, np.int64)
-    tail = np.zeros(4, np.int64)
+    st = np.zeros((_N_ST, 4), np.int64)  # the small state (`_PQ`...), one array for `_fast_forward`
+    head, tail = st[_HEAD], st[_TAIL]
     pop_prev, pop_next, push_prev, push_next = _POP_PREV, _POP_NEXT, _PUSH_PREV, _PUSH_NEXT
 
-    free = np.zeros(3, np.int64)
-    busy = np.zeros(3, np.int64)
-    pq = np.zeros(3, np.int64)     # unit of each queue's head
-    iq = np.zeros(3, np.int64)     # its position among the unit's rows of the queue
-    hk = np.full(3, -1, np.int64)  # its row (-1: the queue is done)
+    free, busy = st[_FREE], st[_BUSY]
+    pq = st[_PQ]  # unit of each queue's head
+    iq = st[_IQ]  # its position among the unit's rows of the queue
+    hk = st[_HK]  # its row (-1: the queue is done)
+    hk[:] = -1
     NP = pair_class.shape[0]
     for q in range(3):
         while pq[q] < NP and qlen[pair_class[pq[q]], q] == 0:
@@ -611,16 +632,11 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
     t_end = np.int64(0)
     steps = 0
 
-    # Periodic fast-forward anchors: one snapshot per candidate period.
+    # Periodic fast-forward anchors: one snapshot per candidate period, and the current state (last row).
     n_per = periods.shape[0]
-    max_state = 12 + 64
-    state = np.zeros(max_state, np.int64)
-    a_state = np.zeros((n_per, max_state), np.int64)
-    a_len = np.full(n_per, -1, np.int64)
-    a_pair = np.full(n_per, -1, np.int64)
-    a_ref = np.zeros(n_per, np.int64)
-    a_busy = np.zeros((n_per, 4), np.int64)
-    a_pos = np.zeros((n_per, 3), np.int64)
+    anc = np.zeros((n_per + 1, _A_STATE + _MAX_STATE), np.int64)
+    anc[:, _A_PAIR] = -1
+    anc[:, _A_LEN] = -1
 
     # Ready time of each queue's head (its clock, or the time of a token it pops if later; -1: it
     # waits on an empty token FIFO, or the queue is done) and its arbitration key, kept: a step
@@ -732,9 +748,8 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
             continue
 
         # the load queue starts unit pq[0]: snapshot, try to skip whole periods
-        port_free, port_busy, t_end = _fast_forward(pair_class, periods, pq, iq, free, busy, fifo, head, tail,
-                                                    mask, port_free, port_busy, t_end, state, a_state, a_len,
-                                                    a_pair, a_ref, a_busy, a_pos, qfirst, qlen, nxt, rflag, hk)
+        port_free, port_busy, t_end = _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class,
+                                                    periods, qfirst, qlen, nxt, rflag)
         dirty = 7
     return _OK, -1, t_end, busy, port_busy, hk, steps
 
