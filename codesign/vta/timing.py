@@ -263,24 +263,27 @@ def _mix_efficiency(eff_hit, eff_dram, cache, footprint):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c):  # pragma: no cover
+def _dma_fixed(op, mem, y, x, y_pad, x_pad, lat, row_oh, pad_c):  # pragma: no cover - compiled
     """Off-port time of a DMA: request latency, per-row burst set-up, zero padding (INP/ACC
-    loads only)."""
-    mem = rows[i, c_mem]
-    y = rows[i, c_y]
+    loads only; y_pad, x_pad: the rows and columns of padding, both sides). Scalars only: a compiled
+    call with an array argument costs reference counting, per row."""
     pad = 0
     if op == 0 and (mem == 2 or mem == 3 or mem == 5):
-        xp = rows[i, c_xp0] + rows[i, c_xp1]
-        pad = (rows[i, c_yp0] + rows[i, c_yp1]) * (xp + rows[i, c_x]) + y * xp
+        pad = y_pad * (x_pad + x) + y * x_pad
     return lat + y * row_oh + pad * pad_c
+
+
+@njit(cache=True)
+def _span(base, y, stride, x):  # pragma: no cover - compiled
+    """(first, end) DRAM elements of a DMA of y rows of x elements, `stride` apart, from `base`."""
+    return base, base + (y - 1) * stride + x
 
 
 @njit(cache=True)
 def dma_span(rows, i, c_base, c_y, c_stride, c_x):  # pragma: no cover - compiled
     """(first, end) DRAM elements DMA row i spans: the unit of the footprint (`_decode`; the block
     form's span rows, `lower.emit.span_rows`, keep the rows that widen it)."""
-    fb = rows[i, c_base]
-    return fb, fb + (rows[i, c_y] - 1) * rows[i, c_stride] + rows[i, c_x]
+    return _span(rows[i, c_base], rows[i, c_y], rows[i, c_stride], rows[i, c_x])
 
 
 @njit(cache=True)
@@ -550,7 +553,9 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
                 rkind[i] = _K_FIXED
                 rfix[i] = sync
             else:
-                fix = _dma_fixed(rows, i, op, c_mem, c_y, c_x, c_yp0, c_yp1, c_xp0, c_xp1, lat, row_oh, pad_c)
+                y = rows[i, c_y]
+                fix = _dma_fixed(op, mem, y, x, rows[i, c_yp0] + rows[i, c_yp1], rows[i, c_xp0] + rows[i, c_xp1],
+                                 lat, row_oh, pad_c)
                 rfix[i] = fix
                 rkey[i] = fix
                 if mem < 0 or mem >= elem_bytes.shape[0]:
@@ -558,9 +563,9 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
                 else:
                     rkind[i] = _K_DMA
                     beats = (x * elem_bytes[mem] + port_bytes[mem] - 1) // port_bytes[mem]
-                    rbeats[i] = rows[i, c_y] * beats
+                    rbeats[i] = y * beats
                 if mem >= 0 and mem < 6:  # the DRAM footprint: bytes spanned per memory type, summed
-                    fb, fe = dma_span(rows, i, c_base, c_y, c_stride, c_x)
+                    fb, fe = _span(rows[i, c_base], y, rows[i, c_stride], x)  # dma_span, from scalars
                     fb *= elem_bytes[mem]
                     fe *= elem_bytes[mem]
                     if fb < lo_b[mem]:
