@@ -346,29 +346,29 @@ def _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, r):  # pragma: n
 
 
 @njit(cache=True)
-def _seek(q, st, pair_class, qfirst, qlen, nxt):  # pragma: no cover - compiled
+def _seek(q, st, pair_class, blk, rt):  # pragma: no cover - compiled
     """Queue q's head: its row at position iq[q] of unit pq[q] (units without rows of q are passed)
     into hk[q]; -1: q is done."""
     NP = pair_class.shape[0]
-    while st[_PQ, q] < NP and st[_IQ, q] >= qlen[pair_class[st[_PQ, q]], q]:
+    while st[_PQ, q] < NP and st[_IQ, q] >= blk[pair_class[st[_PQ, q]], _B_LEN + q]:
         st[_PQ, q] += 1
         st[_IQ, q] = 0
     if st[_PQ, q] >= NP:
         st[_HK, q] = -1
         return
-    k = qfirst[pair_class[st[_PQ, q]], q]
+    k = blk[pair_class[st[_PQ, q]], _B_FIRST + q]
     for _ in range(st[_IQ, q]):
-        k = nxt[k]
+        k = rt[k, _R_NXT]
     st[_HK, q] = k
 
 
 @njit(cache=True)
-def _blocked(q, st, rflag):  # pragma: no cover - compiled
+def _blocked(q, st, rt):  # pragma: no cover - compiled
     """Does queue q's head pop a token FIFO that is empty (it cannot start before a token is pushed)?"""
     k = st[_HK, q]
     if k < 0:
         return False
-    fl = rflag[k]
+    fl = rt[k, _R_FLAG]
     if fl < 0:
         return False
     if fl & 1 and st[_HEAD, _POP_PREV[q]] == st[_TAIL, _POP_PREV[q]]:
@@ -377,8 +377,8 @@ def _blocked(q, st, rflag):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, periods, qfirst, qlen, nxt,
-                  rflag):  # pragma: no cover - compiled
+def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, periods, blk,
+                  rt):  # pragma: no cover - compiled
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
     the snapshot at unit j - c of each candidate period c (anchor rows of `anc`, one per period; its
     last row takes the current state), skip the periods that repeat exactly (see `_engine`), then
@@ -427,7 +427,7 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
                     if st[_PQ, q] < lo_pair:
                         lo_pair = st[_PQ, q]
                 elif (anc[a, _A_POS + q] == st[_PQ, q] and anc[cur, row] == anc[a, row]
-                      and _blocked(q, st, rflag)):
+                      and _blocked(q, st, rt)):
                     parked |= 1 << q
                 else:
                     same = False
@@ -445,7 +445,7 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
             for q in range(1, 3):
                 if not (parked >> q) & 1 and (r_end - 1 - st[_PQ, q]) // c < reps:
                     reps = (r_end - 1 - st[_PQ, q]) // c
-            if reps >= 1 and j + reps * c == r_end and (r_end >= NP or qlen[pair_class[r_end], 0] == 0):
+            if reps >= 1 and j + reps * c == r_end and (r_end >= NP or blk[pair_class[r_end], _B_LEN] == 0):
                 reps -= 1
             if reps < 1:
                 continue
@@ -463,7 +463,7 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
                 for e in range(st[_HEAD, f], st[_TAIL, f]):
                     fifo[f, e & mask] += shift
             for q in range(3):
-                _seek(q, st, pair_class, qfirst, qlen, nxt)
+                _seek(q, st, pair_class, blk, rt)
             j = st[_PQ, 0]
             size = _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, cur)
             skipped = True
@@ -479,6 +479,11 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
 # Kinds of a decoded queue row (`_decode`): a fixed duration (GEMM, ALU, FINISH, sync no-op), a DMA
 # (off-port time, then data on the shared port), and the two faults raised when the row executes.
 _K_FIXED, _K_DMA, _K_BAD_OPCODE, _K_BAD_MEM = 0, 1, 2, 3
+# Columns of a decoded row (`_decode`'s `rt`): the next row of its queue in its block, token flags, kind,
+# fixed time, arbitration key offset, beats on the port.
+_R_NXT, _R_FLAG, _R_KIND, _R_FIX, _R_KEY, _R_BEATS = 0, 1, 2, 3, 4, 5
+# Columns of a decoded block (`_decode`'s `blk`): first row of each queue (3), number of rows (3).
+_B_FIRST, _B_LEN = 0, 3
 
 
 @njit(cache=True)
@@ -487,15 +492,15 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     every step; rows are 30 columns wide, so every pass over them costs a cache line per row on large
     programs). Per block b and module queue q (docs/vta.md §2.9: STORE -> store; LOAD INP/WGT -> load;
     the rest -> compute), the block's rows of q in program order are a list: its first row
-    qfirst[b, q] (-1: none), qlen[b, q] rows, each row's next nxt[i] (-1: the last). For each row i:
-    its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a flag its module may not
+    blk[b, _B_FIRST + q] (-1: none), blk[b, _B_LEN + q] rows, each row's next rt[i, _R_NXT] (-1: the
+    last). For each row i, in the columns `_R_*` of rt: its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a flag its module may not
     carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up and padding; otherwise the
     whole duration), arbitration key offset (the time from its start to its contended event: a DMA's
     fixed time, otherwise 0) and a DMA's beats on the port (its data time is beats x inv_eff, the time
     units per beat: the port efficiency depends on the footprint of all rows). Exactly the integer
     arithmetic the cost formulas of the module docstring give. Rows outside the blocks (`time_blocks`)
-    count for the footprint only. Returns (qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats,
-    inv_eff, footprint)."""
+    count for the footprint only. Returns (blk, rt, inv_eff, footprint): two arrays, so that the engine
+    and `_fast_forward` take few array arguments (each costs reference counting per call)."""
     c_op = cols[0]
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
@@ -507,14 +512,10 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     unit = np.int64(_TIME_SCALE)
     n = rows.shape[0]
     nb = block_start.shape[0] - 1
-    qfirst = np.full((nb, 3), -1, np.int64)
-    qlen = np.zeros((nb, 3), np.int64)
-    nxt = np.full(n, -1, np.int64)
-    rflag = np.empty(n, np.int64)
-    rkind = np.empty(n, np.int64)
-    rfix = np.zeros(n, np.int64)
-    rkey = np.zeros(n, np.int64)
-    rbeats = np.zeros(n, np.int64)
+    blk = np.empty((nb, 6), np.int64)
+    blk[:, _B_FIRST:_B_FIRST + 3] = -1
+    blk[:, _B_LEN:_B_LEN + 3] = 0
+    rt = np.zeros((n, 6), np.int64)
     lo_b = np.full(6, np.inf)
     hi_b = np.full(6, -np.inf)
     last = np.full(3, -1, np.int64)  # the block's last row so far of each queue
@@ -533,12 +534,13 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
             m = 0
         else:
             m = 1
+        rt[i, _R_NXT] = -1
         if 0 <= b < nb:
-            qlen[b, m] += 1
+            blk[b, _B_LEN + m] += 1
             if last[m] < 0:
-                qfirst[b, m] = i
+                blk[b, _B_FIRST + m] = i
             else:
-                nxt[last[m]] = i
+                rt[last[m], _R_NXT] = i
             last[m] = i
         fl = 0
         bad = False
@@ -546,24 +548,24 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
             if rows[i, cols[1 + t]] != 0:
                 fl |= 1 << t
                 bad = bad or _TOKEN_FIFO[t, m] < 0
-        rflag[i] = -1 if bad else fl
+        rt[i, _R_FLAG] = -1 if bad else fl
         if op == 0 or op == 1:  # LOAD / STORE
             x = rows[i, c_x]
             if x == 0:
-                rkind[i] = _K_FIXED
-                rfix[i] = sync
+                rt[i, _R_KIND] = _K_FIXED
+                rt[i, _R_FIX] = sync
             else:
                 y = rows[i, c_y]
                 fix = _dma_fixed(op, mem, y, x, rows[i, c_yp0] + rows[i, c_yp1], rows[i, c_xp0] + rows[i, c_xp1],
                                  lat, row_oh, pad_c)
-                rfix[i] = fix
-                rkey[i] = fix
+                rt[i, _R_FIX] = fix
+                rt[i, _R_KEY] = fix
                 if mem < 0 or mem >= elem_bytes.shape[0]:
-                    rkind[i] = _K_BAD_MEM
+                    rt[i, _R_KIND] = _K_BAD_MEM
                 else:
-                    rkind[i] = _K_DMA
+                    rt[i, _R_KIND] = _K_DMA
                     beats = (x * elem_bytes[mem] + port_bytes[mem] - 1) // port_bytes[mem]
-                    rbeats[i] = y * beats
+                    rt[i, _R_BEATS] = y * beats
                 if mem >= 0 and mem < 6:  # the DRAM footprint: bytes spanned per memory type, summed
                     fb, fe = _span(rows[i, c_base], y, rows[i, c_stride], x)  # dma_span, from scalars
                     fb *= elem_bytes[mem]
@@ -573,29 +575,28 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
                     if fe > hi_b[mem]:
                         hi_b[mem] = fe
         elif op == 2:  # GEMM
-            rkind[i] = _K_FIXED
+            rt[i, _R_KIND] = _K_FIXED
             nu = rows[i, c_ue] - rows[i, c_ub]
-            rfix[i] = g_oh + rows[i, c_io] * rows[i, c_ii] * (nu * unit + g_loop)
+            rt[i, _R_FIX] = g_oh + rows[i, c_io] * rows[i, c_ii] * (nu * unit + g_loop)
         elif op == 4:  # ALU
-            rkind[i] = _K_FIXED
+            rt[i, _R_KIND] = _K_FIXED
             nu = rows[i, c_ue] - rows[i, c_ub]
-            rfix[i] = a_oh + rows[i, c_io] * rows[i, c_ii] * (nu * a_cpu + a_loop)
+            rt[i, _R_FIX] = a_oh + rows[i, c_io] * rows[i, c_ii] * (nu * a_cpu + a_loop)
         elif op == 3:  # FINISH
-            rkind[i] = _K_FIXED
-            rfix[i] = sync
+            rt[i, _R_KIND] = _K_FIXED
+            rt[i, _R_FIX] = sync
         else:
-            rkind[i] = _K_BAD_OPCODE
+            rt[i, _R_KIND] = _K_BAD_OPCODE
     footprint = 0.0
     for mem in range(6):
         if hi_b[mem] > lo_b[mem]:
             footprint += hi_b[mem] - lo_b[mem]
     inv_eff = _fix(1.0 / _mix_efficiency(eff_hit, eff_dram, cache, footprint))
-    return qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, footprint
+    return blk, rt, inv_eff, footprint
 
 
 @njit(cache=True)
-def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_class, periods,
-            fifo_cap):  # pragma: no cover - compiled
+def _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap):  # pragma: no cover - compiled
     """The timing model over a program given as blocks of rows (decoded by `_decode`): unit `j` of
     the program (a pair, or a step of a pair: `lower.PairBlocks`) runs block `pair_class[j]` (the
     last entry is the tail block). A plain instruction matrix is one block run once. Returns
@@ -628,10 +629,10 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
     hk[:] = -1
     NP = pair_class.shape[0]
     for q in range(3):
-        while pq[q] < NP and qlen[pair_class[pq[q]], q] == 0:
+        while pq[q] < NP and blk[pair_class[pq[q]], _B_LEN + q] == 0:
             pq[q] += 1
         if pq[q] < NP:
-            hk[q] = qfirst[pair_class[pq[q]], q]
+            hk[q] = blk[pair_class[pq[q]], _B_FIRST + q]
     port_free = np.int64(0)
     port_busy = np.int64(0)
     t_end = np.int64(0)
@@ -661,7 +662,7 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
             k = hk[q]
             if k < 0:
                 continue
-            fl = rflag[k]
+            fl = rt[k, _R_FLAG]
             if fl < 0:
                 return _BAD_FLAG, k, t_end, busy, port_busy, hk, steps
             t = free[q]
@@ -680,7 +681,7 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
             qt[q] = t
             # Order by the time of the contended event: a DMA's port request (after its
             # off-port latency/row/pad cycles), otherwise the start.
-            qkey[q] = t + rkey[k]
+            qkey[q] = t + rt[k, _R_KEY]
         dirty = 0
         m = -1
         for q in range(3):  # a tie goes to the lower queue
@@ -692,7 +693,7 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
             return _DEADLOCK, -1, t_end, busy, port_busy, hk, steps
 
         k = hk[m]
-        fl = rflag[k]
+        fl = rt[k, _R_FLAG]
         t = qt[m]
         steps += 1
         if fl & 1:
@@ -700,12 +701,12 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
         if fl & 2:
             head[pop_next[m]] += 1
 
-        kind = rkind[k]
+        kind = rt[k, _R_KIND]
         if kind == _K_FIXED:
-            end = t + rfix[k]
+            end = t + rt[k, _R_FIX]
         elif kind == _K_DMA:
-            data = rbeats[k] * inv_eff
-            ready = t + rfix[k]
+            data = rt[k, _R_BEATS] * inv_eff
+            ready = t + rt[k, _R_FIX]
             start = ready if ready > port_free else port_free
             end = start + data
             port_free = end
@@ -739,22 +740,22 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
         if end > t_end:
             t_end = end
         iq[m] += 1
-        if nxt[k] >= 0:
-            hk[m] = nxt[k]
+        if rt[k, _R_NXT] >= 0:
+            hk[m] = rt[k, _R_NXT]
             continue
         # the queue's next unit with rows of it (inline, as the ready times above)
         p = pq[m] + 1
-        while p < NP and qlen[pair_class[p], m] == 0:
+        while p < NP and blk[pair_class[p], _B_LEN + m] == 0:
             p += 1
         pq[m] = p
         iq[m] = 0
-        hk[m] = qfirst[pair_class[p], m] if p < NP else -1
+        hk[m] = blk[pair_class[p], _B_FIRST + m] if p < NP else -1
         if m != 0 or p >= NP or n_per == 0:
             continue
 
         # the load queue starts unit pq[0]: snapshot, try to skip whole periods
         port_free, port_busy, t_end = _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class,
-                                                    periods, qfirst, qlen, nxt, rflag)
+                                                    periods, blk, rt)
         dirty = 7
     return _OK, -1, t_end, busy, port_busy, hk, steps
 
@@ -763,10 +764,8 @@ def _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, pair_c
 def _kernel(rows, block_start, elem_bytes, port_bytes, p, pair_class, periods, fifo_cap):  # pragma: no cover
     """`_decode` then `_engine` in one compiled call (one dispatch; scalars back, no arrays to box):
     (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)."""
-    qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats, inv_eff, footprint = _decode(
-        rows, _COLS, block_start, elem_bytes, port_bytes, p)
-    status, row, end, busy, port_busy, heads, _ = _engine(qfirst, qlen, nxt, rflag, rkind, rfix, rkey, rbeats,
-                                                          inv_eff, pair_class, periods, fifo_cap)
+    blk, rt, inv_eff, footprint = _decode(rows, _COLS, block_start, elem_bytes, port_bytes, p)
+    status, row, end, busy, port_busy, heads, _ = _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap)
     return (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)
 
 
