@@ -250,6 +250,8 @@ _FIFO_NAMES = isa.TOKEN_NAMES  # token FIFOs numbered as in `isa` (TOK_L2G..TOK_
 _POP_PREV, _POP_NEXT = np.array(isa.POP_PREV, dtype=np.int64), np.array(isa.POP_NEXT, dtype=np.int64)
 _PUSH_PREV, _PUSH_NEXT = np.array(isa.PUSH_PREV, dtype=np.int64), np.array(isa.PUSH_NEXT, dtype=np.int64)
 _TOKEN_FIFO = np.stack([_POP_PREV, _POP_NEXT, _PUSH_PREV, _PUSH_NEXT])  # [flag bit, module] -> FIFO, -1: none
+#: Per module, the flag bits it may not carry (no FIFO: `_TOKEN_FIFO` -1).
+_BAD_FLAGS = np.array([sum(1 << t for t in range(4) if _TOKEN_FIFO[t, m] < 0) for m in range(3)], dtype=np.int64)
 
 
 @njit(cache=True)
@@ -502,6 +504,7 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     count for the footprint only. Returns (blk, rt, inv_eff, footprint): two arrays, so that the engine
     and `_fast_forward` take few array arguments (each costs reference counting per call)."""
     c_op = cols[0]
+    c_f0, c_f1, c_f2, c_f3 = cols[1], cols[2], cols[3], cols[4]  # pop_prev, pop_next, push_prev, push_next
     c_mem, c_y, c_x = cols[5], cols[6], cols[7]
     c_yp0, c_yp1, c_xp0, c_xp1 = cols[8], cols[9], cols[10], cols[11]
     c_ub, c_ue, c_io, c_ii = cols[12], cols[13], cols[14], cols[15]
@@ -542,13 +545,9 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
             else:
                 rt[last[m], _R_NXT] = i
             last[m] = i
-        fl = 0
-        bad = False
-        for t in range(4):  # cols[1:5]: pop_prev, pop_next, push_prev, push_next, flag bit t
-            if rows[i, cols[1 + t]] != 0:
-                fl |= 1 << t
-                bad = bad or _TOKEN_FIFO[t, m] < 0
-        rt[i, _R_FLAG] = -1 if bad else fl
+        fl = ((rows[i, c_f0] != 0) | (rows[i, c_f1] != 0) << 1 | (rows[i, c_f2] != 0) << 2
+              | (rows[i, c_f3] != 0) << 3)
+        rt[i, _R_FLAG] = -1 if fl & _BAD_FLAGS[m] else fl
         if op == 0 or op == 1:  # LOAD / STORE
             x = rows[i, c_x]
             if x == 0:
