@@ -300,7 +300,8 @@ _PQ, _IQ, _FREE, _BUSY, _HK = 0, 1, 2, 3, 4  # per queue (3): unit of the head, 
 # unit's rows of the queue, clock, busy time, the head's row (-1: the queue is done)
 _HEAD, _TAIL = 5, 6  # per token FIFO (4): ring positions of the first token and past the last
 _N_ST = 7
-# Columns of an anchor row (`_fast_forward`): unit, length of the state (0: not kept, -1: none yet),
+# Columns of an anchor row (`_fast_forward`): unit (a multiple of the row's period; before the first
+# anchor, minus the period), length of the state (0: not kept, -1: none yet),
 # load clock, busy time (3 queues, port), units of the queue heads, then the state itself.
 _A_PAIR, _A_LEN, _A_REF, _A_BUSY, _A_POS, _A_STATE = 0, 1, 2, 3, 7, 10
 #: Most words of state a snapshot keeps (12 + the tokens in flight).
@@ -412,7 +413,8 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
         skipped = False
         for a in range(n_per):
             c = periods[a]
-            if j % c != 0 or anc[a, _A_PAIR] != j - c or anc[a, _A_LEN] != size:
+            # (an anchor's unit is a multiple of its period, so then j is one: no division)
+            if anc[a, _A_PAIR] != j - c or anc[a, _A_LEN] != size:
                 continue
             same = True
             for s in range(S + 6, S + size):  # port, end, token FIFOs
@@ -471,8 +473,10 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
             skipped = True
             break
     width = S + size
-    for a in range(n_per):
-        if j % periods[a] == 0:
+    for a in range(n_per):  # anchor j for the periods it is a multiple of (j only grows: few divisions)
+        c = periods[a]
+        due = anc[a, _A_PAIR] + c  # the multiple of c after the anchor's
+        if j == due or (j > due and j % c == 0):
             for s in range(width):
                 anc[a, s] = anc[cur, s]
     return port_free, port_busy, t_end
@@ -640,8 +644,9 @@ def _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap):  # pragma: no cove
     # Periodic fast-forward anchors: one snapshot per candidate period, and the current state (last row).
     n_per = periods.shape[0]
     anc = np.zeros((n_per + 1, _A_STATE + _MAX_STATE), np.int64)
-    anc[:, _A_PAIR] = -1
-    anc[:, _A_LEN] = -1
+    anc[:, _A_LEN] = -1  # no anchor yet
+    for a in range(n_per):
+        anc[a, _A_PAIR] = -periods[a]  # the multiple of the period before unit 0
 
     # Ready time of each queue's head (its clock, or the time of a token it pops if later; -1: it
     # waits on an empty token FIFO, or the queue is done) and its arbitration key, kept: a step
