@@ -309,46 +309,6 @@ _MAX_STATE = 12 + 64
 
 
 @njit(cache=True)
-def _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, r):  # pragma: no cover - compiled
-    """Into anchor row r: the unit the load queue starts, its clock, the busy times, the units of the
-    queue heads, and the state relative to the load clock (the other queues' positions relative to the
-    load queue's unit, clocks, port, token FIFOs); returns the state's length (0: too many tokens to
-    keep)."""
-    j = st[_PQ, 0]
-    ref = st[_FREE, 0]
-    anc[r, _A_PAIR] = j
-    anc[r, _A_REF] = ref
-    for q in range(3):
-        anc[r, _A_BUSY + q] = st[_BUSY, q]
-        anc[r, _A_POS + q] = st[_PQ, q]
-    anc[r, _A_BUSY + 3] = port_busy
-    size = 12
-    for f in range(4):
-        size += st[_TAIL, f] - st[_HEAD, f]
-    if size > _MAX_STATE:
-        size = 0
-    anc[r, _A_LEN] = size
-    if size == 0:
-        return 0
-    s = _A_STATE
-    anc[r, s] = st[_PQ, 1] - j
-    anc[r, s + 1] = st[_IQ, 1]
-    anc[r, s + 2] = st[_PQ, 2] - j
-    anc[r, s + 3] = st[_IQ, 2]
-    anc[r, s + 4] = st[_FREE, 1] - ref
-    anc[r, s + 5] = st[_FREE, 2] - ref
-    anc[r, s + 6] = port_free - ref
-    anc[r, s + 7] = t_end - ref
-    k = s + 12
-    for f in range(4):
-        anc[r, s + 8 + f] = st[_TAIL, f] - st[_HEAD, f]
-        for e in range(st[_HEAD, f], st[_TAIL, f]):
-            anc[r, k] = fifo[f, e & mask] - ref
-            k += 1
-    return size
-
-
-@njit(cache=True)
 def _seek(q, st, pair_class, blk, rt):  # pragma: no cover - compiled
     """Queue q's head: its row at position iq[q] of unit pq[q] (units without rows of q are passed)
     into hk[q]; -1: q is done."""
@@ -404,12 +364,45 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
     n_per = periods.shape[0]
     cur = n_per  # the row of the current state
     S = _A_STATE
-    size = _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, cur)
-    if size == 0:
-        return port_free, port_busy, t_end
-    j = st[_PQ, 0]
-    skipped = True
-    while skipped and size > 0:  # after a skip, the periods are tried again at the unit it lands on
+    first = True
+    while True:  # after a skip, the periods are tried again at the unit it lands on
+        # Snapshot into row cur (here, not in a helper: a call costs reference counting per array): the
+        # unit, the load clock, busy times, queue units, and the state relative to the load clock (the
+        # other queues' positions relative to the load queue's unit, clocks, port, token FIFOs).
+        j = st[_PQ, 0]
+        ref = st[_FREE, 0]
+        anc[cur, _A_PAIR] = j
+        anc[cur, _A_REF] = ref
+        for q in range(3):
+            anc[cur, _A_BUSY + q] = st[_BUSY, q]
+            anc[cur, _A_POS + q] = st[_PQ, q]
+        anc[cur, _A_BUSY + 3] = port_busy
+        size = 12
+        for f in range(4):
+            size += st[_TAIL, f] - st[_HEAD, f]
+        if size > _MAX_STATE:  # too many tokens to keep
+            size = 0
+        anc[cur, _A_LEN] = size
+        if size == 0:
+            if first:
+                return port_free, port_busy, t_end
+            break
+        first = False
+        anc[cur, S] = st[_PQ, 1] - j
+        anc[cur, S + 1] = st[_IQ, 1]
+        anc[cur, S + 2] = st[_PQ, 2] - j
+        anc[cur, S + 3] = st[_IQ, 2]
+        anc[cur, S + 4] = st[_FREE, 1] - ref
+        anc[cur, S + 5] = st[_FREE, 2] - ref
+        anc[cur, S + 6] = port_free - ref
+        anc[cur, S + 7] = t_end - ref
+        k = S + 12
+        for f in range(4):
+            anc[cur, S + 8 + f] = st[_TAIL, f] - st[_HEAD, f]
+            for e in range(st[_HEAD, f], st[_TAIL, f]):
+                anc[cur, k] = fifo[f, e & mask] - ref
+                k += 1
+
         skipped = False
         for a in range(n_per):
             c = periods[a]
@@ -453,7 +446,7 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
                 reps -= 1
             if reps < 1:
                 continue
-            shift = reps * (anc[cur, _A_REF] - anc[a, _A_REF])
+            shift = reps * (ref - anc[a, _A_REF])
             for q in range(3):
                 if (parked >> q) & 1:
                     continue
@@ -468,9 +461,9 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
                     fifo[f, e & mask] += shift
             for q in range(3):
                 _seek(q, st, pair_class, blk, rt)
-            j = st[_PQ, 0]
-            size = _snapshot(st, fifo, mask, port_free, port_busy, t_end, anc, cur)
             skipped = True
+            break
+        if not skipped:
             break
     width = S + size
     for a in range(n_per):  # anchor j for the periods it is a multiple of (j only grows: few divisions)
