@@ -760,10 +760,14 @@ def _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap):  # pragma: no cove
 @njit(cache=True)
 def _kernel(rows, block_start, elem_bytes, port_bytes, p, pair_class, periods, fifo_cap):  # pragma: no cover
     """`_decode` then `_engine` in one compiled call (one dispatch; scalars back, no arrays to box):
-    (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)."""
+    (status, row, cycles, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint),
+    the times in cycles (the end rounded up, busy times to the nearest)."""
     blk, rt, inv_eff, footprint = _decode(rows, _COLS, block_start, elem_bytes, port_bytes, p)
     status, row, end, busy, port_busy, heads, _ = _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap)
-    return (status, row, end, busy[0], busy[1], busy[2], port_busy, heads[0], heads[1], heads[2], footprint)
+    unit = np.int64(_TIME_SCALE)
+    half = unit >> 1
+    return (status, row, -(-end // unit), (busy[0] + half) // unit, (busy[1] + half) // unit,
+            (busy[2] + half) // unit, (port_busy + half) // unit, heads[0], heads[1], heads[2], footprint)
 
 
 # -- Python wrapper ---------------------------------------------------------------------------
@@ -822,11 +826,19 @@ def _describe_head(insns: np.ndarray, i: int) -> str:
     return f"instruction {i} ({name})"
 
 
+_LOAD, _COMPUTE, _STORE = isa.QUEUE_NAMES
+
+
 def _result(out: tuple, rows: np.ndarray) -> TimingResult:
     """TimingResult of a `_kernel` run, or the SimulationError its status names."""
-    status, idx, end, b_load, b_compute, b_store, port_busy = out[:7]
-    heads, footprint = out[7:10], out[10]
-    m = rows
+    status, idx, cycles, b_load, b_compute, b_store, port_busy, h_load, h_compute, h_store, footprint = out
+    if status != _OK:
+        _raise_status(status, idx, (h_load, h_compute, h_store), rows)
+    return TimingResult(cycles, {_LOAD: b_load, _COMPUTE: b_compute, _STORE: b_store}, port_busy, int(footprint))
+
+
+def _raise_status(status: int, idx: int, heads: tuple[int, int, int], m: np.ndarray) -> None:
+    """The SimulationError a `_kernel` status names (none for _OVERFLOW: `time_blocks` handles it)."""
     if status == _DEADLOCK:
         blocked = []
         for q, h in enumerate(heads):
@@ -847,12 +859,6 @@ def _result(out: tuple, rows: np.ndarray) -> TimingResult:
     if status == _BAD_MEM:
         raise SimulationError(f"instruction {idx}: memory_type={m[idx, isa.COL['memory_type']]} unknown; "
                               "allowed 0..5")
-    unit = 1 << 24  # _TIME_SCALE
-    half = unit >> 1
-    load, compute, store = isa.QUEUE_NAMES
-    return TimingResult(-(-end // unit), {load: (b_load + half) // unit, compute: (b_compute + half) // unit,
-                                          store: (b_store + half) // unit},
-                        (port_busy + half) // unit, int(footprint))
 
 
 def time_program(insns: np.ndarray, hw: HwConfig, params: TimingParams | None = None) -> TimingResult:
