@@ -344,8 +344,9 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
                   rt):  # pragma: no cover - compiled
     """The load queue starts unit j = pq[0]: compare the state relative to the load clock with
     the snapshot at unit j - c of each candidate period c (anchor rows of `anc`, one per period; its
-    last row takes the current state), skip the periods that repeat exactly (see `_engine`), then
-    snapshot. Returns (port_free, port_busy, t_end).
+    last row takes the current state), skip the periods that repeat exactly (see `_engine`), then keep
+    the state (after the last skip) as the anchor of each period its unit is a multiple of. Returns
+    (port_free, port_busy, t_end).
 
     The unit a skip lands on is compared again, like any unit the load queue starts: a skip leaves
     exactly the state the simulation reaches there, and the snapshots are states it reached, so a
@@ -606,7 +607,10 @@ def _engine(blk, rt, inv_eff, pair_class, periods, fifo_cap):  # pragma: no cove
     if it is equal (a queue parked on an empty token FIFO may stay where it is, `_fast_forward`)
     and the blocks of the units the queues read repeat with period c, the next periods repeat
     exactly, so they are skipped by adding their time and busy-cycle increments (then the unit the
-    skip lands on is compared again)."""
+    skip lands on is compared again). `_fast_forward` does this at every unit the load queue starts
+    (period 1 is always a candidate, so there is always a snapshot to keep): the engine's small state
+    and the snapshots are one array each (`st`, `anc`), and the decoded rows two (`_decode`), so that
+    the call passes few arrays (a compiled call costs reference counting per array argument)."""
     # Token FIFOs (isa.TOK_L2G..TOK_S2G) as rings of availability times.
     # ring slots: a power of two >= fifo_cap (an index is masked, not divided, at every step)
     size = 1
