@@ -367,9 +367,9 @@ def _fast_forward(st, anc, fifo, mask, port_free, port_busy, t_end, pair_class, 
     S = _A_STATE
     first = True
     while True:  # after a skip, the periods are tried again at the unit it lands on
-        # Snapshot into row cur (here, not in a helper: a call costs reference counting per array): the
-        # unit, the load clock, busy times, queue units, and the state relative to the load clock (the
-        # other queues' positions relative to the load queue's unit, clocks, port, token FIFOs).
+        # Snapshot into row cur: the unit, the load clock, busy times, queue units, and the state
+        # relative to the load clock (the other queues' positions relative to the load queue's unit,
+        # clocks, port, token FIFOs).
         j = st[_PQ, 0]
         ref = st[_FREE, 0]
         anc[cur, _A_PAIR] = j
@@ -493,8 +493,8 @@ def _decode(rows, cols, block_start, elem_bytes, port_bytes, p):  # pragma: no c
     programs). Per block b and module queue q (docs/vta.md §2.9: STORE -> store; LOAD INP/WGT -> load;
     the rest -> compute), the block's rows of q in program order are a list: its first row
     blk[b, _B_FIRST + q] (-1: none), blk[b, _B_LEN + q] rows, each row's next rt[i, _R_NXT] (-1: the
-    last). For each row i, in the columns `_R_*` of rt: its token flags (1 pop_prev, 2 pop_next, 4 push_prev, 8 push_next; -1: a flag its module may not
-    carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up and padding; otherwise the
+    last). For each row i, in the columns `_R_*` of rt: its token flags (1 pop_prev, 2 pop_next,
+    4 push_prev, 8 push_next; -1: a flag its module may not carry), kind (`_K_*`), fixed time (a DMA's off-port latency, row set-up and padding; otherwise the
     whole duration), arbitration key offset (the time from its start to its contended event: a DMA's
     fixed time, otherwise 0) and a DMA's beats on the port (its data time is beats x inv_eff, the time
     units per beat: the port efficiency depends on the footprint of all rows). Exactly the integer
