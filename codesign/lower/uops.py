@@ -301,19 +301,23 @@ _H, _W, _CO = AXIS["h"], AXIS["w"], AXIS["co"]  # the axes of the edge bits 0, 1
 
 
 @njit(cache=True)
-def _tile_index(tab, i, ax):  # pragma: no cover - compiled
-    """The tile index on axis `ax` of iteration i of the loops of `tab` (`access.loop_table`)."""
-    idx = 0
+def _axis_index(tab, n, ax):  # pragma: no cover - compiled
+    """(n,) the tile index on axis `ax` of iterations 0..n-1 of the loops of `tab` (`access.loop_table`):
+    the sum over the loops walking it."""
+    out = np.zeros(n, np.int64)
     for lp in range(tab.shape[0]):
         if tab[lp, 2] == ax:
-            idx += (i // tab[lp, 1]) % tab[lp, 0] * tab[lp, 3]
-    return idx
+            extent, place, scale = tab[lp, 0], tab[lp, 1], tab[lp, 3]
+            for i in range(n):
+                out[i] += (i // place) % extent * scale
+    return out
 
 
 @njit(cache=True)
 def _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C):  # pragma: no cover - compiled
     """`pair_variants` from the loop tables of the pair, thread and inner loops and the edge tile
-    index on h, w, co (-1: none): the tile index on an axis is the sum over the loops walking it."""
+    index on h, w, co (-1: none): a tile's index on an axis is its thread's + its pair's + its
+    sub-step's (`_axis_index`, each once)."""
     out = np.zeros((T, P, C), np.int64)
     lasts = (h_last, w_last, co_last)
     axes = (_H, _W, _CO)
@@ -321,12 +325,12 @@ def _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C):  # 
         last, ax = lasts[bit], axes[bit]
         if last < 0:
             continue
+        it, ip, ic = _axis_index(threads, T, ax), _axis_index(loops, P, ax), _axis_index(inner, C, ax)
         for t in range(T):
-            it = _tile_index(threads, t, ax)
             for p in range(P):
-                ip = it + _tile_index(loops, p, ax)
+                rest = last - it[t] - ip[p]  # the sub-steps' index that reaches the edge tile
                 for c in range(C):
-                    if ip + _tile_index(inner, c, ax) == last:
+                    if ic[c] == rest:
                         out[t, p, c] |= 1 << bit
     return out
 
@@ -345,16 +349,24 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, order: tuple) -> Uops:
     uses = use_order(*order)[0]
     h, w, co, ci = edges.last
     vsize, bits = _variant_sizes(edges)
-    kvar, ksizes, kinds, first, first_pair, dram_off, total, special = _edge_plan_kernel(
+    buf, n_k, n_first, n_special, total = _edge_plan_kernel(
         sizes, uses, T, S, GC, G, bias, bits, vsize,
         h, w, co, ci, *tables(m), m.n_pairs, C,
         m.uop_preload)
     if total > depth:
         raise InvalidSchedule(f"edge_uop_cache: micro-op cache: the kernels of the full and edge tiles need "
                               f"{total} micro-ops together > UOP depth {depth}")
-    _read_only(kvar, ksizes, kinds, first, first_pair, dram_off, special)
+    buf.setflags(write=False)  # its views below are read only too
+    # the plan's arrays, back to back in `buf` (`_edge_plan_kernel`)
+    n0, V = len(sizes), len(vsize)
+    a, b = n0 * V, n0 * V + n_k
+    kvar, ksizes, kinds = buf[:a].reshape(n0, V), buf[a:b], buf[b:b + 3 * n_k].reshape(n_k, 3)
+    a = b + 3 * n_k
+    first, first_pair, dram_off, special = (buf[a:a + n_first], buf[a + n_first:a + n_first + n_k],
+                                            buf[a + n_first + n_k:a + n_first + 2 * n_k],
+                                            buf[a + n_first + 2 * n_k:a + n_first + 2 * n_k + n_special])
     return Uops(ksizes, uses, _no_ring(len(uses)), dram_off, first, kvar, first_pair, origin=kinds, special=special,
-                n_uops=int(total))
+                n_uops=total)
 
 
 @lru_cache(maxsize=1024)
@@ -381,14 +393,17 @@ def _variant_sizes(edges: Edges) -> tuple[np.ndarray, int]:
 @njit(cache=True)
 def _edge_plan_kernel(sizes, uses, T, S, GC, G, bias, edged, vsize, h_last, w_last, co_last, ci_last,
                       loops, threads, inner, P, C, preload):  # pragma: no cover - compiled
-    """`_edge_plan` in one compiled call: (kvar, kernel sizes, origin, first, first_pair, DRAM
-    offsets, micro-ops of every kernel, the pairs of a kernel's first load in order (none with
-    `preload`)); the ring's rows are `_no_ring`'s."""
+    """`_edge_plan` in one compiled call: (buf, kernels n, first-use kernels, special pairs, micro-ops
+    of every kernel); buf holds back to back kvar (len(sizes), V), the kernel sizes (n), origin (n,
+    3), first, first_pair (n), the DRAM offsets (n) and the pairs of a kernel's first load in order
+    (none with `preload`): one array to return, not seven (each costs a boxing). The ring's rows are
+    `_no_ring`'s."""
     kvar, ksizes, kinds = _edge_kernels(sizes, T, S, GC, bias, edged, vsize)
     # the pairs that first run some (thread, sub-step, variant) hold every kernel's first use
     pv = _pair_variants(loops, threads, inner, h_last, w_last, co_last, T, P, C)
     first, first_pair = _edge_first(uses, S, GC, G, T, ci_last, pv, kvar, ksizes.shape[0])
-    dram_off = np.zeros(ksizes.shape[0], np.int64)
+    n = ksizes.shape[0]
+    dram_off = np.zeros(n, np.int64)
     total = 0
     n_special = 0
     special = np.empty(first.shape[0], np.int64)
@@ -402,10 +417,21 @@ def _edge_plan_kernel(sizes, uses, T, S, GC, G, bias, edged, vsize, h_last, w_la
         first_pair[:] = -1
         n_special = 0
     else:
-        for k in range(first_pair.shape[0]):
+        for k in range(n):
             if first_pair[k] < 0:  # never used: never loaded
                 first_pair[k] = np.iinfo(np.int64).max
-    return kvar, ksizes, kinds, first, first_pair, dram_off, total, special[:n_special].copy()
+    nf = first.shape[0]
+    buf = np.empty(kvar.size + 6 * n + nf + n_special, np.int64)
+    a = kvar.size
+    buf[:a] = kvar.ravel()
+    buf[a:a + n] = ksizes
+    buf[a + n:a + 4 * n] = kinds.ravel()
+    a += 4 * n
+    buf[a:a + nf] = first
+    buf[a + nf:a + nf + n] = first_pair
+    buf[a + nf + n:a + nf + 2 * n] = dram_off
+    buf[a + nf + 2 * n:] = special[:n_special]
+    return buf, n, nf, n_special, total
 
 
 @njit(cache=True)

@@ -28,3 +28,25 @@ class lazy(Generic[T]):  # noqa: N801 - reads as the decorator it replaces
             return self  # type: ignore[return-value]
         value = obj.__dict__[self.name] = self.fn(obj)
         return value
+
+
+class derived:  # noqa: N801 - reads as `lazy`
+    """A lazy attribute computed together with others by one `fill(obj)`, which stores all of them
+    in the instance's `__dict__`: the first read of any runs it once, every later read of each is
+    the plain attribute. For values one pass derives together (a fresh `Mapping`'s loop-nest counts,
+    all read by the lowering of every evaluated schedule), one call instead of a descriptor call,
+    a function and its generators each."""
+
+    def __init__(self, fill: Callable[[Any], None], doc: str = "") -> None:
+        self.fill = fill
+        self.name = ""
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        self.fill(obj)
+        return obj.__dict__[self.name]

@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 from codesign.mapping.batch import Geometry, Kernel
 from codesign.mapping.edges import Edges
-from codesign.mapping.lazy import lazy
+from codesign.mapping.lazy import derived, lazy
 
 AXES = ("b", "h", "co", "w", "ci")
 OPERANDS = ("inp", "wgt", "out")  # loaded / stored operands (ACC and UOP live on chip, see lower)
@@ -136,39 +136,41 @@ class Mapping:
     uop_preload: bool = False
     early_epilogue: bool = False
 
-    @lazy
-    def red(self) -> int:
-        """Index in `loops` of the reduction loop (axis ci)."""
-        return next((i for i, lp in enumerate(self.loops) if lp.axis == "ci"), len(self.loops) - 1)
+    def _nest(self) -> None:
+        """The loop nest's counts below (`derived`), in one pass: the lowering reads all of them for
+        every fresh mapping."""
+        loops = self.loops
+        red = len(loops) - 1  # no reduction loop: the innermost
+        for i, lp in enumerate(loops):
+            if lp.axis == "ci":
+                red = i
+                break
+        n_pairs = n_inner = n_threads = n_lift = 1
+        for lp in loops[:red]:
+            n_pairs *= lp.extent
+        for lp in loops[red + 1:]:
+            n_inner *= lp.extent
+        for lp in self.vthreads:
+            n_threads *= lp.extent
+        for lift in self.gemm_lift:
+            n_lift *= lift[0]
+        srcs = [a.src for a in self.epilogue]
+        self.__dict__.update(
+            red=red, pair_loops=loops[:red], inner_loops=loops[red + 1:], n_inner=n_inner, n_pairs=n_pairs,
+            n_steps=loops[red].extent if loops else 1, n_lift=n_lift, n_threads=n_threads,
+            has_bias="bias" in srcs, has_residual="residual" in srcs)
 
-    @lazy
-    def pair_loops(self) -> tuple[Loop, ...]:
-        """The loops outside the reduction: one iteration of them is a *pair* (the tiles of all
-        virtual threads and inner loops, K reduction steps, epilogue and STOREs)."""
-        return self.loops[:self.red]
-
-    @lazy
-    def inner_loops(self) -> tuple[Loop, ...]:
-        """The loops inside the reduction: their output tiles stay resident in ACC."""
-        return self.loops[self.red + 1:]
-
-    @lazy
-    def n_inner(self) -> int:
-        """ACC slots per thread: the output tiles of the inner loops (1 without them)."""
-        return math.prod(lp.extent for lp in self.inner_loops)
-
-    @lazy
-    def n_pairs(self) -> int:
-        return math.prod(lp.extent for lp in self.pair_loops)
-
-    @lazy
-    def n_steps(self) -> int:
-        return self.loops[self.red].extent
-
-    @lazy
-    def n_lift(self) -> int:
-        """GEMM instructions per batch block and reduction step (1: the kernel is whole)."""
-        return math.prod(lp[0] for lp in self.gemm_lift)
+    red = derived(_nest, "Index in `loops` of the reduction loop (axis ci).")
+    pair_loops = derived(_nest, "The loops outside the reduction: one iteration of them is a *pair* (the tiles "
+                                "of all virtual threads and inner loops, K reduction steps, epilogue and STOREs).")
+    inner_loops = derived(_nest, "The loops inside the reduction: their output tiles stay resident in ACC.")
+    n_inner = derived(_nest, "ACC slots per thread: the output tiles of the inner loops (1 without them).")
+    n_pairs = derived(_nest, "Iterations of the pair loops.")
+    n_steps = derived(_nest, "Reduction steps: the extent of the reduction loop.")
+    n_lift = derived(_nest, "GEMM instructions per batch block and reduction step (1: the kernel is whole).")
+    n_threads = derived(_nest, "Virtual threads: the product of the thread loops' extents.")
+    has_bias = derived(_nest, "The epilogue adds the bias (a step with src \"bias\").")
+    has_residual = derived(_nest, "The epilogue adds the residual (a step with src \"residual\").")
 
     def lift_offsets(self) -> list[tuple[int, int, int]]:
         """(dst, src, wgt) offset of each lifted iteration, in instruction order."""
@@ -176,10 +178,6 @@ class Mapping:
         for e, d, s, w in self.gemm_lift:
             out = [(a + i * d, b + i * s, c + i * w) for a, b, c in out for i in range(e)]
         return out
-
-    @lazy
-    def n_threads(self) -> int:
-        return math.prod(lp.extent for lp in self.vthreads)
 
     def level(self, operand: str) -> int:
         """Index in `loops` of the loop where `operand` is loaded/stored."""
@@ -224,17 +222,11 @@ class Mapping:
         group, which the load module runs after thread 0's, and nothing overwrites the tile, so no
         token changes. Only input-stationary mappings: the templates' (INP loaded at the reduction
         loop) keep their programs, instruction for instruction."""
+        if self.n_threads <= 1:  # most mappings: no thread to share with
+            return False
         dep = self.depends("inp")
-        return (self.n_threads > 1 and self.level("inp") < self.red and self.inp_loads_per_thread == 1
+        return (self.level("inp") < self.red and self.inp_loads_per_thread == 1
                 and not self.has_residual and all(lp.extent == 1 for lp in self.vthreads if lp.axis in dep))
-
-    @lazy
-    def has_bias(self) -> bool:
-        return any(a.src == "bias" for a in self.epilogue)
-
-    @lazy
-    def has_residual(self) -> bool:
-        return any(a.src == "residual" for a in self.epilogue)
 
 
 @dataclass(frozen=True)
