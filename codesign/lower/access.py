@@ -49,7 +49,6 @@ SPEC = ("H", "W", "OH", "OW", "CI", "CO", "s", "p", "kk", "tb", "th", "tw", "tci
 VARIANT = (HIN, WIN, INP_Y, INP_X, INP_ST, WGT_Y, WGT_X, WGT_ST, OUT_Y, OUT_X, OUT_ST, INP_SPLIT, E_CI, E_ACC, E_CO,
            E_PIX)
 _VARIANT_AT = np.array(VARIANT, dtype=np.int64)
-_IS_VARIANT = np.isin(np.arange(len(SPEC)), _VARIANT_AT)  # the columns of `VARIANT`
 
 
 @lru_cache(maxsize=1024)
@@ -64,13 +63,29 @@ def loop_table(loops: tuple[Loop, ...]) -> np.ndarray:
 
 def tables(m: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`loop_table` of `m`'s pair, thread and inner loops, kept on the (frozen) mapping: `spec` and
-    the edge tiles' micro-op plan (`uops`) read them, and the key of `loop_table`'s cache hashes
-    every loop."""
+    the edge tiles' micro-op plan (`uops`) read them."""
     got = m.__dict__.get("_loop_tables")
     if got is None:
-        got = m.__dict__["_loop_tables"] = (loop_table(m.pair_loops), loop_table(m.vthreads),
-                                            loop_table(m.inner_loops))
+        got = m.__dict__["_loop_tables"] = _nest_tables(m)
     return got
+
+
+#: `tables` by the identity of the `Loop` objects of a nest (producers share them among the configs
+#: of a space: `loop_table`'s key hashes every loop, a Python call each). The entry keeps its loops
+#: alive, so no other object can have their ids while it is kept.
+_NESTS: dict[tuple[int, ...], tuple[tuple[Loop, ...], tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+_NESTS_MAX = 1 << 12
+
+
+def _nest_tables(m: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    nest = m.loops + m.vthreads
+    key = (len(m.loops), *map(id, nest))
+    got = _NESTS.get(key)
+    if got is None:
+        if len(_NESTS) >= _NESTS_MAX:
+            _NESTS.clear()
+        got = _NESTS[key] = (nest, (loop_table(m.pair_loops), loop_table(m.vthreads), loop_table(m.inner_loops)))
+    return got[1]
 
 
 def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: int = 0
@@ -111,9 +126,9 @@ def spec(m: Mapping, bases: tuple[int, ...], ring_start: int = -1, wgt_depth: in
                    iplace_inp, iplace_wgt, t.co, t.h * t.w, m.gemm_trim[0], m.gemm_trim[1], int(m.inp_shared)),
                   dtype=np.int64)
     if m.edges is None:
-        scv = sc[None, :].copy()
+        scv = sc[None, :]  # one row, the scalars (a view: both are only read)
     else:  # the scalars, each variant's own `VARIANT` scalars in their columns
-        scv = np.where(_IS_VARIANT, _variant_rows(m.edges, C, t.acc_sram), sc)
+        scv = _variant_table(sc, _variant_rows(m.edges, C, t.acc_sram))
     return sc, loops, threads, scv, inner
 
 
@@ -135,6 +150,18 @@ def _variant_rows(edges: Edges, C: int, acc_sram: int) -> np.ndarray:
         rows.setflags(write=False)
         kept[C, acc_sram] = rows
     return rows
+
+
+@njit(cache=True)
+def _variant_table(sc, rows):  # pragma: no cover - compiled
+    """The variant table (`spec`) in one compiled call (np.where costs more): a row of the scalars
+    `sc` per variant, its `VARIANT` columns from its row of `rows`."""
+    out = np.empty(rows.shape, np.int64)
+    for v in range(rows.shape[0]):
+        out[v] = sc
+        for c in _VARIANT_AT:
+            out[v, c] = rows[v, c]
+    return out
 
 
 _NO_FUSED_ROW = (0,) * 9  # bias_base .. id_each of `SPEC` without a fused epilogue

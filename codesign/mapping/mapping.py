@@ -137,8 +137,8 @@ class Mapping:
     early_epilogue: bool = False
 
     def _nest(self) -> None:
-        """The loop nest's counts below (`derived`), in one pass: the lowering reads all of them for
-        every fresh mapping."""
+        """The loop nest's counts below (`derived`) and the residency levels (`level`), in one pass:
+        the lowering reads all of them for every fresh mapping."""
         loops = self.loops
         red = len(loops) - 1  # no reduction loop: the innermost
         for i, lp in enumerate(loops):
@@ -154,6 +154,14 @@ class Mapping:
             n_threads *= lp.extent
         for lift in self.gemm_lift:
             n_lift *= lift[0]
+        levels = {}  # `level`: left to `_levels` (which raises) when a residency names no loop
+        for op, name in self.residency:
+            for i, lp in enumerate(loops):
+                if lp.name == name:
+                    levels[op] = i
+                    break
+        if len(levels) == len(self.residency):
+            self.__dict__["_levels"] = levels
         srcs = [a.src for a in self.epilogue]
         self.__dict__.update(
             red=red, pair_loops=loops[:red], inner_loops=loops[red + 1:], n_inner=n_inner, n_pairs=n_pairs,
@@ -181,6 +189,8 @@ class Mapping:
 
     def level(self, operand: str) -> int:
         """Index in `loops` of the loop where `operand` is loaded/stored."""
+        if "_levels" not in self.__dict__:
+            self._nest()  # sets them with the nest's counts, unless a residency names no loop
         return self._levels[operand]
 
     @lazy
