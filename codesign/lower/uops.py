@@ -344,7 +344,7 @@ def _edge_plan(m: Mapping, depth: int, sizes: np.ndarray, order: tuple) -> Uops:
     T, G, C = m.n_threads, m.tile.b, m.n_inner
     S = len(sizes) // T
     GC = G * C  # resets (slots 0..GC-1: c * G + b), then GEMMs (GC + c * G + b), then the epilogue
-    bias = 2 * GC + next((o for o, a in enumerate(m.epilogue) if a.src == "bias"), S)  # its slot (S: none)
+    bias = 2 * GC + (next(o for o, a in enumerate(m.epilogue) if a.src == "bias") if m.has_bias else S)  # (S: none)
     edges = m.edges
     uses = use_order(*order)[0]
     h, w, co, ci = edges.last
