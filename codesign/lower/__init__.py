@@ -151,10 +151,11 @@ def _into_scratch(fn: Any, args: tuple, scratch_rows: int, borrow: bool) -> tupl
     kept scratch, grown up to `scratch_rows` rows, or, when the rows may not fit it, into a matrix of
     their own (rows whose bound is larger are a whole program's: a scratch kept at that size would
     hold them). `borrow`: the rows may be the scratch's own."""
-    got = fn(*args, _scratch(0), _BORROW if borrow else _COPY, _SCRATCH.dirty)
+    mode = _BORROW if borrow else _COPY
+    got = fn(*args, _scratch(0), mode, _SCRATCH.dirty)
     n = got[-2]
     if n < 0 and -n <= scratch_rows:  # a larger scratch
-        got = fn(*args, _scratch(-n), _BORROW if borrow else _COPY, _SCRATCH.dirty)
+        got = fn(*args, _scratch(-n), mode, _SCRATCH.dirty)
     elif n < 0:
         out = np.zeros((-n, isa.N_FIELDS), dtype=np.int64)
         got = fn(*args, out, _OWN, 0)
@@ -243,7 +244,7 @@ def _scratch(n: int) -> np.ndarray:
     `_SCRATCH.dirty` rows (lent out with a block program, zeroed by the next emission): `max_rows`
     bounds a pair's rows loosely (every load split, every kernel reloaded, every step written), so a
     fresh `np.zeros` of that bound cost about as much as the emitting (the memset of a large calloc);
-    the user zeroes the rows used (`_emit_rows`; from the h-ff-segments WIP)."""
+    the user zeroes the rows used (`_emit_rows`)."""
     buf = getattr(_SCRATCH, "buf", None)
     if buf is None or buf.shape[0] < n:
         buf = _SCRATCH.buf = np.zeros((max(n, 1 << 12), isa.N_FIELDS), dtype=np.int64)
@@ -438,5 +439,6 @@ def _finish(units, rep, pair_class, loops, inner, P, extra, K, NC, U, min_steps)
     _, n_insns, periods = block_tail(pair_rows(units, rep), pair_class, loops, P, extra)
     block_start, seq, periods = step_blocks(units, rep, pair_class, periods, NC, inner)
     return block_start, seq, periods, n_insns, U
+
 
 __all__ = ["Lowered", "PairBlocks", "lower_program", "lower_blocks", "regions", "dram_bases"]
